@@ -1,0 +1,36 @@
+//! Exit codes: a documented, stable API (see README.md). One match decides them.
+
+use git_lease::{ErrorKind, Outcome};
+
+/// Done, including "not held" (release of nothing).
+pub const OK: u8 = 0;
+/// Failure: I/O, git, a corrupt ledger, a transport error, a refused mirror ledger.
+pub const FAILURE: u8 = 1;
+/// Bad usage or invalid input.
+pub const USAGE: u8 = 2;
+/// Refused: held by someone else, not the holder, the fencing check failed, a hook refused.
+pub const REFUSED: u8 = 3;
+/// No such lease (show, log) or an ambiguous prefix.
+pub const NOT_FOUND: u8 = 4;
+/// Lost the compare-and-swap race repeatedly; nothing changed and it is safe to retry.
+pub const LOST_RACE: u8 = 5;
+
+/// Returns the exit code of an error.
+pub fn for_error(kind: ErrorKind) -> u8 {
+    match kind {
+        ErrorKind::Failure => FAILURE,
+        ErrorKind::Usage => USAGE,
+        ErrorKind::Refused => REFUSED,
+        ErrorKind::NotFound => NOT_FOUND,
+        ErrorKind::LostRace => LOST_RACE,
+    }
+}
+
+/// Returns the exit code of an outcome.
+pub fn for_outcome(outcome: Outcome) -> u8 {
+    if outcome.is_refusal() {
+        REFUSED
+    } else {
+        OK
+    }
+}

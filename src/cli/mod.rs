@@ -1,0 +1,683 @@
+//! The `git lease` command line: parses arguments, reads the clock once, calls the library,
+//! and turns outcomes and errors into output and exit codes.
+
+mod exit;
+mod output;
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use chrono::{DateTime, Utc};
+use clap::{Args, Parser, Subcommand};
+use git_lease::remote::Remote;
+use git_lease::view::{LeaseView, LogView, ReportView, State};
+use git_lease::{rules, Claim, Ending, Entry, Error, IssueId, Lease, Ledger, Report, Ttl};
+
+/// The TTL of a claim when neither `--ttl` nor `lease.ttl` says otherwise.
+const DEFAULT_TTL: &str = "1h";
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "git-lease",
+    bin_name = "git lease",
+    version,
+    about = "Claim issues with leases kept in git refs (refs/leases/<issue>)",
+    long_about = "Claim issues with leases kept in git itself.\n\nEach issue's claims form a \
+                  chain of commits under refs/leases/<issue>; each commit holds lease.json \
+                  with the holder, the fencing token and the expiry.",
+    after_help = "Exit codes: 0 done (including \"not held\"), 1 failure, 2 bad usage, \
+                  3 refused, 4 no such lease or ambiguous prefix, 5 lost the race repeatedly."
+)]
+struct Cli {
+    /// Run as if started in <PATH> (may be repeated, as in git)
+    #[arg(short = 'C', value_name = "PATH", global = true)]
+    dirs: Vec<PathBuf>,
+
+    /// Print one JSON object (an array for list and log) on stdout
+    #[arg(long, global = true)]
+    json: bool,
+
+    /// Operate on this remote (a name or URL) instead of the local refs [config: lease.remote]
+    #[arg(long, global = true, value_name = "REMOTE", conflicts_with = "local")]
+    remote: Option<String>,
+
+    /// Operate on the local refs even if lease.remote is set
+    #[arg(long, global = true)]
+    local: bool,
+
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Args, Debug)]
+struct HolderArg {
+    /// Who holds [default: config lease.holder, then user.email]
+    #[arg(long, env = "GIT_LEASE_HOLDER", value_name = "NAME")]
+    holder: Option<String>,
+}
+
+#[derive(Args, Debug)]
+struct TtlArg {
+    /// How long the lease lasts: 90s, 15m, 2h, 1d or never [default: config lease.ttl, else 1h]
+    #[arg(long, value_name = "DURATION")]
+    ttl: Option<String>,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Claim issues (all or none); idempotent for the live holder
+    Acquire {
+        /// The exact issue ids
+        #[arg(required = true, value_name = "ISSUE")]
+        issues: Vec<String>,
+        #[command(flatten)]
+        holder: HolderArg,
+        #[command(flatten)]
+        ttl: TtlArg,
+        /// Free text stored with the claim
+        #[arg(long)]
+        note: Option<String>,
+        /// An external task or job id stored with the claim
+        #[arg(long)]
+        task: Option<String>,
+    },
+    /// Extend your live lease from now by the TTL
+    Renew {
+        /// The issue id or a unique prefix
+        issue: String,
+        #[command(flatten)]
+        holder: HolderArg,
+        #[command(flatten)]
+        ttl: TtlArg,
+    },
+    /// Free your lease (or an expired one), keeping its token
+    Release {
+        /// The issue id or a unique prefix
+        issue: String,
+        #[command(flatten)]
+        holder: HolderArg,
+    },
+    /// Free your lease and record that the work is done
+    Complete {
+        /// The issue id or a unique prefix
+        issue: String,
+        #[command(flatten)]
+        holder: HolderArg,
+    },
+    /// Free your lease and record that the work was given up
+    Abandon {
+        /// The issue id or a unique prefix
+        issue: String,
+        #[command(flatten)]
+        holder: HolderArg,
+    },
+    /// Show one lease (reads only)
+    Show {
+        /// The issue id or a unique prefix
+        issue: String,
+    },
+    /// List live leases, oldest tenure first (reads only)
+    List {
+        /// Also list free and expired leases with their last token
+        #[arg(long)]
+        all: bool,
+        /// Only leases whose live (or, with --all, last) holder is this
+        #[arg(long)]
+        holder: Option<String>,
+        /// Only leases in this state (implies --all for expired and free)
+        #[arg(long, value_parser = ["held", "expired", "free"])]
+        state: Option<String>,
+        /// Only issues starting with this prefix
+        prefix: Option<String>,
+    },
+    /// Show the tenure history of one issue, newest first (reads only)
+    Log {
+        /// The issue id or a unique prefix
+        issue: String,
+    },
+    /// Fencing check: succeed only if TOKEN is the live tenure's token
+    Check {
+        /// The issue id or a unique prefix
+        issue: String,
+        /// The fencing token to check
+        #[arg(long)]
+        token: u64,
+        /// Also require this holder
+        #[arg(long)]
+        holder: Option<String>,
+    },
+}
+
+/// Runs the command line and returns the process exit code.
+pub fn main() -> u8 {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let code = match e.kind() {
+                clap::error::ErrorKind::DisplayHelp | clap::error::ErrorKind::DisplayVersion => {
+                    exit::OK
+                }
+                _ => exit::USAGE,
+            };
+            let _ = e.print();
+            return code;
+        }
+    };
+    match run(cli) {
+        Ok(code) => code,
+        Err(Failure::Lib(e)) => {
+            eprintln!("git lease: {e}");
+            exit::for_error(e.kind())
+        }
+        Err(Failure::Io(e)) if e.kind() == std::io::ErrorKind::BrokenPipe => exit::OK,
+        Err(Failure::Io(e)) => {
+            eprintln!("git lease: cannot write output: {e}");
+            exit::FAILURE
+        }
+    }
+}
+
+enum Failure {
+    Lib(Error),
+    Io(std::io::Error),
+}
+
+impl From<Error> for Failure {
+    fn from(e: Error) -> Self {
+        Failure::Lib(e)
+    }
+}
+
+impl From<std::io::Error> for Failure {
+    fn from(e: std::io::Error) -> Self {
+        Failure::Io(e)
+    }
+}
+
+/// Reads the one clock of this command: `GIT_LEASE_NOW`, or the system clock.
+fn now() -> Result<DateTime<Utc>, Error> {
+    match std::env::var("GIT_LEASE_NOW") {
+        Ok(text) => git_lease::time::parse_instant(&text),
+        Err(std::env::VarError::NotPresent) => Ok(git_lease::time::system_now()),
+        Err(std::env::VarError::NotUnicode(_)) => Err(Error::InvalidTime {
+            input: "(not UTF-8)".into(),
+        }),
+    }
+}
+
+/// Where operations go: the local refs, or a remote.
+enum Target<'a> {
+    Local(&'a Ledger),
+    Remote(Remote<'a>),
+}
+
+impl Target<'_> {
+    fn apply(
+        &self,
+        issue: &IssueId,
+        decide: impl FnMut(Option<&Lease>) -> rules::Transition,
+    ) -> Result<Report, Error> {
+        match self {
+            Target::Local(l) => l.apply(issue, decide),
+            Target::Remote(r) => r.apply(issue, decide),
+        }
+    }
+
+    fn current(&self, issue: &IssueId) -> Result<Option<Entry>, Error> {
+        match self {
+            Target::Local(l) => l.current(issue),
+            Target::Remote(r) => r.current(issue),
+        }
+    }
+
+    fn list(&self) -> Result<Vec<Entry>, Error> {
+        match self {
+            Target::Local(l) => l.list(),
+            Target::Remote(r) => r.list(),
+        }
+    }
+
+    fn log(&self, issue: &IssueId) -> Result<Vec<Entry>, Error> {
+        match self {
+            Target::Local(l) => l.log(issue),
+            Target::Remote(r) => r.log(issue),
+        }
+    }
+
+    fn resolve(&self, prefix: &str) -> Result<IssueId, Error> {
+        match self {
+            Target::Local(l) => l.resolve(prefix),
+            Target::Remote(r) => r.resolve(prefix),
+        }
+    }
+
+    /// Resolves for a write: an id that matches nothing is taken as an exact, never-leased id.
+    fn resolve_for_write(&self, prefix: &str) -> Result<IssueId, Error> {
+        match self.resolve(prefix) {
+            Err(Error::NoSuchLease(_)) => IssueId::new(prefix),
+            other => other,
+        }
+    }
+}
+
+struct Context {
+    ledger: Ledger,
+    now: DateTime<Utc>,
+    json: bool,
+    remote: Option<String>,
+}
+
+impl Context {
+    fn target(&self) -> Result<Target<'_>, Error> {
+        Ok(match &self.remote {
+            Some(name) => Target::Remote(Remote::new(&self.ledger, name)?),
+            None => Target::Local(&self.ledger),
+        })
+    }
+
+    fn holder(&self, arg: &HolderArg) -> Result<String, Error> {
+        let holder = arg
+            .holder
+            .clone()
+            .or_else(|| self.ledger.store().config_string("lease.holder"))
+            .or_else(|| self.ledger.store().config_string("user.email"))
+            .ok_or_else(|| {
+                Error::InvalidInput(
+                    "no holder: pass --holder, or set `git config lease.holder` or user.email"
+                        .into(),
+                )
+            })?;
+        git_lease::lease::validate_holder(&holder)?;
+        Ok(holder)
+    }
+
+    fn ttl(&self, arg: &TtlArg) -> Result<Ttl, Error> {
+        match &arg.ttl {
+            Some(t) => Ttl::parse(t),
+            None => match self.ledger.store().config_string("lease.ttl") {
+                Some(t) => Ttl::parse(&t)
+                    .map_err(|e| Error::InvalidInput(format!("config lease.ttl: {e}"))),
+                None => Ttl::parse(DEFAULT_TTL),
+            },
+        }
+    }
+}
+
+fn run(cli: Cli) -> Result<u8, Failure> {
+    let now = now()?;
+    for dir in &cli.dirs {
+        std::env::set_current_dir(dir).map_err(|e| Error::Io {
+            context: format!("cannot change to {}", dir.display()),
+            source: e,
+        })?;
+    }
+    let cwd = std::env::current_dir().map_err(|e| Error::Io {
+        context: "cannot read the current directory".into(),
+        source: e,
+    })?;
+    let ledger = Ledger::discover(&cwd)?;
+    let remote = if cli.local {
+        None
+    } else {
+        cli.remote
+            .clone()
+            .or_else(|| ledger.store().config_string("lease.remote"))
+    };
+    let ctx = Context {
+        ledger,
+        now,
+        json: cli.json,
+        remote,
+    };
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    let code = dispatch(&ctx, cli.command, &mut out)?;
+    out.flush()?;
+    Ok(code)
+}
+
+fn dispatch(ctx: &Context, command: Command, out: &mut dyn Write) -> Result<u8, Failure> {
+    let now = ctx.now;
+    let target = ctx.target()?;
+    match command {
+        Command::Acquire {
+            issues,
+            holder,
+            ttl,
+            note,
+            task,
+        } => {
+            let issues = issues
+                .iter()
+                .map(|i| IssueId::new(i))
+                .collect::<Result<Vec<_>, _>>()?;
+            let claim = Claim {
+                holder: ctx.holder(&holder)?,
+                ttl: ctx.ttl(&ttl)?,
+                note,
+                task,
+            };
+            let reports = if issues.len() == 1 {
+                vec![target.apply(&issues[0], |cur| {
+                    rules::acquire(&issues[0], cur, &claim, now)
+                })?]
+            } else {
+                match &target {
+                    Target::Local(l) => l.acquire_all(&issues, &claim, now)?,
+                    Target::Remote(r) => r.acquire_all(&issues, &claim, now)?,
+                }
+            };
+            emit_reports(ctx, &reports, issues.len() > 1, out)
+        }
+        Command::Renew { issue, holder, ttl } => {
+            let holder = ctx.holder(&holder)?;
+            let ttl = ctx.ttl(&ttl)?;
+            let issue = target.resolve_for_write(&issue)?;
+            let report = target.apply(&issue, |cur| rules::renew(cur, &holder, ttl, now))?;
+            emit_reports(ctx, &[report], false, out)
+        }
+        Command::Release { issue, holder } => {
+            end(ctx, &target, &issue, &holder, Ending::Release, out)
+        }
+        Command::Complete { issue, holder } => {
+            end(ctx, &target, &issue, &holder, Ending::Complete, out)
+        }
+        Command::Abandon { issue, holder } => {
+            end(ctx, &target, &issue, &holder, Ending::Abandon, out)
+        }
+        Command::Show { issue } => {
+            let issue = target.resolve(&issue)?;
+            let entry = target.current(&issue)?;
+            let Some(entry) = entry else {
+                return Err(Error::NoSuchLease(issue.to_string()).into());
+            };
+            let view = LeaseView::new(issue.as_str(), Some(&entry), now);
+            if ctx.json {
+                json_line(out, &view)?;
+            } else {
+                write!(out, "{}", output::show(&view, Some(&entry), now))?;
+            }
+            Ok(exit::OK)
+        }
+        Command::List {
+            all,
+            holder,
+            state,
+            prefix,
+        } => {
+            let entries = target.list()?;
+            list(ctx, entries, all, holder, state, prefix, out)
+        }
+        Command::Log { issue } => {
+            let issue = target.resolve(&issue)?;
+            let entries = target.log(&issue)?;
+            if entries.is_empty() {
+                return Err(Error::NoSuchLease(issue.to_string()).into());
+            }
+            if ctx.json {
+                let views: Vec<LogView> = entries.iter().map(LogView::from).collect();
+                json_line(out, &views)?;
+            } else {
+                for e in &entries {
+                    writeln!(out, "{}", log_line(e))?;
+                }
+            }
+            Ok(exit::OK)
+        }
+        Command::Check {
+            issue,
+            token,
+            holder,
+        } => {
+            let issue = match target.resolve(&issue) {
+                Err(Error::NoSuchLease(p)) => IssueId::new(&p)?,
+                other => other?,
+            };
+            let entry = target.current(&issue)?;
+            let verdict = rules::check(
+                entry.as_ref().map(|e| &e.lease),
+                token,
+                holder.as_deref(),
+                now,
+            );
+            if ctx.json {
+                #[derive(serde::Serialize)]
+                struct CheckView {
+                    ok: bool,
+                    token: u64,
+                    reason: Option<String>,
+                    #[serde(flatten)]
+                    lease: LeaseView,
+                }
+                json_line(
+                    out,
+                    &CheckView {
+                        ok: verdict.is_ok(),
+                        token,
+                        reason: verdict.as_ref().err().map(|w| w.to_string()),
+                        lease: LeaseView::new(issue.as_str(), entry.as_ref(), now),
+                    },
+                )?;
+            } else {
+                match &verdict {
+                    Ok(()) => writeln!(
+                        out,
+                        "ok: token {token} is the live tenure of {issue} (held by {})",
+                        entry
+                            .as_ref()
+                            .and_then(|e| e.lease.holder.as_deref())
+                            .unwrap_or("?")
+                    )?,
+                    Err(why) => writeln!(out, "refused: token {token} for {issue}: {why}")?,
+                }
+            }
+            Ok(if verdict.is_ok() {
+                exit::OK
+            } else {
+                exit::REFUSED
+            })
+        }
+    }
+}
+
+fn end(
+    ctx: &Context,
+    target: &Target<'_>,
+    issue: &str,
+    holder: &HolderArg,
+    ending: Ending,
+    out: &mut dyn Write,
+) -> Result<u8, Failure> {
+    let holder = ctx.holder(holder)?;
+    let issue = target.resolve_for_write(issue)?;
+    let report = target.apply(&issue, |cur| {
+        rules::release(&issue, cur, &holder, ending, ctx.now)
+    })?;
+    emit_reports(ctx, &[report], false, out)
+}
+
+fn emit_reports(
+    ctx: &Context,
+    reports: &[Report],
+    as_array: bool,
+    out: &mut dyn Write,
+) -> Result<u8, Failure> {
+    if ctx.json {
+        let views: Vec<ReportView> = reports
+            .iter()
+            .map(|r| ReportView::new(r, ctx.now))
+            .collect();
+        if as_array {
+            json_line(out, &views)?;
+        } else {
+            json_line(out, &views[0])?;
+        }
+    } else {
+        for r in reports {
+            writeln!(out, "{}", output::report_line(r, ctx.now))?;
+        }
+    }
+    let refused = reports.iter().any(|r| r.outcome.is_refusal());
+    Ok(if refused {
+        exit::REFUSED
+    } else {
+        reports
+            .first()
+            .map_or(exit::OK, |r| exit::for_outcome(r.outcome))
+    })
+}
+
+fn list(
+    ctx: &Context,
+    entries: Vec<Entry>,
+    all: bool,
+    holder: Option<String>,
+    state: Option<String>,
+    prefix: Option<String>,
+    out: &mut dyn Write,
+) -> Result<u8, Failure> {
+    let now = ctx.now;
+    let all = all || state.as_deref().is_some_and(|s| s != "held");
+    let mut rows: Vec<(State, Entry)> = entries
+        .into_iter()
+        .filter(|e| {
+            prefix
+                .as_deref()
+                .is_none_or(|p| e.lease.issue.starts_with(p))
+        })
+        .map(|e| (State::of(Some(&e), now), e))
+        .filter(|(s, _)| all || *s == State::Held)
+        .filter(|(s, _)| state.as_deref().is_none_or(|want| s.as_str() == want))
+        .filter(|(s, e)| {
+            holder.as_deref().is_none_or(|h| {
+                let shown = if *s == State::Held {
+                    e.lease.holder.as_deref()
+                } else {
+                    e.lease
+                        .holder
+                        .as_deref()
+                        .or(e.lease.previous_holder.as_deref())
+                };
+                shown == Some(h)
+            })
+        })
+        .collect();
+    // Live leases first, oldest tenure first, then by issue; the rest by issue.
+    rows.sort_by(|(sa, a), (sb, b)| {
+        let key = |s: &State, e: &Entry| {
+            (
+                *s != State::Held,
+                if *s == State::Held {
+                    e.lease.acquired_at
+                } else {
+                    None
+                },
+            )
+        };
+        key(sa, a)
+            .cmp(&key(sb, b))
+            .then_with(|| a.lease.issue.cmp(&b.lease.issue))
+    });
+    if ctx.json {
+        let views: Vec<LeaseView> = rows
+            .iter()
+            .map(|(_, e)| LeaseView::new(&e.lease.issue, Some(e), now))
+            .collect();
+        json_line(out, &views)?;
+        return Ok(exit::OK);
+    }
+    let table_rows: Vec<Vec<String>> = rows
+        .iter()
+        .map(|(s, e)| {
+            let l = &e.lease;
+            let who = l
+                .holder
+                .clone()
+                .or_else(|| l.previous_holder.clone())
+                .unwrap_or_else(|| "-".into());
+            let mut row = vec![
+                l.issue.clone(),
+                who,
+                l.token.to_string(),
+                output::short_time(l.acquired_at, now, "-"),
+                match (l.holder.is_some(), l.expires_at) {
+                    (false, _) => "-".into(),
+                    (true, None) => "never".into(),
+                    (true, Some(t)) => output::when(t, now),
+                },
+            ];
+            if all {
+                row.insert(1, s.as_str().to_owned());
+            }
+            row
+        })
+        .collect();
+    if table_rows.is_empty() {
+        if all {
+            writeln!(out, "no leases")?;
+        } else {
+            writeln!(out, "no live leases")?;
+        }
+        return Ok(exit::OK);
+    }
+    let header: &[&str] = if all {
+        &["ISSUE", "STATE", "HOLDER", "TOKEN", "ACQUIRED", "EXPIRES"]
+    } else {
+        &["ISSUE", "HOLDER", "TOKEN", "ACQUIRED", "EXPIRES"]
+    };
+    write!(out, "{}", output::table(header, &table_rows))?;
+    Ok(exit::OK)
+}
+
+fn log_line(e: &Entry) -> String {
+    let l = &e.lease;
+    let short = e.commit.to_hex_with_len(10).to_string();
+    let mut text = format!(
+        "{short} {} {:<9} token {}",
+        l.at.format("%Y-%m-%d %H:%M:%S"),
+        l.event.as_str(),
+        l.token
+    );
+    match (&l.holder, &l.previous_holder) {
+        (Some(h), Some(p)) if h != p => text += &format!("  {h} (took over from {p})"),
+        (Some(h), _) => text += &format!("  {h}"),
+        (None, Some(p)) => text += &format!("  was {p}"),
+        (None, None) => {}
+    }
+    if let Some(by) = &l.by {
+        text += &format!(" by {by}");
+    }
+    if let Some(t) = l.expires_at {
+        text += &format!("  until {}", t.format("%Y-%m-%d %H:%M:%S"));
+    } else if l.holder.is_some() {
+        text += "  no expiry";
+    }
+    if let Some(r) = &l.reason {
+        text += &format!("  reason: {r}");
+    }
+    text
+}
+
+fn json_line(out: &mut dyn Write, value: &impl serde::Serialize) -> std::io::Result<()> {
+    serde_json::to_writer(&mut *out, value)?;
+    out.write_all(b"\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+    use git_lease::Outcome;
+
+    #[test]
+    fn the_command_line_is_well_formed() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn outcome_exit_codes() {
+        assert_eq!(exit::for_outcome(Outcome::NotHeld), exit::OK);
+        assert_eq!(exit::for_outcome(Outcome::Held), exit::REFUSED);
+        assert_eq!(exit::for_outcome(Outcome::NotHolder), exit::REFUSED);
+    }
+}

@@ -1,0 +1,187 @@
+//! The library's error type.
+//!
+//! Refusals that are part of the rules (held by someone else, not the holder, not held) are
+//! *outcomes*, not errors. Errors are what stops an operation from being decided at all; each
+//! variant carries what a message needs, and [`Error::kind`] sorts them into the classes the
+//! command line turns into exit codes.
+
+use std::path::PathBuf;
+
+/// The class of an [`Error`], which decides the command line's exit code.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ErrorKind {
+    /// I/O, git, a corrupt ledger, a transport failure (exit 1).
+    Failure,
+    /// Bad usage or invalid input (exit 2).
+    Usage,
+    /// The operation was refused by a rule or a server (exit 3).
+    Refused,
+    /// No such lease, or an ambiguous prefix (exit 4).
+    NotFound,
+    /// The compare-and-swap was lost repeatedly; nothing changed and a retry is safe (exit 5).
+    LostRace,
+}
+
+/// Everything that can stop a lease operation.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The issue id cannot be a ref name component.
+    #[error("invalid issue id {id:?}: {rule}")]
+    InvalidIssue {
+        /// The id as given.
+        id: String,
+        /// The rule it broke.
+        rule: &'static str,
+    },
+    /// The holder name cannot be stored.
+    #[error("invalid holder {holder:?}: {rule}")]
+    InvalidHolder {
+        /// The holder as given.
+        holder: String,
+        /// The rule it broke.
+        rule: &'static str,
+    },
+    /// A TTL that is not `90s`, `15m`, `2h`, `1d` or `never`.
+    #[error("invalid TTL {input:?}: {reason} (use e.g. 90s, 15m, 2h, 1d or never)")]
+    InvalidTtl {
+        /// The TTL as given.
+        input: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// An instant that is neither unix seconds nor RFC 3339.
+    #[error("invalid time {input:?}: expected unix seconds or RFC 3339 (2026-11-30T14:05:00Z)")]
+    InvalidTime {
+        /// The instant as given.
+        input: String,
+    },
+    /// Some other invalid input, described in full.
+    #[error("{0}")]
+    InvalidInput(String),
+    /// No lease ref matches the id or prefix.
+    #[error("no lease matches {0:?}")]
+    NoSuchLease(String),
+    /// A prefix matches several lease refs.
+    #[error("{prefix:?} is ambiguous; it matches: {}", candidates.join(", "))]
+    Ambiguous {
+        /// The prefix as given.
+        prefix: String,
+        /// Every issue it matches.
+        candidates: Vec<String>,
+    },
+    /// The new ref would clash with an existing one as file versus directory.
+    #[error("refs/leases/{issue} clashes with the existing ref {existing}: a ref name cannot be both a lease and a directory of leases")]
+    RefClash {
+        /// The issue requested.
+        issue: String,
+        /// The existing ref in the way.
+        existing: String,
+    },
+    /// A ledger commit that cannot be read as a lease.
+    #[error("the ledger of {issue} is corrupt at commit {commit}: {reason}")]
+    Corrupt {
+        /// The issue whose ledger is broken.
+        issue: String,
+        /// The offending commit.
+        commit: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The repository stores refs in reftable, which this build cannot write safely.
+    #[error("{path}: this repository uses the reftable ref storage (extensions.refStorage=reftable), which git-lease does not support yet; use a repository with the files ref storage")]
+    Reftable {
+        /// The repository's git dir.
+        path: PathBuf,
+    },
+    /// A ref lock file stayed in place past the lock timeout.
+    #[error("the lock file {path} has been held for more than {waited_ms} ms; if no git or git-lease process is running, a crashed process left it behind: remove it with `rm {path}` and retry", path = path.display())]
+    Locked {
+        /// The lock file.
+        path: PathBuf,
+        /// How long we waited, in milliseconds.
+        waited_ms: u128,
+    },
+    /// The compare-and-swap kept losing to other writers.
+    #[error("lost the race for {issue} {attempts} times in a row; nothing was changed, it is safe to retry")]
+    LostRace {
+        /// The contended issue.
+        issue: String,
+        /// How many attempts were made.
+        attempts: u32,
+    },
+    /// The remote refused the push (a hook, or a policy).
+    #[error("the remote refused the update of refs/leases/{issue}: {message}")]
+    PushRefused {
+        /// The issue pushed.
+        issue: String,
+        /// What the remote said.
+        message: String,
+    },
+    /// A git subprocess (push or fetch) failed.
+    #[error("{command} failed: {message}")]
+    Transport {
+        /// The command that failed, as a user could type it.
+        command: String,
+        /// Its diagnostics.
+        message: String,
+    },
+    /// No repository could be opened.
+    #[error("not a git repository (or any parent up to the root): {path}: {message}", path = path.display())]
+    NotARepository {
+        /// Where the search started.
+        path: PathBuf,
+        /// What gix said.
+        message: String,
+    },
+    /// A git operation failed.
+    #[error("{context}: {message}")]
+    Git {
+        /// What was being done.
+        context: String,
+        /// The error chain, as text.
+        message: String,
+    },
+    /// An I/O error outside git.
+    #[error("{context}: {source}")]
+    Io {
+        /// What was being done.
+        context: String,
+        /// The error.
+        source: std::io::Error,
+    },
+}
+
+impl Error {
+    /// Returns the class of this error.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            Error::InvalidIssue { .. }
+            | Error::InvalidHolder { .. }
+            | Error::InvalidTtl { .. }
+            | Error::InvalidTime { .. }
+            | Error::InvalidInput(_)
+            | Error::RefClash { .. }
+            | Error::Reftable { .. }
+            | Error::NotARepository { .. } => ErrorKind::Usage,
+            Error::NoSuchLease(_) | Error::Ambiguous { .. } => ErrorKind::NotFound,
+            Error::PushRefused { .. } => ErrorKind::Refused,
+            Error::LostRace { .. } => ErrorKind::LostRace,
+            Error::Corrupt { .. }
+            | Error::Locked { .. }
+            | Error::Transport { .. }
+            | Error::Git { .. }
+            | Error::Io { .. } => ErrorKind::Failure,
+        }
+    }
+
+    /// Wraps a gix error with what was being done, keeping its whole chain of causes.
+    pub(crate) fn git(context: impl Into<String>, err: impl std::fmt::Debug) -> Error {
+        Error::Git {
+            context: context.into(),
+            message: format!("{err:?}"),
+        }
+    }
+}
+
+/// The result type of the library.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

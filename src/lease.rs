@@ -1,0 +1,237 @@
+//! The lease record: what one ledger commit stores in `lease.json`.
+//!
+//! Every commit of a tenure ledger holds the *whole* state after its event, so any single
+//! commit can be read on its own (`git show refs/leases/42:lease.json`) and the chain can be
+//! re-checked step by step. The format is versioned; see `docs/FORMAT.md`.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use crate::time::rfc3339;
+
+/// The version of `lease.json` this build writes. Readers refuse versions they do not know.
+pub const FORMAT_VERSION: u32 = 1;
+
+/// The name of the one blob in each ledger commit's tree.
+pub const LEASE_FILE: &str = "lease.json";
+
+/// What a ledger commit did.
+#[derive(Serialize, Deserialize, Clone, Copy, PartialEq, Eq, Debug, Hash)]
+#[serde(rename_all = "snake_case")]
+pub enum Event {
+    /// A new tenure began: the token went up by one.
+    Acquire,
+    /// The live holder acquired again: same token, same `acquired_at`, fresh expiry.
+    Reacquire,
+    /// The live holder extended its expiry: same token.
+    Renew,
+    /// The holder (or anyone, once expired) freed the lease: token kept.
+    Release,
+    /// An administrator freed someone else's live lease: token kept.
+    Revoke,
+    /// The holder finished the work: the lease is freed, token kept.
+    Complete,
+    /// The holder gave the work up: the lease is freed, token kept.
+    Abandon,
+}
+
+impl Event {
+    /// Returns the name used in `lease.json`, in `--json` output and in commit messages.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Event::Acquire => "acquire",
+            Event::Reacquire => "reacquire",
+            Event::Renew => "renew",
+            Event::Release => "release",
+            Event::Revoke => "revoke",
+            Event::Complete => "complete",
+            Event::Abandon => "abandon",
+        }
+    }
+
+    /// Returns true for the events that end a tenure (the lease is free afterwards).
+    pub fn frees(self) -> bool {
+        matches!(
+            self,
+            Event::Release | Event::Revoke | Event::Complete | Event::Abandon
+        )
+    }
+}
+
+impl std::fmt::Display for Event {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The state of one issue's lease after one event, exactly as stored in `lease.json`.
+#[derive(Serialize, Deserialize, Clone, PartialEq, Eq, Debug)]
+pub struct Lease {
+    /// The format version, [`FORMAT_VERSION`] for what this build writes.
+    pub version: u32,
+    /// The issue id; always equal to the ref name below `refs/leases/`.
+    pub issue: String,
+    /// What this commit did.
+    pub event: Event,
+    /// Who holds the lease after this event; `None` when it is free.
+    pub holder: Option<String>,
+    /// The fencing token: the number of tenures so far. It never decreases and is kept when
+    /// the lease is freed.
+    pub token: u64,
+    /// When the current tenure began; `None` when free.
+    #[serde(with = "rfc3339::option")]
+    pub acquired_at: Option<DateTime<Utc>>,
+    /// When the current tenure ends unless renewed; `None` when free or open-ended.
+    #[serde(with = "rfc3339::option")]
+    pub expires_at: Option<DateTime<Utc>>,
+    /// When this event happened.
+    #[serde(with = "rfc3339")]
+    pub at: DateTime<Utc>,
+    /// Who held the lease before this event, when this event changed or cleared the holder
+    /// (release, revoke, complete, abandon, or an acquire that took over an expired lease).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub previous_holder: Option<String>,
+    /// Free text the holder attached to the claim.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+    /// An external task or job id the holder attached to the claim.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task: Option<String>,
+    /// Who performed the event when that is not the holder (a revoke by an administrator).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub by: Option<String>,
+    /// Why the event happened, when someone said (a revoke's reason).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+impl Lease {
+    /// Returns the bytes stored as `lease.json`: pretty JSON with a final newline, so that
+    /// `git show` output reads well and diffs between commits are line by line.
+    pub fn to_json(&self) -> Vec<u8> {
+        let mut out = serde_json::to_vec_pretty(self).expect("a Lease always serializes");
+        out.push(b'\n');
+        out
+    }
+
+    /// Returns true if `other` records the same state, ignoring the event and its time.
+    ///
+    /// Used to skip writing a commit for an operation that changes nothing (an open-ended
+    /// re-acquire, a renew to the same instant).
+    pub fn same_state(&self, other: &Lease) -> bool {
+        self.holder == other.holder
+            && self.token == other.token
+            && self.acquired_at == other.acquired_at
+            && self.expires_at == other.expires_at
+            && self.note == other.note
+            && self.task == other.task
+    }
+}
+
+/// Checks that `holder` can be stored and shown: non-empty, at most 256 bytes, no control
+/// characters, no surrounding whitespace.
+///
+/// Returns [`crate::Error::InvalidHolder`] naming the rule broken.
+pub fn validate_holder(holder: &str) -> Result<(), crate::Error> {
+    let refuse = |rule: &'static str| crate::Error::InvalidHolder {
+        holder: holder.to_owned(),
+        rule,
+    };
+    if holder.is_empty() {
+        return Err(refuse("a holder must not be empty"));
+    }
+    if holder.len() > 256 {
+        return Err(refuse("a holder must be at most 256 bytes"));
+    }
+    if holder.chars().any(char::is_control) {
+        return Err(refuse("a holder must not contain control characters"));
+    }
+    if holder.trim() != holder {
+        return Err(refuse("a holder must not start or end with whitespace"));
+    }
+    Ok(())
+}
+
+/// Why a `lease.json` could not be accepted.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DecodeError {
+    /// The bytes are not JSON of the expected shape.
+    #[error("lease.json is not valid: {0}")]
+    Invalid(String),
+    /// The record is of a version this build does not know.
+    #[error("lease.json has unknown format version {0} (this build reads version {FORMAT_VERSION}); upgrade git-lease")]
+    UnknownVersion(u64),
+}
+
+/// Parses `lease.json` bytes, checking the version before the shape so that a newer format is
+/// reported as such rather than as garbage.
+pub fn decode(bytes: &[u8]) -> Result<Lease, DecodeError> {
+    #[derive(Deserialize)]
+    struct VersionOnly {
+        version: Option<serde_json::Value>,
+    }
+    let probe: VersionOnly =
+        serde_json::from_slice(bytes).map_err(|e| DecodeError::Invalid(e.to_string()))?;
+    match probe.version {
+        Some(serde_json::Value::Number(n)) if n.as_u64() == Some(u64::from(FORMAT_VERSION)) => {}
+        Some(serde_json::Value::Number(n)) => {
+            return Err(match n.as_u64() {
+                Some(v) => DecodeError::UnknownVersion(v),
+                None => DecodeError::Invalid(format!("version {n} is not a positive integer")),
+            })
+        }
+        Some(other) => {
+            return Err(DecodeError::Invalid(format!(
+                "version must be an integer, found {other}"
+            )))
+        }
+        None => return Err(DecodeError::Invalid("missing field `version`".into())),
+    }
+    serde_json::from_slice(bytes).map_err(|e| DecodeError::Invalid(e.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::TimeZone;
+
+    fn sample() -> Lease {
+        Lease {
+            version: FORMAT_VERSION,
+            issue: "42".into(),
+            event: Event::Acquire,
+            holder: Some("alice@example.com".into()),
+            token: 1,
+            acquired_at: Some(Utc.with_ymd_and_hms(2026, 11, 30, 14, 0, 0).unwrap()),
+            expires_at: None,
+            at: Utc.with_ymd_and_hms(2026, 11, 30, 14, 0, 0).unwrap(),
+            previous_holder: None,
+            note: None,
+            task: None,
+            by: None,
+            reason: None,
+        }
+    }
+
+    #[test]
+    fn round_trips_and_writes_rfc3339_utc() {
+        let lease = sample();
+        let json = lease.to_json();
+        let text = String::from_utf8(json.clone()).unwrap();
+        assert!(text.contains("\"acquired_at\": \"2026-11-30T14:00:00Z\""));
+        assert!(text.contains("\"expires_at\": null"));
+        assert_eq!(decode(&json).unwrap(), lease);
+    }
+
+    #[test]
+    fn unknown_version_is_named() {
+        let err = decode(br#"{"version": 7, "issue": "x"}"#).unwrap_err();
+        assert_eq!(err, DecodeError::UnknownVersion(7));
+    }
+
+    #[test]
+    fn garbage_is_invalid() {
+        assert!(matches!(decode(b"not json"), Err(DecodeError::Invalid(_))));
+        assert!(matches!(decode(b"{}"), Err(DecodeError::Invalid(_))));
+    }
+}

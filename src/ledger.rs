@@ -1,0 +1,358 @@
+//! The local ledger: the rules of [`crate::rules`] applied to a repository's lease refs with
+//! compare-and-swap.
+//!
+//! Every write reads the tip, decides with a pure rule, writes one commit on top of the tip
+//! and moves the ref only if it still points at that tip. A lost swap re-reads and decides
+//! again, so two racers never both win and a loser answers from the winner's state.
+
+use std::path::Path;
+
+use crate::error::{Error, Result};
+use crate::issue::IssueId;
+use crate::lease::Lease;
+use crate::rules::{self, Claim, Ending, FenceFailure, Outcome, Transition};
+use crate::store::{Entry, Store, Swap};
+use crate::time::Ttl;
+use chrono::{DateTime, Utc};
+
+/// How many times a local write re-reads and decides again after losing the swap before it
+/// gives up with [`Error::LostRace`]. Local swaps take microseconds, so this is only reached
+/// under pathological contention.
+const LOCAL_ATTEMPTS: u32 = 1000;
+
+/// The answer to one operation.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Report {
+    /// What the rules answered.
+    pub outcome: Outcome,
+    /// The issue operated on.
+    pub issue: IssueId,
+    /// The state after the operation: the new commit if one was written, otherwise the
+    /// current one (`None` for an issue never leased).
+    pub entry: Option<Entry>,
+    /// Whether a commit was written.
+    pub wrote: bool,
+}
+
+impl Report {
+    /// Returns the recorded state, if any.
+    pub fn lease(&self) -> Option<&Lease> {
+        self.entry.as_ref().map(|e| &e.lease)
+    }
+}
+
+/// A repository's tenure ledgers.
+///
+/// ```no_run
+/// use git_lease::{Claim, Ledger, Outcome, Ttl};
+/// use chrono::Utc;
+///
+/// let ledger = Ledger::discover(".".as_ref())?;
+/// let issue = "42".parse()?;
+/// let now = Utc::now();
+/// let report = ledger.acquire(&issue, &Claim::new("alice@example.com", Ttl::parse("15m")?), now)?;
+/// match report.outcome {
+///     Outcome::Acquired => println!("token {}", report.lease().unwrap().token),
+///     Outcome::Held => println!("held by {:?}", report.lease().unwrap().holder),
+///     _ => unreachable!("acquire answers acquired or held"),
+/// }
+/// # Ok::<(), git_lease::Error>(())
+/// ```
+pub struct Ledger {
+    store: Store,
+}
+
+impl Ledger {
+    /// Opens the repository containing `dir`, as git finds it.
+    pub fn discover(dir: &Path) -> Result<Ledger> {
+        Ok(Ledger {
+            store: Store::discover(dir)?,
+        })
+    }
+
+    /// Opens exactly the repository at `path`.
+    pub fn open(path: &Path) -> Result<Ledger> {
+        Ok(Ledger {
+            store: Store::open(path)?,
+        })
+    }
+
+    /// Wraps a store.
+    pub fn from_store(store: Store) -> Ledger {
+        Ledger { store }
+    }
+
+    /// Returns the underlying store.
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// Claims `issue` for `claim.holder`.
+    ///
+    /// Returns [`Outcome::Acquired`] (new tenure, or idempotent re-acquire by the live holder)
+    /// or [`Outcome::Held`] with the current holder's state.
+    pub fn acquire(&self, issue: &IssueId, claim: &Claim, now: DateTime<Utc>) -> Result<Report> {
+        crate::lease::validate_holder(&claim.holder)?;
+        self.apply(issue, |current| rules::acquire(issue, current, claim, now))
+    }
+
+    /// Extends the live holder's lease by `ttl` from `now`.
+    ///
+    /// Returns [`Outcome::Renewed`] or [`Outcome::NotHolder`].
+    pub fn renew(
+        &self,
+        issue: &IssueId,
+        holder: &str,
+        ttl: Ttl,
+        now: DateTime<Utc>,
+    ) -> Result<Report> {
+        crate::lease::validate_holder(holder)?;
+        self.apply(issue, |current| rules::renew(current, holder, ttl, now))
+    }
+
+    /// Frees the lease (keeping its token).
+    ///
+    /// Returns [`Outcome::Released`], [`Outcome::NotHeld`] (nothing to release: a success) or
+    /// [`Outcome::NotHolder`].
+    pub fn release(
+        &self,
+        issue: &IssueId,
+        holder: &str,
+        ending: Ending,
+        now: DateTime<Utc>,
+    ) -> Result<Report> {
+        crate::lease::validate_holder(holder)?;
+        self.apply(issue, |current| {
+            rules::release(issue, current, holder, ending, now)
+        })
+    }
+
+    /// Frees someone else's lease as an administrator, recording who and why.
+    pub fn revoke(
+        &self,
+        issue: &IssueId,
+        by: &str,
+        reason: &str,
+        now: DateTime<Utc>,
+    ) -> Result<Report> {
+        crate::lease::validate_holder(by)?;
+        self.apply(issue, |current| {
+            rules::revoke(issue, current, by, reason, now)
+        })
+    }
+
+    /// Returns the newest ledger entry of `issue`, or `None` if it was never leased.
+    pub fn current(&self, issue: &IssueId) -> Result<Option<Entry>> {
+        self.store.current(issue)
+    }
+
+    /// The fencing check: `Ok(Ok(entry))` if `token` is the live tenure's token (and `holder`
+    /// its holder), `Ok(Err(why))` if not.
+    pub fn check(
+        &self,
+        issue: &IssueId,
+        token: u64,
+        holder: Option<&str>,
+        now: DateTime<Utc>,
+    ) -> Result<std::result::Result<Entry, (FenceFailure, Option<Entry>)>> {
+        let current = self.current(issue)?;
+        Ok(
+            match rules::check(current.as_ref().map(|e| &e.lease), token, holder, now) {
+                Ok(()) => Ok(current.expect("a passed check has a lease")),
+                Err(why) => Err((why, current)),
+            },
+        )
+    }
+
+    /// Returns the newest entry of every ledger, sorted by issue. Filter with
+    /// [`rules::is_live`] for the live ones.
+    pub fn list(&self) -> Result<Vec<Entry>> {
+        self.store
+            .lease_refs()?
+            .into_iter()
+            .map(|(issue, tip)| self.store.entry(&issue, tip))
+            .collect()
+    }
+
+    /// Resolves an issue id or a unique prefix of one against the existing lease refs.
+    ///
+    /// An exact match wins; otherwise exactly one issue must start with `prefix`. Returns
+    /// [`Error::Ambiguous`] listing the candidates, or [`Error::NoSuchLease`].
+    pub fn resolve(&self, prefix: &str) -> Result<IssueId> {
+        if let Ok(exact) = IssueId::new(prefix) {
+            if self.store.tip(&exact)?.is_some() {
+                return Ok(exact);
+            }
+        }
+        let names = self.store.lease_refs()?;
+        resolve_among(prefix, names.iter().map(|(n, _)| n.as_str()))
+    }
+
+    /// Returns the ledger of `issue`, newest entry first: one entry per event.
+    pub fn log(&self, issue: &IssueId) -> Result<Vec<Entry>> {
+        let mut out = Vec::new();
+        let mut next = self.store.tip(issue)?;
+        while let Some(commit) = next {
+            let entry = self.store.entry(issue.as_str(), commit)?;
+            next = entry.parent;
+            out.push(entry);
+        }
+        Ok(out)
+    }
+
+    /// Applies one rule under compare-and-swap: read the tip, decide, write, swap; on a lost
+    /// swap, read and decide again.
+    pub fn apply(
+        &self,
+        issue: &IssueId,
+        mut decide: impl FnMut(Option<&Lease>) -> Transition,
+    ) -> Result<Report> {
+        for _ in 0..LOCAL_ATTEMPTS {
+            let current = self.current(issue)?;
+            let transition = decide(current.as_ref().map(|e| &e.lease));
+            let Some(next) = transition.next else {
+                return Ok(Report {
+                    outcome: transition.outcome,
+                    issue: issue.clone(),
+                    entry: current,
+                    wrote: false,
+                });
+            };
+            let parent = current.as_ref().map(|e| e.commit);
+            if parent.is_none() {
+                if let Some(existing) = self.store.clash(issue)? {
+                    return Err(Error::RefClash {
+                        issue: issue.to_string(),
+                        existing,
+                    });
+                }
+            }
+            let commit = self.store.write(&next, parent)?;
+            match self
+                .store
+                .swap(issue, commit, parent, &format!("git-lease: {}", next.event))?
+            {
+                Swap::Done => {
+                    return Ok(Report {
+                        outcome: transition.outcome,
+                        issue: issue.clone(),
+                        entry: Some(Entry {
+                            commit,
+                            parent,
+                            lease: next,
+                        }),
+                        wrote: true,
+                    })
+                }
+                Swap::Lost => continue,
+            }
+        }
+        Err(Error::LostRace {
+            issue: issue.to_string(),
+            attempts: LOCAL_ATTEMPTS,
+        })
+    }
+
+    /// Claims every issue in `issues` for `claim.holder`, all or none, in one ref transaction.
+    ///
+    /// Returns one report per issue; if any is [`Outcome::Held`], nothing was written and
+    /// every report says what it found.
+    pub fn acquire_all(
+        &self,
+        issues: &[IssueId],
+        claim: &Claim,
+        now: DateTime<Utc>,
+    ) -> Result<Vec<Report>> {
+        crate::lease::validate_holder(&claim.holder)?;
+        for _ in 0..LOCAL_ATTEMPTS {
+            let mut plans = Vec::with_capacity(issues.len());
+            for issue in issues {
+                let current = self.current(issue)?;
+                let t = rules::acquire(issue, current.as_ref().map(|e| &e.lease), claim, now);
+                plans.push((issue, current, t));
+            }
+            if plans.iter().any(|(_, _, t)| t.outcome != Outcome::Acquired) {
+                return Ok(plans
+                    .into_iter()
+                    .map(|(issue, current, t)| Report {
+                        outcome: t.outcome,
+                        issue: issue.clone(),
+                        entry: current,
+                        wrote: false,
+                    })
+                    .collect());
+            }
+            let mut edits = Vec::new();
+            let mut reports = Vec::new();
+            for (issue, current, t) in plans {
+                let parent = current.as_ref().map(|e| e.commit);
+                match t.next {
+                    Some(next) => {
+                        if parent.is_none() {
+                            if let Some(existing) = self.store.clash(issue)? {
+                                return Err(Error::RefClash {
+                                    issue: issue.to_string(),
+                                    existing,
+                                });
+                            }
+                        }
+                        let commit = self.store.write(&next, parent)?;
+                        edits.push((issue.clone(), commit, parent));
+                        reports.push(Report {
+                            outcome: t.outcome,
+                            issue: issue.clone(),
+                            entry: Some(Entry {
+                                commit,
+                                parent,
+                                lease: next,
+                            }),
+                            wrote: true,
+                        });
+                    }
+                    None => reports.push(Report {
+                        outcome: t.outcome,
+                        issue: issue.clone(),
+                        entry: current,
+                        wrote: false,
+                    }),
+                }
+            }
+            if edits.is_empty() {
+                return Ok(reports);
+            }
+            match self.store.swap_many(&edits, "git-lease: acquire")? {
+                Swap::Done => return Ok(reports),
+                Swap::Lost => continue,
+            }
+        }
+        Err(Error::LostRace {
+            issue: issues
+                .iter()
+                .map(|i| i.as_str())
+                .collect::<Vec<_>>()
+                .join(" "),
+            attempts: LOCAL_ATTEMPTS,
+        })
+    }
+}
+
+/// Resolves `prefix` among `names`: exact match first, then a unique prefix match.
+pub fn resolve_among<'a>(prefix: &str, names: impl Iterator<Item = &'a str>) -> Result<IssueId> {
+    let mut candidates = Vec::new();
+    for name in names {
+        if name == prefix {
+            return IssueId::new(name);
+        }
+        if name.starts_with(prefix) {
+            candidates.push(name.to_owned());
+        }
+    }
+    match candidates.len() {
+        0 => Err(Error::NoSuchLease(prefix.to_owned())),
+        1 => IssueId::new(&candidates[0]),
+        _ => Err(Error::Ambiguous {
+            prefix: prefix.to_owned(),
+            candidates,
+        }),
+    }
+}

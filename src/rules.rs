@@ -1,0 +1,496 @@
+//! The lease rules, as pure functions of (current state, request, `now`).
+//!
+//! Nothing here reads the clock or touches git: the local ledger, the remote ledger and the
+//! tests all call the same functions, so the rules exist exactly once. [`is_live`] is *the*
+//! definition of liveness; everything else asks it.
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+
+use crate::issue::IssueId;
+use crate::lease::{Event, Lease, FORMAT_VERSION};
+use crate::time::Ttl;
+
+/// Returns true if and only if `lease` has a holder and has not expired at `now`.
+///
+/// A lease is live iff it has a holder and (no expiry, or `now < expires_at`). This is the
+/// one definition of liveness in git-lease; expiry is a filter applied when reading, never
+/// something written.
+pub fn is_live(lease: &Lease, now: DateTime<Utc>) -> bool {
+    lease.holder.is_some() && lease.expires_at.is_none_or(|expiry| now < expiry)
+}
+
+/// Returns the live holder of `lease` at `now`, if any.
+pub fn live_holder(lease: &Lease, now: DateTime<Utc>) -> Option<&str> {
+    if is_live(lease, now) {
+        lease.holder.as_deref()
+    } else {
+        None
+    }
+}
+
+/// What an operation answered. The names are the `outcome` values of `--json` output.
+#[derive(Serialize, Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    /// The caller holds the lease now (a new tenure, or an idempotent re-acquire).
+    Acquired,
+    /// Someone else holds the lease; nothing changed.
+    Held,
+    /// The caller's lease was extended.
+    Renewed,
+    /// The caller is not the live holder; nothing changed.
+    NotHolder,
+    /// The lease was freed; its token is kept.
+    Released,
+    /// Nothing was held, so there was nothing to release; nothing changed. A success.
+    NotHeld,
+}
+
+impl Outcome {
+    /// Returns the `--json` name of the outcome.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Acquired => "acquired",
+            Outcome::Held => "held",
+            Outcome::Renewed => "renewed",
+            Outcome::NotHolder => "not_holder",
+            Outcome::Released => "released",
+            Outcome::NotHeld => "not_held",
+        }
+    }
+
+    /// Returns true for outcomes that refuse the caller (exit code 3 on the command line).
+    pub fn is_refusal(self) -> bool {
+        matches!(self, Outcome::Held | Outcome::NotHolder)
+    }
+}
+
+/// A request to hold an issue.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Claim {
+    /// Who claims.
+    pub holder: String,
+    /// How long the claim lasts from now.
+    pub ttl: Ttl,
+    /// Free text stored with the claim.
+    pub note: Option<String>,
+    /// An external task id stored with the claim.
+    pub task: Option<String>,
+}
+
+impl Claim {
+    /// Returns a claim by `holder` for `ttl`, without note or task.
+    pub fn new(holder: impl Into<String>, ttl: Ttl) -> Claim {
+        Claim {
+            holder: holder.into(),
+            ttl,
+            note: None,
+            task: None,
+        }
+    }
+}
+
+/// The decision of one rule: what to answer, and the state to record if anything changes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Transition {
+    /// What the operation answers.
+    pub outcome: Outcome,
+    /// The state to commit, or `None` when nothing is written.
+    pub next: Option<Lease>,
+}
+
+impl Transition {
+    fn answer(outcome: Outcome) -> Transition {
+        Transition {
+            outcome,
+            next: None,
+        }
+    }
+
+    /// Records `next` unless it is the same state as `current` (nothing to write then).
+    fn write(outcome: Outcome, current: Option<&Lease>, next: Lease) -> Transition {
+        let changed = current.is_none_or(|c| !c.same_state(&next));
+        Transition {
+            outcome,
+            next: changed.then_some(next),
+        }
+    }
+}
+
+fn base(issue: &IssueId, event: Event, now: DateTime<Utc>, token: u64) -> Lease {
+    Lease {
+        version: FORMAT_VERSION,
+        issue: issue.as_str().to_owned(),
+        event,
+        holder: None,
+        token,
+        acquired_at: None,
+        expires_at: None,
+        at: now,
+        previous_holder: None,
+        note: None,
+        task: None,
+        by: None,
+        reason: None,
+    }
+}
+
+/// Decides an acquire.
+///
+/// - Free, released, expired or never seen: a new tenure with token = previous + 1.
+/// - Live and held by the claimant: idempotent; same token and `acquired_at`, fresh expiry.
+/// - Live and held by someone else: [`Outcome::Held`], nothing written.
+pub fn acquire(
+    issue: &IssueId,
+    current: Option<&Lease>,
+    claim: &Claim,
+    now: DateTime<Utc>,
+) -> Transition {
+    match current {
+        Some(lease) if is_live(lease, now) => {
+            if lease.holder.as_deref() == Some(claim.holder.as_str()) {
+                let mut next = lease.clone();
+                next.event = Event::Reacquire;
+                next.at = now;
+                next.expires_at = claim.ttl.expiry_from(now);
+                next.previous_holder = None;
+                next.by = None;
+                next.reason = None;
+                if claim.note.is_some() {
+                    next.note = claim.note.clone();
+                }
+                if claim.task.is_some() {
+                    next.task = claim.task.clone();
+                }
+                Transition::write(Outcome::Acquired, current, next)
+            } else {
+                Transition::answer(Outcome::Held)
+            }
+        }
+        _ => {
+            let token = current.map_or(0, |l| l.token) + 1;
+            let mut next = base(issue, Event::Acquire, now, token);
+            next.holder = Some(claim.holder.clone());
+            next.acquired_at = Some(now);
+            next.expires_at = claim.ttl.expiry_from(now);
+            // An acquire over an expired tenure is a takeover: say whose.
+            next.previous_holder = current.and_then(|l| l.holder.clone());
+            next.note = claim.note.clone();
+            next.task = claim.task.clone();
+            Transition::write(Outcome::Acquired, current, next)
+        }
+    }
+}
+
+/// Decides a renew: only the live holder may extend; same token, expiry from `ttl`.
+pub fn renew(current: Option<&Lease>, holder: &str, ttl: Ttl, now: DateTime<Utc>) -> Transition {
+    match current {
+        Some(lease) if live_holder(lease, now) == Some(holder) => {
+            let mut next = lease.clone();
+            next.event = Event::Renew;
+            next.at = now;
+            next.expires_at = ttl.expiry_from(now);
+            next.previous_holder = None;
+            next.by = None;
+            next.reason = None;
+            Transition::write(Outcome::Renewed, current, next)
+        }
+        _ => Transition::answer(Outcome::NotHolder),
+    }
+}
+
+/// How a tenure is ended by its holder.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ending {
+    /// `release`: the holder frees the lease.
+    Release,
+    /// `complete`: the work is done.
+    Complete,
+    /// `abandon`: the work is given up.
+    Abandon,
+}
+
+impl Ending {
+    fn event(self) -> Event {
+        match self {
+            Ending::Release => Event::Release,
+            Ending::Complete => Event::Complete,
+            Ending::Abandon => Event::Abandon,
+        }
+    }
+}
+
+/// Decides a release (or complete, or abandon).
+///
+/// - Held live by the caller, or expired (anyone may clear an expired lease): freed, token kept.
+/// - Nothing held (free, or never leased): [`Outcome::NotHeld`], a success that writes nothing.
+/// - Held live by someone else: [`Outcome::NotHolder`], nothing written.
+pub fn release(
+    issue: &IssueId,
+    current: Option<&Lease>,
+    holder: &str,
+    ending: Ending,
+    now: DateTime<Utc>,
+) -> Transition {
+    let Some(lease) = current else {
+        return Transition::answer(Outcome::NotHeld);
+    };
+    let Some(previous) = lease.holder.as_deref() else {
+        return Transition::answer(Outcome::NotHeld);
+    };
+    if is_live(lease, now) && previous != holder {
+        return Transition::answer(Outcome::NotHolder);
+    }
+    let mut next = base(issue, ending.event(), now, lease.token);
+    next.previous_holder = Some(previous.to_owned());
+    if previous != holder {
+        next.by = Some(holder.to_owned());
+    }
+    Transition::write(Outcome::Released, current, next)
+}
+
+/// Decides a revoke: an administrator frees a lease, live or not, keeping the token.
+pub fn revoke(
+    issue: &IssueId,
+    current: Option<&Lease>,
+    by: &str,
+    reason: &str,
+    now: DateTime<Utc>,
+) -> Transition {
+    let Some(lease) = current else {
+        return Transition::answer(Outcome::NotHeld);
+    };
+    let Some(previous) = lease.holder.as_deref() else {
+        return Transition::answer(Outcome::NotHeld);
+    };
+    let mut next = base(issue, Event::Revoke, now, lease.token);
+    next.previous_holder = Some(previous.to_owned());
+    next.by = Some(by.to_owned());
+    next.reason = Some(reason.to_owned());
+    Transition::write(Outcome::Released, current, next)
+}
+
+/// Why a fencing check failed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum FenceFailure {
+    /// No tenure is live.
+    NotLive {
+        /// The last token issued, if the issue was ever leased.
+        last_token: Option<u64>,
+    },
+    /// A tenure is live but with another token.
+    StaleToken {
+        /// The token of the live tenure.
+        current: u64,
+        /// Its holder.
+        holder: String,
+    },
+    /// The token matches but the holder does not.
+    WrongHolder {
+        /// The live holder.
+        holder: String,
+    },
+}
+
+impl std::fmt::Display for FenceFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            FenceFailure::NotLive {
+                last_token: Some(t),
+            } => write!(f, "no tenure is live (last token {t})"),
+            FenceFailure::NotLive { last_token: None } => f.write_str("the issue was never leased"),
+            FenceFailure::StaleToken { current, holder } => {
+                write!(f, "the live tenure has token {current} (held by {holder})")
+            }
+            FenceFailure::WrongHolder { holder } => {
+                write!(f, "the live tenure is held by {holder}")
+            }
+        }
+    }
+}
+
+/// The fencing check: succeeds only if `token` is the live tenure's (and `holder` its holder).
+pub fn check(
+    current: Option<&Lease>,
+    token: u64,
+    holder: Option<&str>,
+    now: DateTime<Utc>,
+) -> Result<(), FenceFailure> {
+    let Some(lease) = current else {
+        return Err(FenceFailure::NotLive { last_token: None });
+    };
+    let Some(live) = live_holder(lease, now) else {
+        return Err(FenceFailure::NotLive {
+            last_token: Some(lease.token),
+        });
+    };
+    if lease.token != token {
+        return Err(FenceFailure::StaleToken {
+            current: lease.token,
+            holder: live.to_owned(),
+        });
+    }
+    if holder.is_some_and(|h| h != live) {
+        return Err(FenceFailure::WrongHolder {
+            holder: live.to_owned(),
+        });
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    //! Each rule of issue 2 at exact instants.
+    use super::*;
+    use chrono::{Duration, TimeZone};
+
+    fn t(min: i64) -> DateTime<Utc> {
+        Utc.with_ymd_and_hms(2026, 11, 30, 12, 0, 0).unwrap() + Duration::minutes(min)
+    }
+    fn id() -> IssueId {
+        IssueId::new("42").unwrap()
+    }
+    fn ttl(min: i64) -> Ttl {
+        Ttl::For(Duration::minutes(min))
+    }
+    fn held(holder: &str, token: u64, from: i64, until: Option<i64>) -> Lease {
+        let mut l = base(&id(), Event::Acquire, t(from), token);
+        l.holder = Some(holder.into());
+        l.acquired_at = Some(t(from));
+        l.expires_at = until.map(t);
+        l
+    }
+
+    #[test]
+    fn liveness_is_strictly_before_expiry() {
+        let l = held("a", 1, 0, Some(10));
+        assert!(is_live(&l, t(9)));
+        assert!(!is_live(&l, t(10)), "expired exactly at expires_at");
+        assert!(is_live(&held("a", 1, 0, None), t(100_000)), "open-ended");
+        let mut free = l.clone();
+        free.holder = None;
+        assert!(!is_live(&free, t(1)));
+    }
+
+    #[test]
+    fn first_acquire_is_token_one() {
+        let tr = acquire(&id(), None, &Claim::new("a", ttl(10)), t(0));
+        assert_eq!(tr.outcome, Outcome::Acquired);
+        let next = tr.next.unwrap();
+        assert_eq!((next.token, next.event), (1, Event::Acquire));
+        assert_eq!(next.expires_at, Some(t(10)));
+        assert_eq!(next.acquired_at, Some(t(0)));
+    }
+
+    #[test]
+    fn acquire_after_expiry_is_a_new_tenure_and_a_takeover() {
+        let cur = held("a", 3, 0, Some(10));
+        let next = acquire(&id(), Some(&cur), &Claim::new("b", ttl(5)), t(10))
+            .next
+            .unwrap();
+        assert_eq!(next.token, 4);
+        assert_eq!(next.holder.as_deref(), Some("b"));
+        assert_eq!(next.previous_holder.as_deref(), Some("a"));
+    }
+
+    #[test]
+    fn acquire_by_the_live_holder_is_idempotent() {
+        let cur = held("a", 3, 0, Some(10));
+        let tr = acquire(&id(), Some(&cur), &Claim::new("a", ttl(30)), t(5));
+        assert_eq!(tr.outcome, Outcome::Acquired);
+        let next = tr.next.unwrap();
+        assert_eq!(next.token, 3);
+        assert_eq!(next.acquired_at, Some(t(0)));
+        assert_eq!(next.expires_at, Some(t(35)));
+        assert_eq!(next.event, Event::Reacquire);
+    }
+
+    #[test]
+    fn open_ended_reacquire_writes_nothing() {
+        let cur = held("a", 1, 0, None);
+        let tr = acquire(&id(), Some(&cur), &Claim::new("a", Ttl::Never), t(5));
+        assert_eq!(tr, Transition::answer(Outcome::Acquired));
+    }
+
+    #[test]
+    fn acquire_of_a_live_lease_by_another_is_held() {
+        let cur = held("a", 1, 0, Some(10));
+        assert_eq!(
+            acquire(&id(), Some(&cur), &Claim::new("b", ttl(10)), t(9)),
+            Transition::answer(Outcome::Held)
+        );
+    }
+
+    #[test]
+    fn renew_only_by_the_live_holder() {
+        let cur = held("a", 2, 0, Some(10));
+        let tr = renew(Some(&cur), "a", ttl(10), t(5));
+        assert_eq!(tr.outcome, Outcome::Renewed);
+        assert_eq!(tr.next.unwrap().expires_at, Some(t(15)));
+        assert_eq!(
+            renew(Some(&cur), "b", ttl(10), t(5)).outcome,
+            Outcome::NotHolder
+        );
+        assert_eq!(
+            renew(Some(&cur), "a", ttl(10), t(10)).outcome,
+            Outcome::NotHolder
+        );
+        assert_eq!(renew(None, "a", ttl(10), t(10)).outcome, Outcome::NotHolder);
+    }
+
+    #[test]
+    fn release_keeps_the_token() {
+        let cur = held("a", 2, 0, Some(10));
+        let tr = release(&id(), Some(&cur), "a", Ending::Release, t(5));
+        assert_eq!(tr.outcome, Outcome::Released);
+        let next = tr.next.unwrap();
+        assert_eq!((next.token, next.holder.clone()), (2, None));
+        assert_eq!(next.previous_holder.as_deref(), Some("a"));
+        let again = release(&id(), Some(&next), "a", Ending::Release, t(6));
+        assert_eq!(again, Transition::answer(Outcome::NotHeld));
+    }
+
+    #[test]
+    fn release_of_nothing_is_not_held() {
+        assert_eq!(
+            release(&id(), None, "a", Ending::Release, t(0)),
+            Transition::answer(Outcome::NotHeld)
+        );
+    }
+
+    #[test]
+    fn release_of_an_expired_lease_is_open_to_anyone() {
+        let cur = held("a", 2, 0, Some(10));
+        let tr = release(&id(), Some(&cur), "b", Ending::Release, t(10));
+        assert_eq!(tr.outcome, Outcome::Released);
+        assert_eq!(tr.next.unwrap().by.as_deref(), Some("b"));
+        assert_eq!(
+            release(&id(), Some(&cur), "b", Ending::Release, t(9)),
+            Transition::answer(Outcome::NotHolder)
+        );
+    }
+
+    #[test]
+    fn fencing_check() {
+        let cur = held("a", 4, 0, Some(10));
+        assert_eq!(check(Some(&cur), 4, None, t(1)), Ok(()));
+        assert_eq!(check(Some(&cur), 4, Some("a"), t(1)), Ok(()));
+        assert!(matches!(
+            check(Some(&cur), 3, None, t(1)),
+            Err(FenceFailure::StaleToken { current: 4, .. })
+        ));
+        assert!(matches!(
+            check(Some(&cur), 4, Some("b"), t(1)),
+            Err(FenceFailure::WrongHolder { .. })
+        ));
+        assert!(matches!(
+            check(Some(&cur), 4, None, t(10)),
+            Err(FenceFailure::NotLive { .. })
+        ));
+        assert!(matches!(
+            check(None, 1, None, t(1)),
+            Err(FenceFailure::NotLive { last_token: None })
+        ));
+    }
+}

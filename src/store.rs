@@ -1,0 +1,498 @@
+//! The only module that talks to git: lease refs, ledger commits, and the compare-and-swap.
+//!
+//! Everything is done in-process with gix. A ledger commit has exactly one tree entry,
+//! `lease.json`, and at most one parent; [`Store::entry`] refuses anything else, naming the
+//! commit, so a corrupt ledger is an error and never a guess.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use gix::bstr::ByteSlice;
+use gix::refs::transaction::{Change, LogChange, PreviousValue, RefEdit, RefLog};
+use gix::refs::Target;
+use gix::ObjectId;
+
+use crate::error::{Error, Result};
+use crate::issue::{IssueId, REF_PREFIX};
+use crate::lease::{self, Lease, LEASE_FILE};
+
+/// One commit of a tenure ledger, decoded.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Entry {
+    /// The commit id.
+    pub commit: ObjectId,
+    /// Its parent, the previous event (none for the first).
+    pub parent: Option<ObjectId>,
+    /// The state it records.
+    pub lease: Lease,
+}
+
+/// What happened to a compare-and-swap of a lease ref.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Swap {
+    /// The ref now points at the new commit.
+    Done,
+    /// The ref was not at the expected value: someone else moved it first.
+    Lost,
+}
+
+/// A repository's lease refs and objects.
+pub struct Store {
+    repo: gix::Repository,
+    lock_wait: Duration,
+}
+
+/// How long to wait for a ref lock held by another process before reporting it.
+pub const DEFAULT_LOCK_WAIT: Duration = Duration::from_secs(3);
+
+impl Store {
+    /// Opens the repository containing `dir` the way git finds it (searching upwards and
+    /// honouring `GIT_DIR`).
+    ///
+    /// Returns [`Error::NotARepository`] when there is none, and [`Error::Reftable`] for a
+    /// repository whose refs gix 0.90 would mistreat.
+    pub fn discover(dir: &Path) -> Result<Store> {
+        let repo = gix::ThreadSafeRepository::discover_with_environment_overrides(dir)
+            .map_err(|e| Error::NotARepository {
+                path: dir.to_owned(),
+                message: first_line(&format!("{e}")),
+            })?
+            .to_thread_local();
+        Store::from_repo(repo)
+    }
+
+    /// Opens exactly the repository at `path` (a work tree or a git dir), without searching.
+    pub fn open(path: &Path) -> Result<Store> {
+        let repo = gix::open(path).map_err(|e| Error::NotARepository {
+            path: path.to_owned(),
+            message: first_line(&format!("{e}")),
+        })?;
+        Store::from_repo(repo)
+    }
+
+    /// Wraps an open repository, refusing reftable storage.
+    pub fn from_repo(repo: gix::Repository) -> Result<Store> {
+        let config = repo.config_snapshot();
+        let storage = config.string("extensions.refStorage");
+        if storage.is_some_and(|s| !s.eq_ignore_ascii_case(b"files")) {
+            return Err(Error::Reftable {
+                path: repo.git_dir().to_owned(),
+            });
+        }
+        let lock_wait = config
+            .string("lease.lockTimeout")
+            .and_then(|s| humantime::parse_duration(&s.to_str_lossy()).ok())
+            .unwrap_or(DEFAULT_LOCK_WAIT);
+        drop(config);
+        Ok(Store { repo, lock_wait })
+    }
+
+    /// Returns the underlying repository.
+    pub fn repo(&self) -> &gix::Repository {
+        &self.repo
+    }
+
+    /// Returns the repository's git dir.
+    pub fn git_dir(&self) -> &Path {
+        self.repo.git_dir()
+    }
+
+    /// Returns a string value of the repository's configuration (all scopes).
+    pub fn config_string(&self, key: &str) -> Option<String> {
+        self.repo
+            .config_snapshot()
+            .string(key)
+            .map(|s| s.to_str_lossy().into_owned())
+    }
+
+    /// Returns every value of a multi-valued configuration key, in order.
+    pub fn config_strings(&self, key: &str) -> Vec<String> {
+        self.repo
+            .config_snapshot()
+            .strings(key)
+            .unwrap_or_default()
+            .into_iter()
+            .map(|s| s.to_str_lossy().into_owned())
+            .collect()
+    }
+
+    /// Returns the commit `refs/leases/<issue>` points at, if the ref exists.
+    pub fn tip(&self, issue: &IssueId) -> Result<Option<ObjectId>> {
+        self.tip_of(&issue.ref_name())
+    }
+
+    /// Returns the commit the ref `name` points at, if it exists.
+    pub fn tip_of(&self, name: &str) -> Result<Option<ObjectId>> {
+        let found = self
+            .repo
+            .try_find_reference(name)
+            .map_err(|e| Error::git(format!("cannot read {name}"), e))?;
+        match found {
+            None => Ok(None),
+            Some(r) => match r.target() {
+                gix::refs::TargetRef::Object(id) => Ok(Some(id.to_owned())),
+                gix::refs::TargetRef::Symbolic(to) => Err(Error::Corrupt {
+                    issue: name.trim_start_matches(REF_PREFIX).to_owned(),
+                    commit: format!("(symbolic ref to {to})"),
+                    reason: "a lease ref must point at a commit, not at another ref".into(),
+                }),
+            },
+        }
+    }
+
+    /// Reads and checks one ledger commit of `issue`.
+    ///
+    /// Returns [`Error::Corrupt`] naming the commit when it is not a commit, has more than one
+    /// parent, has a tree other than exactly `lease.json`, or its `lease.json` is invalid, of
+    /// an unknown version, or for another issue.
+    pub fn entry(&self, issue: &str, commit: ObjectId) -> Result<Entry> {
+        let corrupt = |reason: String| Error::Corrupt {
+            issue: issue.to_owned(),
+            commit: commit.to_string(),
+            reason,
+        };
+        let raw = self.raw_entry(commit).map_err(corrupt)?;
+        if raw.parents.len() > 1 {
+            return Err(corrupt(format!(
+                "a ledger commit has at most one parent, this one has {}",
+                raw.parents.len()
+            )));
+        }
+        let bytes = raw.lease_json.map_err(corrupt)?;
+        let lease = lease::decode(&bytes).map_err(|e| corrupt(e.to_string()))?;
+        if lease.issue != issue {
+            return Err(corrupt(format!(
+                "lease.json is for issue {:?}, not {issue:?}",
+                lease.issue
+            )));
+        }
+        Ok(Entry {
+            commit,
+            parent: raw.parents.first().copied(),
+            lease,
+        })
+    }
+
+    /// Reads a commit's parents and its `lease.json` bytes without judging them, for
+    /// verification that wants to report every problem by its own rule.
+    pub(crate) fn raw_entry(&self, commit: ObjectId) -> std::result::Result<RawEntry, String> {
+        let object = self
+            .repo
+            .find_object(commit)
+            .map_err(|e| format!("cannot read the object: {}", first_line(&format!("{e}"))))?;
+        if object.kind != gix::object::Kind::Commit {
+            return Err(format!("it is a {}, not a commit", object.kind));
+        }
+        let commit_obj = object.into_commit();
+        let decoded = commit_obj
+            .decode()
+            .map_err(|e| format!("cannot decode the commit: {e}"))?;
+        let tree_id = decoded.tree();
+        let parents: Vec<ObjectId> = decoded.parents().collect();
+        let lease_json = self.lease_blob(tree_id);
+        Ok(RawEntry {
+            parents,
+            lease_json,
+        })
+    }
+
+    fn lease_blob(&self, tree_id: ObjectId) -> std::result::Result<Vec<u8>, String> {
+        let tree = self
+            .repo
+            .find_tree(tree_id)
+            .map_err(|e| format!("cannot read its tree: {}", first_line(&format!("{e}"))))?;
+        let decoded = tree
+            .decode()
+            .map_err(|e| format!("cannot decode its tree: {e}"))?;
+        let names: Vec<String> = decoded
+            .entries
+            .iter()
+            .map(|e| e.filename.to_str_lossy().into_owned())
+            .collect();
+        let entry = match decoded.entries.as_slice() {
+            [only] if only.filename == LEASE_FILE && only.mode.is_blob() => only,
+            [] => return Err(format!("its tree has no {LEASE_FILE}")),
+            _ if !names.iter().any(|n| n == LEASE_FILE) => {
+                return Err(format!(
+                    "its tree has no {LEASE_FILE} (it has: {})",
+                    names.join(", ")
+                ))
+            }
+            _ => {
+                return Err(format!(
+                    "its tree must hold only {LEASE_FILE} as a regular file (it has: {})",
+                    names.join(", ")
+                ))
+            }
+        };
+        let blob = self
+            .repo
+            .find_blob(entry.oid)
+            .map_err(|e| format!("cannot read {LEASE_FILE}: {}", first_line(&format!("{e}"))))?;
+        Ok(blob.data.clone())
+    }
+
+    /// Returns the current entry of `issue`, if its ref exists.
+    pub fn current(&self, issue: &IssueId) -> Result<Option<Entry>> {
+        self.tip(issue)?
+            .map(|tip| self.entry(issue.as_str(), tip))
+            .transpose()
+    }
+
+    /// Returns every lease ref as `(issue, tip)`, sorted by issue.
+    pub fn lease_refs(&self) -> Result<Vec<(String, ObjectId)>> {
+        self.refs_under(REF_PREFIX)
+    }
+
+    /// Returns every ref under `prefix` (which ends with `/`) as `(name without prefix, tip)`.
+    pub fn refs_under(&self, prefix: &str) -> Result<Vec<(String, ObjectId)>> {
+        let platform = self
+            .repo
+            .references()
+            .map_err(|e| Error::git("cannot list references", e))?;
+        let iter = platform
+            .prefixed(prefix)
+            .map_err(|e| Error::git("cannot list references", e))?;
+        let mut out = Vec::new();
+        for r in iter {
+            let r = r.map_err(|e| Error::git("cannot list references", e))?;
+            let name = r.name().as_bstr().to_str_lossy();
+            let Some(short) = name.strip_prefix(prefix) else {
+                continue;
+            };
+            if let gix::refs::TargetRef::Object(id) = r.target() {
+                out.push((short.to_owned(), id.to_owned()));
+            }
+        }
+        out.sort_by(|a, b| a.0.cmp(&b.0));
+        Ok(out)
+    }
+
+    /// Returns the existing ref that `issue` would clash with as file versus directory.
+    pub(crate) fn clash(&self, issue: &IssueId) -> Result<Option<String>> {
+        for ancestor in issue.ancestors() {
+            let name = format!("{REF_PREFIX}{ancestor}");
+            if self.tip_of(&name)?.is_some() {
+                return Ok(Some(name));
+            }
+        }
+        let below = format!("{}/", issue.ref_name());
+        Ok(self
+            .refs_under(&below)
+            .map_err(|_| ())
+            .ok()
+            .and_then(|refs| refs.into_iter().next())
+            .map(|(rest, _)| format!("{below}{rest}")))
+    }
+
+    /// Writes the blob, tree and commit recording `lease` on top of `parent`.
+    ///
+    /// The commit is authored by the actor (the holder, or whoever acted) and committed by
+    /// git-lease, both at the event's own time, so a ledger is reproducible from its inputs.
+    pub(crate) fn write(&self, lease: &Lease, parent: Option<ObjectId>) -> Result<ObjectId> {
+        let blob = self
+            .repo
+            .write_blob(lease.to_json())
+            .map_err(|e| Error::git("cannot write lease.json", e))?
+            .detach();
+        let tree = gix::objs::Tree {
+            entries: vec![gix::objs::tree::Entry {
+                mode: gix::objs::tree::EntryKind::Blob.into(),
+                filename: LEASE_FILE.into(),
+                oid: blob,
+            }],
+        };
+        let tree = self
+            .repo
+            .write_object(&tree)
+            .map_err(|e| Error::git("cannot write the ledger tree", e))?
+            .detach();
+        let time = gix::date::Time::new(lease.at.timestamp(), 0);
+        let actor = lease
+            .by
+            .as_deref()
+            .or(lease.holder.as_deref())
+            .or(lease.previous_holder.as_deref())
+            .unwrap_or("git-lease");
+        let commit = gix::objs::Commit {
+            tree,
+            parents: parent.into_iter().collect(),
+            author: signature(actor, time),
+            committer: gix::actor::Signature {
+                name: "git-lease".into(),
+                email: "git-lease@localhost".into(),
+                time,
+            },
+            encoding: None,
+            message: commit_message(lease).into(),
+            extra_headers: Vec::new(),
+        };
+        Ok(self
+            .repo
+            .write_object(&commit)
+            .map_err(|e| Error::git("cannot write the ledger commit", e))?
+            .detach())
+    }
+
+    /// Moves `refs/leases/<issue>` from `expected` (absent when `None`) to `new`, atomically.
+    ///
+    /// Returns [`Swap::Lost`] when the ref was not at `expected`. A lock held by another
+    /// process is waited on for the lock timeout, then reported as [`Error::Locked`].
+    pub(crate) fn swap(
+        &self,
+        issue: &IssueId,
+        new: ObjectId,
+        expected: Option<ObjectId>,
+        log_message: &str,
+    ) -> Result<Swap> {
+        self.swap_many(&[(issue.clone(), new, expected)], log_message)
+    }
+
+    /// Moves several lease refs in one transaction: all are locked and checked first, and
+    /// either all move or none does.
+    pub(crate) fn swap_many(
+        &self,
+        edits: &[(IssueId, ObjectId, Option<ObjectId>)],
+        log_message: &str,
+    ) -> Result<Swap> {
+        let ref_edits: Vec<RefEdit> = edits
+            .iter()
+            .map(|(issue, new, expected)| RefEdit {
+                change: Change::Update {
+                    log: LogChange {
+                        mode: RefLog::AndReference,
+                        force_create_reflog: false,
+                        message: log_message.into(),
+                    },
+                    expected: match expected {
+                        Some(old) => PreviousValue::MustExistAndMatch(Target::Object(*old)),
+                        None => PreviousValue::MustNotExist,
+                    },
+                    new: Target::Object(*new),
+                },
+                name: issue.full_name(),
+                deref: false,
+            })
+            .collect();
+        let fail = gix::lock::acquire::Fail::AfterDurationWithBackoff(self.lock_wait);
+        let committer = gix::actor::Signature {
+            name: "git-lease".into(),
+            email: "git-lease@localhost".into(),
+            time: gix::date::Time::now_local_or_utc(),
+        };
+        let mut time_buf = Default::default();
+        let prepared = self.repo.refs.transaction().prepare(ref_edits, fail, fail);
+        let result = prepared.and_then(|t| t.commit(Some(committer.to_ref(&mut time_buf))));
+        match result {
+            Ok(_) => Ok(Swap::Done),
+            Err(err) => {
+                if err
+                    .downcast_any_ref::<gix::refs::file::transaction::prepare::ReferenceOutOfDate>()
+                    .is_some()
+                    || err
+                        .downcast_any_ref::<gix::refs::file::transaction::prepare::MustNotExist>()
+                        .is_some()
+                    || err.classify().is_conflict()
+                {
+                    return Ok(Swap::Lost);
+                }
+                if err.classify().is_retryable() {
+                    let issue = edits
+                        .iter()
+                        .find(|(i, _, _)| self.lock_path(i).exists())
+                        .map(|(i, _, _)| i)
+                        .unwrap_or(&edits[0].0);
+                    return Err(Error::Locked {
+                        path: self.lock_path(issue),
+                        waited_ms: self.lock_wait.as_millis(),
+                    });
+                }
+                Err(Error::git(
+                    format!("cannot update {}", edits[0].0.ref_name()),
+                    err,
+                ))
+            }
+        }
+    }
+
+    /// Returns the path of the lock file git uses for `refs/leases/<issue>`.
+    pub fn lock_path(&self, issue: &IssueId) -> PathBuf {
+        self.repo
+            .common_dir()
+            .join(format!("{}.lock", issue.ref_name()))
+    }
+
+    /// Sets a ref to `new` unconditionally; for mirror bookkeeping refs, never ledger refs.
+    pub(crate) fn set_ref(&self, name: &str, new: ObjectId, log_message: &str) -> Result<()> {
+        let full = gix::refs::FullName::try_from(name)
+            .map_err(|e| Error::InvalidInput(format!("invalid ref name {name:?}: {e}")))?;
+        let edit = RefEdit {
+            change: Change::Update {
+                log: LogChange {
+                    mode: RefLog::AndReference,
+                    force_create_reflog: false,
+                    message: log_message.into(),
+                },
+                expected: PreviousValue::Any,
+                new: Target::Object(new),
+            },
+            name: full,
+            deref: false,
+        };
+        let fail = gix::lock::acquire::Fail::AfterDurationWithBackoff(self.lock_wait);
+        self.repo
+            .refs
+            .transaction()
+            .prepare([edit], fail, fail)
+            .and_then(|t| t.commit(None))
+            .map(|_| ())
+            .map_err(|e| Error::git(format!("cannot update {name}"), e))
+    }
+}
+
+/// A commit's parents and its `lease.json` bytes (or why it has none), undecoded.
+pub(crate) struct RawEntry {
+    pub parents: Vec<ObjectId>,
+    pub lease_json: std::result::Result<Vec<u8>, String>,
+}
+
+fn signature(actor: &str, time: gix::date::Time) -> gix::actor::Signature {
+    // A holder is free text; keep the signature well-formed for every git reader.
+    let clean: String = actor
+        .chars()
+        .filter(|c| !matches!(c, '<' | '>' | '\n' | '\r' | '\0'))
+        .collect();
+    let email = if clean.contains('@') {
+        clean.clone()
+    } else {
+        String::new()
+    };
+    gix::actor::Signature {
+        name: clean.into(),
+        email: email.into(),
+        time,
+    }
+}
+
+/// Returns the commit message of a ledger commit: one line that `git log --oneline` makes
+/// readable. The state itself lives only in `lease.json`.
+fn commit_message(lease: &Lease) -> String {
+    let who = lease
+        .holder
+        .as_deref()
+        .or(lease.previous_holder.as_deref())
+        .unwrap_or("nobody");
+    let until = match lease.expires_at {
+        Some(t) if lease.holder.is_some() => format!(" until {}", crate::time::format_instant(t)),
+        None if lease.holder.is_some() => " (open-ended)".into(),
+        _ => String::new(),
+    };
+    format!(
+        "{} {}: {} token {}{}\n",
+        lease.event, lease.issue, who, lease.token, until
+    )
+}
+
+fn first_line(text: &str) -> String {
+    text.lines().next().unwrap_or_default().to_owned()
+}

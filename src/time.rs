@@ -1,0 +1,199 @@
+//! Instants and durations as git-lease reads and writes them.
+//!
+//! The library never reads the clock: every rule takes `now` as a parameter, and the command
+//! line reads it once (or takes `GIT_LEASE_NOW`). Times are whole seconds in UTC, written as
+//! RFC 3339 (`2026-11-30T14:05:00Z`), so what is stored is exactly what is compared.
+
+use chrono::{DateTime, Duration, SubsecRound, TimeZone, Utc};
+
+use crate::Error;
+
+/// How long a claim lasts: a fixed time to live, or until released.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ttl {
+    /// The lease never expires by itself; it is freed only by release.
+    Never,
+    /// The lease expires this long after it is acquired or renewed.
+    For(Duration),
+}
+
+impl Ttl {
+    /// Parses `90s`, `15m`, `2h`, `1d`, `1h30m` or `never`.
+    ///
+    /// Returns [`Error::InvalidTtl`] for anything else, zero included.
+    pub fn parse(input: &str) -> Result<Ttl, Error> {
+        let text = input.trim();
+        if text.eq_ignore_ascii_case("never") {
+            return Ok(Ttl::Never);
+        }
+        let invalid = |reason: String| Error::InvalidTtl {
+            input: input.to_owned(),
+            reason,
+        };
+        let std = humantime::parse_duration(text).map_err(|e| invalid(e.to_string()))?;
+        if std.as_secs() == 0 {
+            return Err(invalid("must be at least one second".into()));
+        }
+        if std.subsec_nanos() != 0 {
+            return Err(invalid("must be a whole number of seconds".into()));
+        }
+        // Ten thousand years is far beyond any real claim and keeps arithmetic in range.
+        const MAX_SECS: u64 = 10_000 * 366 * 86_400;
+        if std.as_secs() > MAX_SECS {
+            return Err(invalid(
+                "is too long; use `never` for an open-ended lease".into(),
+            ));
+        }
+        let secs = i64::try_from(std.as_secs()).map_err(|_| invalid("is too long".into()))?;
+        Ok(Ttl::For(Duration::seconds(secs)))
+    }
+
+    /// Returns the expiry of a claim made or renewed at `now`.
+    pub fn expiry_from(self, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
+        match self {
+            Ttl::Never => None,
+            Ttl::For(d) => Some(now + d),
+        }
+    }
+}
+
+impl std::fmt::Display for Ttl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Ttl::Never => f.write_str("never"),
+            Ttl::For(d) => f.write_str(&short_duration(*d)),
+        }
+    }
+}
+
+/// Parses an instant given as unix seconds (`1796045100`) or RFC 3339
+/// (`2026-11-30T14:05:00Z`, any offset), truncated to whole seconds.
+///
+/// Returns [`Error::InvalidTime`] when it is neither.
+pub fn parse_instant(input: &str) -> Result<DateTime<Utc>, Error> {
+    let text = input.trim();
+    let invalid = || Error::InvalidTime {
+        input: input.to_owned(),
+    };
+    if !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit()) {
+        let secs: i64 = text.parse().map_err(|_| invalid())?;
+        return Utc.timestamp_opt(secs, 0).single().ok_or_else(invalid);
+    }
+    DateTime::parse_from_rfc3339(text)
+        .map(|t| t.with_timezone(&Utc).trunc_subsecs(0))
+        .map_err(|_| invalid())
+}
+
+/// Returns `at` as stored: RFC 3339 in UTC with whole seconds and a `Z`.
+pub fn format_instant(at: DateTime<Utc>) -> String {
+    at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+}
+
+/// Returns the current system time truncated to whole seconds.
+pub fn system_now() -> DateTime<Utc> {
+    Utc::now().trunc_subsecs(0)
+}
+
+/// Returns a compact human duration: `45s`, `14m`, `2h 5m`, `3d 4h`.
+pub fn short_duration(d: Duration) -> String {
+    let secs = d.num_seconds().unsigned_abs();
+    let (days, hours, mins, s) = (
+        secs / 86_400,
+        (secs % 86_400) / 3_600,
+        (secs % 3_600) / 60,
+        secs % 60,
+    );
+    match (days, hours, mins) {
+        (0, 0, 0) => format!("{s}s"),
+        (0, 0, m) if s == 0 => format!("{m}m"),
+        (0, 0, m) => format!("{m}m {s}s"),
+        (0, h, 0) => format!("{h}h"),
+        (0, h, m) => format!("{h}h {m}m"),
+        (d, 0, _) => format!("{d}d"),
+        (d, h, _) => format!("{d}d {h}h"),
+    }
+}
+
+/// Serde helpers that keep the stored form exactly [`format_instant`].
+pub(crate) mod rfc3339 {
+    use chrono::{DateTime, Utc};
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(at: &DateTime<Utc>, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&super::format_instant(*at))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<DateTime<Utc>, D::Error> {
+        let text = String::deserialize(d)?;
+        DateTime::parse_from_rfc3339(&text)
+            .map(|t| t.with_timezone(&Utc))
+            .map_err(|e| serde::de::Error::custom(format!("bad time {text:?}: {e}")))
+    }
+
+    pub mod option {
+        use chrono::{DateTime, Utc};
+        use serde::{Deserialize, Deserializer, Serializer};
+
+        pub fn serialize<S: Serializer>(
+            at: &Option<DateTime<Utc>>,
+            s: S,
+        ) -> Result<S::Ok, S::Error> {
+            match at {
+                Some(at) => super::serialize(at, s),
+                None => s.serialize_none(),
+            }
+        }
+
+        pub fn deserialize<'de, D: Deserializer<'de>>(
+            d: D,
+        ) -> Result<Option<DateTime<Utc>>, D::Error> {
+            match Option::<String>::deserialize(d)? {
+                None => Ok(None),
+                Some(text) => DateTime::parse_from_rfc3339(&text)
+                    .map(|t| Some(t.with_timezone(&Utc)))
+                    .map_err(|e| serde::de::Error::custom(format!("bad time {text:?}: {e}"))),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ttl_forms() {
+        assert_eq!(Ttl::parse("90s").unwrap(), Ttl::For(Duration::seconds(90)));
+        assert_eq!(Ttl::parse("15m").unwrap(), Ttl::For(Duration::minutes(15)));
+        assert_eq!(Ttl::parse("2h").unwrap(), Ttl::For(Duration::hours(2)));
+        assert_eq!(Ttl::parse("1d").unwrap(), Ttl::For(Duration::days(1)));
+        assert_eq!(
+            Ttl::parse("1h30m").unwrap(),
+            Ttl::For(Duration::minutes(90))
+        );
+        assert_eq!(Ttl::parse("never").unwrap(), Ttl::Never);
+        for bad in ["", "0s", "soon", "-5m", "1.5s", "15"] {
+            assert!(Ttl::parse(bad).is_err(), "{bad:?} must be refused");
+        }
+    }
+
+    #[test]
+    fn instants_in_both_forms() {
+        let a = parse_instant("1796047500").unwrap();
+        let b = parse_instant("2026-11-30T14:05:00Z").unwrap();
+        assert_eq!(a, b);
+        assert_eq!(parse_instant("2026-11-30T15:05:00+01:00").unwrap(), b);
+        assert_eq!(format_instant(b), "2026-11-30T14:05:00Z");
+        for bad in ["", "yesterday", "2026-11-30", "-1", "12:00"] {
+            assert!(parse_instant(bad).is_err(), "{bad:?} must be refused");
+        }
+    }
+
+    #[test]
+    fn short_durations() {
+        assert_eq!(short_duration(Duration::seconds(45)), "45s");
+        assert_eq!(short_duration(Duration::minutes(14)), "14m");
+        assert_eq!(short_duration(Duration::minutes(125)), "2h 5m");
+        assert_eq!(short_duration(Duration::hours(76)), "3d 4h");
+    }
+}

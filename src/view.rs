@@ -1,0 +1,182 @@
+//! The JSON shapes of `--json` output: a versioned API (see `docs/JSON.md`).
+//!
+//! A view is a lease *as seen at an instant*: `holder` is the live holder or null, so a reader
+//! never has to re-apply the expiry rule, and the last recorded holder is still given in
+//! `last_holder`.
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+
+use crate::lease::Event;
+use crate::ledger::Report;
+use crate::rules::{self, Outcome};
+use crate::store::Entry;
+use crate::time::format_instant;
+
+/// Whether a lease is held, expired or free at an instant.
+#[derive(Serialize, Clone, Copy, Debug, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum State {
+    /// A holder, not expired.
+    Held,
+    /// A holder whose expiry has passed: not live, free to take.
+    Expired,
+    /// No holder (released, revoked, completed, abandoned).
+    Free,
+    /// The issue was never leased.
+    None,
+}
+
+impl State {
+    /// Returns the state of `entry` at `now`.
+    pub fn of(entry: Option<&Entry>, now: DateTime<Utc>) -> State {
+        match entry {
+            None => State::None,
+            Some(e) if rules::is_live(&e.lease, now) => State::Held,
+            Some(e) if e.lease.holder.is_some() => State::Expired,
+            Some(_) => State::Free,
+        }
+    }
+
+    /// Returns the name used in output.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            State::Held => "held",
+            State::Expired => "expired",
+            State::Free => "free",
+            State::None => "none",
+        }
+    }
+}
+
+/// A lease as seen at an instant.
+#[derive(Serialize, Clone, Debug, PartialEq, Eq)]
+pub struct LeaseView {
+    /// The issue id.
+    pub issue: String,
+    /// The live holder, or null when free, expired or never leased.
+    pub holder: Option<String>,
+    /// The most recent holder on record (live or not), or null.
+    pub last_holder: Option<String>,
+    /// The token of the current or last tenure; null if never leased.
+    pub token: Option<u64>,
+    /// When the recorded tenure began (kept while expired); null when free.
+    pub acquired_at: Option<String>,
+    /// When the recorded tenure ends; null when free or open-ended.
+    pub expires_at: Option<String>,
+    /// True iff the lease is live.
+    pub held: bool,
+    /// `held`, `expired`, `free` or `none`.
+    pub state: State,
+    /// The last event recorded; null if never leased.
+    pub event: Option<Event>,
+    /// When the last event happened.
+    pub at: Option<String>,
+    /// The ledger tip.
+    pub commit: Option<String>,
+    /// The note attached to the claim.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+    /// The task id attached to the claim.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub task: Option<String>,
+}
+
+impl LeaseView {
+    /// Returns the view of `issue`'s `entry` (or of a never-leased issue) at `now`.
+    pub fn new(issue: &str, entry: Option<&Entry>, now: DateTime<Utc>) -> LeaseView {
+        let state = State::of(entry, now);
+        let lease = entry.map(|e| &e.lease);
+        LeaseView {
+            issue: issue.to_owned(),
+            holder: lease
+                .and_then(|l| rules::live_holder(l, now))
+                .map(str::to_owned),
+            last_holder: lease.and_then(|l| l.holder.clone().or_else(|| l.previous_holder.clone())),
+            token: lease.map(|l| l.token),
+            acquired_at: lease.and_then(|l| l.acquired_at).map(format_instant),
+            expires_at: lease.and_then(|l| l.expires_at).map(format_instant),
+            held: state == State::Held,
+            state,
+            event: lease.map(|l| l.event),
+            at: lease.map(|l| format_instant(l.at)),
+            commit: entry.map(|e| e.commit.to_string()),
+            note: lease.and_then(|l| l.note.clone()),
+            task: lease.and_then(|l| l.task.clone()),
+        }
+    }
+}
+
+/// The answer to an operation: its outcome and the lease as it stands afterwards.
+#[derive(Serialize, Clone, Debug, PartialEq, Eq)]
+pub struct ReportView {
+    /// `acquired`, `held`, `renewed`, `not_holder`, `released` or `not_held`.
+    pub outcome: Outcome,
+    /// Whether a ledger commit was written.
+    pub wrote: bool,
+    /// The lease after the operation.
+    #[serde(flatten)]
+    pub lease: LeaseView,
+}
+
+impl ReportView {
+    /// Returns the view of `report` at `now`.
+    pub fn new(report: &Report, now: DateTime<Utc>) -> ReportView {
+        ReportView {
+            outcome: report.outcome,
+            wrote: report.wrote,
+            lease: LeaseView::new(report.issue.as_str(), report.entry.as_ref(), now),
+        }
+    }
+}
+
+/// One entry of `log`: an event as recorded (not filtered by any instant).
+#[derive(Serialize, Clone, Debug, PartialEq, Eq)]
+pub struct LogView {
+    /// The commit recording the event.
+    pub commit: String,
+    /// What happened.
+    pub event: Event,
+    /// When it happened.
+    pub at: String,
+    /// The token after the event.
+    pub token: u64,
+    /// The holder after the event (null once freed).
+    pub holder: Option<String>,
+    /// The holder before the event, when it changed or was cleared.
+    pub previous_holder: Option<String>,
+    /// Who acted, when not the holder.
+    pub by: Option<String>,
+    /// Why, when recorded.
+    pub reason: Option<String>,
+    /// The tenure's start.
+    pub acquired_at: Option<String>,
+    /// The tenure's end as recorded.
+    pub expires_at: Option<String>,
+    /// The note attached to the claim.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+    /// The task id attached to the claim.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub task: Option<String>,
+}
+
+impl From<&Entry> for LogView {
+    fn from(e: &Entry) -> LogView {
+        let l = &e.lease;
+        LogView {
+            commit: e.commit.to_string(),
+            event: l.event,
+            at: format_instant(l.at),
+            token: l.token,
+            holder: l.holder.clone(),
+            previous_holder: l.previous_holder.clone(),
+            by: l.by.clone(),
+            reason: l.reason.clone(),
+            acquired_at: l.acquired_at.map(format_instant),
+            expires_at: l.expires_at.map(format_instant),
+            note: l.note.clone(),
+            task: l.task.clone(),
+        }
+    }
+}
