@@ -146,6 +146,16 @@ enum Command {
         #[arg(long)]
         holder: Option<String>,
     },
+    /// Replicate every refs/leases/* of a remote here, fast-forward only and verified
+    Sync {
+        /// The remote to copy from [default: --remote, lease.remote, then origin]
+        remote_name: Option<String>,
+    },
+    /// Audit ledgers from their roots: every step must follow the transition rules
+    Verify {
+        /// Issue ids or unique prefixes [default: every ledger]
+        issues: Vec<String>,
+    },
 }
 
 /// Runs the command line and returns the process exit code.
@@ -338,8 +348,61 @@ fn run(cli: Cli) -> Result<u8, Failure> {
 
 fn dispatch(ctx: &Context, command: Command, out: &mut dyn Write) -> Result<u8, Failure> {
     let now = ctx.now;
+    if let Command::Sync { remote_name } = &command {
+        return sync(ctx, remote_name.as_deref(), out);
+    }
     let target = ctx.target()?;
     match command {
+        Command::Sync { .. } => unreachable!("handled above"),
+        Command::Verify { issues } => {
+            let refs = match &target {
+                Target::Local(l) => l.store().lease_refs()?,
+                Target::Remote(r) => r.fetch_all()?,
+            };
+            let refs = if issues.is_empty() {
+                refs
+            } else {
+                let mut chosen = Vec::new();
+                for prefix in &issues {
+                    let id = git_lease::ledger::resolve_among(
+                        prefix,
+                        refs.iter().map(|(n, _)| n.as_str()),
+                    )?;
+                    if let Some(r) = refs.iter().find(|(n, _)| n == id.as_str()) {
+                        chosen.push(r.clone());
+                    }
+                }
+                chosen
+            };
+            let bar = progress_bar(refs.len() as u64, "verifying");
+            let audit = git_lease::verify::audit(ctx.ledger.store(), &refs, &mut |done, _| {
+                bar.set_position(done as u64)
+            });
+            bar.finish_and_clear();
+            if ctx.json {
+                json_line(out, &audit)?;
+            } else {
+                for f in &audit.findings {
+                    writeln!(out, "{f}")?;
+                }
+                if audit.clean {
+                    writeln!(
+                        out,
+                        "ok: {} ledgers, {} commits, every step follows the rules",
+                        audit.ledgers, audit.commits
+                    )?;
+                } else {
+                    writeln!(
+                        out,
+                        "{} finding(s) in {} ledgers ({} commits checked)",
+                        audit.findings.len(),
+                        audit.ledgers,
+                        audit.commits
+                    )?;
+                }
+            }
+            Ok(if audit.clean { exit::OK } else { exit::FAILURE })
+        }
         Command::Acquire {
             issues,
             holder,
@@ -478,6 +541,74 @@ fn dispatch(ctx: &Context, command: Command, out: &mut dyn Write) -> Result<u8, 
             })
         }
     }
+}
+
+fn sync(ctx: &Context, remote_name: Option<&str>, out: &mut dyn Write) -> Result<u8, Failure> {
+    let name = remote_name
+        .map(str::to_owned)
+        .or_else(|| ctx.remote.clone())
+        .unwrap_or_else(|| "origin".to_owned());
+    let remote = Remote::new(&ctx.ledger, &name)?;
+    let bar = progress_bar(0, "syncing");
+    let report = git_lease::mirror::sync(&ctx.ledger, &remote, &mut |done, total| {
+        bar.set_length(total as u64);
+        bar.set_position(done as u64);
+    })?;
+    bar.finish_and_clear();
+    if ctx.json {
+        json_line(out, &report)?;
+    } else {
+        for m in &report.new {
+            writeln!(out, "new      {} ({} commits verified)", m.issue, m.commits)?;
+        }
+        for m in &report.updated {
+            writeln!(
+                out,
+                "updated  {} (+{} commits verified)",
+                m.issue, m.commits
+            )?;
+        }
+        for r in &report.refused {
+            writeln!(
+                out,
+                "refused  {}: {} (local {}, remote {})",
+                r.issue,
+                r.reason,
+                r.local.as_deref().unwrap_or("none"),
+                r.remote.as_deref().unwrap_or("none")
+            )?;
+        }
+        writeln!(
+            out,
+            "synced from {}: {} new, {} updated, {} unchanged, {} refused",
+            report.remote,
+            report.new.len(),
+            report.updated.len(),
+            report.unchanged,
+            report.refused.len()
+        )?;
+    }
+    Ok(if report.refused.is_empty() {
+        exit::OK
+    } else {
+        exit::FAILURE
+    })
+}
+
+/// Returns a progress bar on stderr when it is a terminal, a hidden one otherwise.
+fn progress_bar(len: u64, what: &'static str) -> indicatif::ProgressBar {
+    use std::io::IsTerminal;
+    if !std::io::stderr().is_terminal() {
+        return indicatif::ProgressBar::hidden();
+    }
+    let bar = indicatif::ProgressBar::new(len);
+    if let Ok(style) =
+        indicatif::ProgressStyle::with_template("{msg} {bar:30} {pos}/{len} ledgers ({eta})")
+    {
+        bar.set_style(style);
+    }
+    bar.set_message(what);
+    bar
 }
 
 fn end(

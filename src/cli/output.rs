@@ -13,15 +13,17 @@ pub fn when(at: DateTime<Utc>, now: DateTime<Utc>) -> String {
     } else {
         at.format("%Y-%m-%d %H:%M UTC").to_string()
     };
+    format!("{absolute}, {}", relative(at, now))
+}
+
+/// Returns `at` relative to `now`: `in 14m`, `now`, `3h 2m ago`.
+pub fn relative(at: DateTime<Utc>, now: DateTime<Utc>) -> String {
     let delta = at - now;
-    let relative = if delta.num_seconds() > 0 {
-        format!("in {}", short_duration(delta))
-    } else if delta.num_seconds() == 0 {
-        "now".to_owned()
-    } else {
-        format!("{} ago", short_duration(-delta))
-    };
-    format!("{absolute}, {relative}")
+    match delta.num_seconds() {
+        s if s > 0 => format!("in {}", short_duration(delta)),
+        0 => "now".to_owned(),
+        _ => format!("{} ago", short_duration(-delta)),
+    }
 }
 
 fn until(entry: &Entry, now: DateTime<Utc>) -> String {

@@ -1,0 +1,173 @@
+//! Mirrors: replicate every `refs/leases/*` of a remote into this repository, verified.
+//!
+//! One fetch brings the remote's ledgers into the remote-tracking refs. Each local ledger then
+//! moves only forward: a new segment is verified step by step with [`crate::verify`] before
+//! the local ref moves (by compare-and-swap), and a ledger the remote rewound or rewrote is
+//! refused and reported, never copied over.
+
+use gix::ObjectId;
+use serde::Serialize;
+
+use crate::error::Result;
+use crate::issue::IssueId;
+use crate::ledger::Ledger;
+use crate::remote::Remote;
+use crate::store::Swap;
+use crate::verify::{self, Finding};
+
+/// A ledger that moved forward.
+#[derive(Serialize, Clone, Debug, PartialEq, Eq)]
+pub struct Moved {
+    /// The issue.
+    pub issue: String,
+    /// The local tip before (null for a new ledger).
+    pub from: Option<String>,
+    /// The local tip now, equal to the remote's.
+    pub to: String,
+    /// How many commits were verified and added.
+    pub commits: usize,
+}
+
+/// A ledger that was not copied.
+#[derive(Serialize, Clone, Debug, PartialEq, Eq)]
+pub struct Refused {
+    /// The issue.
+    pub issue: String,
+    /// The local tip (null if there is none).
+    pub local: Option<String>,
+    /// The remote tip (null if the remote no longer has the ledger).
+    pub remote: Option<String>,
+    /// Why, in one line.
+    pub reason: String,
+    /// The rules the remote's new segment breaks, if that is why.
+    pub findings: Vec<Finding>,
+}
+
+/// What a sync did.
+#[derive(Serialize, Clone, Debug, Default, PartialEq, Eq)]
+pub struct SyncReport {
+    /// The remote synced from.
+    pub remote: String,
+    /// Ledgers that existed here and moved forward.
+    pub updated: Vec<Moved>,
+    /// Ledgers that are new here.
+    pub new: Vec<Moved>,
+    /// How many ledgers were already up to date.
+    pub unchanged: usize,
+    /// Ledgers that were refused.
+    pub refused: Vec<Refused>,
+}
+
+/// Fetches every lease ref of `remote` in one fetch and moves each local ledger forward to
+/// it, verified. Calls `progress(done, total)` per ledger.
+pub fn sync(
+    ledger: &Ledger,
+    remote: &Remote<'_>,
+    progress: &mut dyn FnMut(usize, usize),
+) -> Result<SyncReport> {
+    let store = ledger.store();
+    let tracked_before = remote.tracked()?;
+    let remote_refs = remote.fetch_all()?;
+    let local_refs = store.lease_refs()?;
+    let mut report = SyncReport {
+        remote: remote.name().to_owned(),
+        ..SyncReport::default()
+    };
+    let local_tip = |issue: &str| -> Option<ObjectId> {
+        local_refs
+            .binary_search_by(|(n, _)| n.as_str().cmp(issue))
+            .ok()
+            .map(|i| local_refs[i].1)
+    };
+    let total = remote_refs.len();
+    for (done, (issue, remote_tip)) in remote_refs.iter().enumerate() {
+        let local = local_tip(issue);
+        let refuse = |reason: String, findings: Vec<Finding>| Refused {
+            issue: issue.clone(),
+            local: local.map(|l| l.to_string()),
+            remote: Some(remote_tip.to_string()),
+            reason,
+            findings,
+        };
+        progress(done + 1, total);
+        if local == Some(*remote_tip) {
+            report.unchanged += 1;
+            continue;
+        }
+        let Ok(id) = IssueId::new(issue) else {
+            report.refused.push(refuse(
+                format!("{issue:?} is not a valid issue id"),
+                Vec::new(),
+            ));
+            continue;
+        };
+        if let Some(l) = local {
+            if verify::descends_from(store, l, *remote_tip) {
+                report.refused.push(refuse(
+                    "the remote is behind this copy: its ledger was rewound".into(),
+                    Vec::new(),
+                ));
+                continue;
+            }
+        }
+        let check = verify::verify_segment(store, issue, *remote_tip, local);
+        if let Some(first) = check.findings.first() {
+            let reason = if first.rule == verify::Rule::FastForward {
+                "not a fast-forward: the remote rewrote this ledger".to_owned()
+            } else {
+                format!(
+                    "the remote's new commits break {} rule(s), first: {}",
+                    check.findings.len(),
+                    first
+                )
+            };
+            report.refused.push(refuse(reason, check.findings));
+            continue;
+        }
+        if local.is_none() {
+            if let Some(existing) = store.clash(&id)? {
+                report.refused.push(refuse(
+                    format!("clashes with the existing ref {existing}"),
+                    Vec::new(),
+                ));
+                continue;
+            }
+        }
+        match store.swap(&id, *remote_tip, local, "git-lease: sync")? {
+            Swap::Done => {
+                let moved = Moved {
+                    issue: issue.clone(),
+                    from: local.map(|l| l.to_string()),
+                    to: remote_tip.to_string(),
+                    commits: check.commits,
+                };
+                if local.is_some() {
+                    report.updated.push(moved);
+                } else {
+                    report.new.push(moved);
+                }
+            }
+            Swap::Lost => report.refused.push(refuse(
+                "the local ref moved during the sync; run it again".into(),
+                Vec::new(),
+            )),
+        }
+    }
+    // A ledger the remote had at the last fetch and no longer has was deleted upstream:
+    // lease refs are never deleted, so that is reported, and the local copy is kept.
+    for (issue, _) in &tracked_before {
+        let gone = remote_refs
+            .binary_search_by(|(n, _)| n.as_str().cmp(issue))
+            .is_err();
+        if let (true, Some(local)) = (gone, local_tip(issue)) {
+            report.refused.push(Refused {
+                issue: issue.clone(),
+                local: Some(local.to_string()),
+                remote: None,
+                reason: "the remote no longer has this ledger (deleted upstream); the local copy is kept".into(),
+                findings: Vec::new(),
+            });
+        }
+    }
+    Ok(report)
+}
