@@ -175,7 +175,7 @@ impl Error {
     }
 
     /// Wraps a gix error with what was being done, keeping its whole chain of causes.
-    pub(crate) fn git(context: impl Into<String>, err: impl std::fmt::Debug) -> Error {
+    pub fn git(context: impl Into<String>, err: impl std::fmt::Debug) -> Error {
         Error::Git {
             context: context.into(),
             message: format!("{err:?}"),

@@ -114,6 +114,15 @@ impl Lease {
         out
     }
 
+    /// Returns who performed this event: whoever is named in `by`, else the holder (acquire,
+    /// renew), else the holder it freed (a release by the holder).
+    pub fn actor(&self) -> Option<&str> {
+        self.by
+            .as_deref()
+            .or(self.holder.as_deref())
+            .or(self.previous_holder.as_deref())
+    }
+
     /// Returns true if `other` records the same state, ignoring the event and its time.
     ///
     /// Used to skip writing a commit for an operation that changes nothing (an open-ended

@@ -16,6 +16,7 @@
 //! The storage format is documented in `docs/FORMAT.md`.
 
 pub mod error;
+pub mod hook;
 pub mod issue;
 pub mod lease;
 pub mod ledger;

@@ -40,6 +40,7 @@ pub(crate) enum Swap {
 pub struct Store {
     repo: gix::Repository,
     lock_wait: Duration,
+    quarantine: Option<gix::odb::Handle>,
 }
 
 /// How long to wait for a ref lock held by another process before reporting it.
@@ -83,8 +84,25 @@ impl Store {
             .string("lease.lockTimeout")
             .and_then(|s| humantime::parse_duration(&s.to_str_lossy()).ok())
             .unwrap_or(DEFAULT_LOCK_WAIT);
-        drop(config);
-        Ok(Store { repo, lock_wait })
+        Ok(Store {
+            repo,
+            lock_wait,
+            quarantine: None,
+        })
+    }
+
+    /// Also reads objects from `GIT_QUARANTINE_PATH`, where git keeps a push's objects while
+    /// its pre-receive and update hooks run. Returns the store unchanged outside a hook.
+    pub fn with_push_quarantine(mut self) -> Result<Store> {
+        if let Some(dir) = std::env::var_os("GIT_QUARANTINE_PATH") {
+            let odb = gix::odb::at(std::path::PathBuf::from(dir), self.repo.object_hash())
+                .map_err(|e| Error::Io {
+                    context: "cannot open the push quarantine".into(),
+                    source: e,
+                })?;
+            self.quarantine = Some(odb);
+        }
+        Ok(self)
     }
 
     /// Returns the underlying repository.
@@ -176,16 +194,11 @@ impl Store {
     /// Reads a commit's parents and its `lease.json` bytes without judging them, for
     /// verification that wants to report every problem by its own rule.
     pub(crate) fn raw_entry(&self, commit: ObjectId) -> std::result::Result<RawEntry, String> {
-        let object = self
-            .repo
-            .find_object(commit)
-            .map_err(|e| format!("cannot read the object: {}", first_line(&format!("{e}"))))?;
-        if object.kind != gix::object::Kind::Commit {
-            return Err(format!("it is a {}, not a commit", object.kind));
+        let (kind, data) = self.find(commit)?;
+        if kind != gix::object::Kind::Commit {
+            return Err(format!("it is a {kind}, not a commit"));
         }
-        let commit_obj = object.into_commit();
-        let decoded = commit_obj
-            .decode()
+        let decoded = gix::objs::CommitRef::from_bytes(&data, self.repo.object_hash())
             .map_err(|e| format!("cannot decode the commit: {e}"))?;
         let tree_id = decoded.tree();
         let parents: Vec<ObjectId> = decoded.parents().collect();
@@ -196,13 +209,36 @@ impl Store {
         })
     }
 
+    /// Reads one object's kind and bytes, from the repository or, inside a server hook, from
+    /// the push's quarantine (which gix does not see by itself).
+    fn find(&self, id: ObjectId) -> std::result::Result<(gix::object::Kind, Vec<u8>), String> {
+        use gix::objs::Find;
+        let mut buf = Vec::new();
+        let found = match self.repo.objects.try_find(&id, &mut buf) {
+            Ok(Some(data)) => Some(data.kind),
+            Ok(None) => None,
+            Err(e) => return Err(format!("cannot read object {id}: {e}")),
+        };
+        if let Some(kind) = found {
+            return Ok((kind, buf));
+        }
+        if let Some(quarantine) = &self.quarantine {
+            if let Some(data) = quarantine
+                .try_find(&id, &mut buf)
+                .map_err(|e| format!("cannot read object {id}: {e}"))?
+            {
+                return Ok((data.kind, buf));
+            }
+        }
+        Err(format!("object {id} is missing"))
+    }
+
     fn lease_blob(&self, tree_id: ObjectId) -> std::result::Result<Vec<u8>, String> {
-        let tree = self
-            .repo
-            .find_tree(tree_id)
-            .map_err(|e| format!("cannot read its tree: {}", first_line(&format!("{e}"))))?;
-        let decoded = tree
-            .decode()
+        let (kind, data) = self.find(tree_id).map_err(|e| format!("its tree: {e}"))?;
+        if kind != gix::object::Kind::Tree {
+            return Err(format!("its tree {tree_id} is a {kind}"));
+        }
+        let decoded = gix::objs::TreeRef::from_bytes(&data, self.repo.object_hash())
             .map_err(|e| format!("cannot decode its tree: {e}"))?;
         let names: Vec<String> = decoded
             .entries
@@ -225,11 +261,13 @@ impl Store {
                 ))
             }
         };
-        let blob = self
-            .repo
-            .find_blob(entry.oid)
-            .map_err(|e| format!("cannot read {LEASE_FILE}: {}", first_line(&format!("{e}"))))?;
-        Ok(blob.data.clone())
+        let (kind, data) = self
+            .find(entry.oid.to_owned())
+            .map_err(|e| format!("{LEASE_FILE}: {e}"))?;
+        if kind != gix::object::Kind::Blob {
+            return Err(format!("{LEASE_FILE} is a {kind}, not a file"));
+        }
+        Ok(data)
     }
 
     /// Returns the current entry of `issue`, if its ref exists.
@@ -308,12 +346,7 @@ impl Store {
             .map_err(|e| Error::git("cannot write the ledger tree", e))?
             .detach();
         let time = gix::date::Time::new(lease.at.timestamp(), 0);
-        let actor = lease
-            .by
-            .as_deref()
-            .or(lease.holder.as_deref())
-            .or(lease.previous_holder.as_deref())
-            .unwrap_or("git-lease");
+        let actor = lease.actor().unwrap_or("git-lease");
         let commit = gix::objs::Commit {
             tree,
             parents: parent.into_iter().collect(),

@@ -3,6 +3,7 @@
 
 mod exit;
 mod output;
+mod server;
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -50,10 +51,10 @@ struct Cli {
 }
 
 #[derive(Args, Debug)]
-struct HolderArg {
+pub(crate) struct HolderArg {
     /// Who holds [default: config lease.holder, then user.email]
     #[arg(long, env = "GIT_LEASE_HOLDER", value_name = "NAME")]
-    holder: Option<String>,
+    pub(crate) holder: Option<String>,
 }
 
 #[derive(Args, Debug)]
@@ -156,6 +157,52 @@ enum Command {
         /// Issue ids or unique prefixes [default: every ledger]
         issues: Vec<String>,
     },
+    /// Free someone else's lease as an administrator (token kept; who and why recorded)
+    Revoke {
+        /// The issue id or a unique prefix
+        issue: String,
+        /// Why the lease is revoked (recorded in the ledger)
+        #[arg(long, required = true)]
+        reason: String,
+        /// Who revokes [default: config lease.holder, then user.email]
+        #[command(flatten)]
+        holder: HolderArg,
+    },
+    /// Push the current issue branch with your fencing token as a push option
+    Push {
+        /// The remote [default: --remote, lease.remote, then origin]
+        remote_name: Option<String>,
+        /// The branch to push [default: the current branch]; its last path component is the issue
+        branch: Option<String>,
+        #[command(flatten)]
+        holder: HolderArg,
+    },
+    /// Run as a server hook (git runs this; see install-hook)
+    Hook {
+        #[command(subcommand)]
+        kind: HookKind,
+    },
+    /// Install the server hook into a repository, chaining with an existing pre-receive hook
+    InstallHook {
+        /// The repository [default: the current one]
+        #[arg(long, value_name = "PATH")]
+        repo: Option<PathBuf>,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub(crate) enum HookKind {
+    /// git's update hook: check one ref update
+    Update {
+        /// The ref being updated
+        refname: String,
+        /// Its old value
+        old: String,
+        /// Its new value
+        new: String,
+    },
+    /// git's pre-receive hook: check every `<old> <new> <ref>` line on stdin before any lands
+    PreReceive,
 }
 
 /// Runs the command line and returns the process exit code.
@@ -187,7 +234,7 @@ pub fn main() -> u8 {
     }
 }
 
-enum Failure {
+pub(crate) enum Failure {
     Lib(Error),
     Io(std::io::Error),
 }
@@ -270,11 +317,11 @@ impl Target<'_> {
     }
 }
 
-struct Context {
-    ledger: Ledger,
-    now: DateTime<Utc>,
-    json: bool,
-    remote: Option<String>,
+pub(crate) struct Context {
+    pub(crate) ledger: Ledger,
+    pub(crate) now: DateTime<Utc>,
+    pub(crate) json: bool,
+    pub(crate) remote: Option<String>,
 }
 
 impl Context {
@@ -285,7 +332,7 @@ impl Context {
         })
     }
 
-    fn holder(&self, arg: &HolderArg) -> Result<String, Error> {
+    pub(crate) fn holder(&self, arg: &HolderArg) -> Result<String, Error> {
         let holder = arg
             .holder
             .clone()
@@ -325,7 +372,10 @@ fn run(cli: Cli) -> Result<u8, Failure> {
         context: "cannot read the current directory".into(),
         source: e,
     })?;
-    let ledger = Ledger::discover(&cwd)?;
+    let ledger = match &cli.command {
+        Command::InstallHook { repo: Some(repo) } => Ledger::open(repo)?,
+        _ => Ledger::discover(&cwd)?,
+    };
     let remote = if cli.local {
         None
     } else {
@@ -348,12 +398,36 @@ fn run(cli: Cli) -> Result<u8, Failure> {
 
 fn dispatch(ctx: &Context, command: Command, out: &mut dyn Write) -> Result<u8, Failure> {
     let now = ctx.now;
-    if let Command::Sync { remote_name } = &command {
-        return sync(ctx, remote_name.as_deref(), out);
+    match &command {
+        Command::Sync { remote_name } => return sync(ctx, remote_name.as_deref(), out),
+        Command::Hook { kind } => return crate::cli::server::hook(ctx, kind),
+        Command::InstallHook { .. } => return crate::cli::server::install_hook(ctx, out),
+        Command::Push {
+            remote_name,
+            branch,
+            holder,
+        } => {
+            return crate::cli::server::push(ctx, remote_name.as_deref(), branch.as_deref(), holder)
+        }
+        _ => {}
     }
     let target = ctx.target()?;
     match command {
-        Command::Sync { .. } => unreachable!("handled above"),
+        Command::Sync { .. }
+        | Command::Hook { .. }
+        | Command::InstallHook { .. }
+        | Command::Push { .. } => unreachable!("handled above"),
+        Command::Revoke {
+            issue,
+            reason,
+            holder,
+        } => {
+            let by = ctx.holder(&holder)?;
+            let issue = target.resolve(&issue)?;
+            let report =
+                target.apply(&issue, |cur| rules::revoke(&issue, cur, &by, &reason, now))?;
+            emit_reports(ctx, &[report], false, out)
+        }
         Command::Verify { issues } => {
             let refs = match &target {
                 Target::Local(l) => l.store().lease_refs()?,
