@@ -322,7 +322,7 @@ fn server_rules(
     }
     // Takeover only after expiry or release, by the server's clock.
     if let Some(prev) = prev {
-        if next.event == Event::Acquire {
+        if next.event == Event::Acquire && !process_gone_takeover(prev, next) {
             if let Some(live) = live_holder(prev, now) {
                 if Some(live) != next.holder.as_deref() {
                     return Some((
@@ -374,6 +374,22 @@ fn server_rules(
         ));
     }
     None
+}
+
+/// Returns true for an acquire that records taking over from a holder process that is gone,
+/// when that is plausible: the previous tenure recorded its process and, if it ran on this
+/// very machine, the process is indeed gone.
+fn process_gone_takeover(prev: &Lease, next: &Lease) -> bool {
+    let Some(process) = &prev.process else {
+        return false;
+    };
+    if next.takeover != Some(crate::lease::Takeover::ProcessGone) {
+        return false;
+    }
+    match crate::liveness::LocalHost::detect() {
+        Some(host) if host.is_same_machine(process) => host.is_gone(process),
+        _ => true,
+    }
 }
 
 /// Returns the issue a fenced ref belongs to: its last path component, when `name` matches

@@ -103,6 +103,30 @@ pub struct Lease {
     /// Why the event happened, when someone said (a revoke's reason).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// For an acquire over a lease that still had a holder: why that holder lost it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub takeover: Option<Takeover>,
+    /// The SHA-256 (`sha256:<hex>`) of the session secret that must accompany every renew
+    /// or release of this tenure. The secret itself is never stored.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<String>,
+    /// The process holding the lease, for local liveness.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub process: Option<crate::liveness::HolderProcess>,
+    /// Not stored: set by a reader on the holder's machine that found the holder process
+    /// gone. [`crate::rules::is_live`] treats such a lease as not live.
+    #[serde(skip)]
+    pub process_gone: bool,
+}
+
+/// Why an acquire took a lease that still recorded a holder.
+#[derive(Serialize, Deserialize, Clone, Copy, PartialEq, Eq, Debug, Hash)]
+#[serde(rename_all = "snake_case")]
+pub enum Takeover {
+    /// The previous tenure had expired.
+    Expired,
+    /// The previous holder's process was gone from its machine (local liveness).
+    ProcessGone,
 }
 
 impl Lease {
@@ -134,6 +158,8 @@ impl Lease {
             && self.expires_at == other.expires_at
             && self.note == other.note
             && self.task == other.task
+            && self.session == other.session
+            && self.process == other.process
     }
 }
 
@@ -219,6 +245,10 @@ mod tests {
             task: None,
             by: None,
             reason: None,
+            takeover: None,
+            session: None,
+            process: None,
+            process_gone: false,
         }
     }
 

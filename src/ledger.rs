@@ -10,7 +10,8 @@ use std::path::Path;
 use crate::error::{Error, Result};
 use crate::issue::IssueId;
 use crate::lease::Lease;
-use crate::rules::{self, Claim, Ending, FenceFailure, Outcome, Transition};
+use crate::liveness::LocalHost;
+use crate::rules::{self, Claim, Credentials, Ending, FenceFailure, Outcome, Transition};
 use crate::store::{Entry, Store, Swap};
 use crate::time::Ttl;
 use chrono::{DateTime, Utc};
@@ -60,26 +61,39 @@ impl Report {
 /// ```
 pub struct Ledger {
     store: Store,
+    host: Option<LocalHost>,
 }
 
 impl Ledger {
     /// Opens the repository containing `dir`, as git finds it.
     pub fn discover(dir: &Path) -> Result<Ledger> {
-        Ok(Ledger {
-            store: Store::discover(dir)?,
-        })
+        Ok(Ledger::from_store(Store::discover(dir)?))
     }
 
     /// Opens exactly the repository at `path`.
     pub fn open(path: &Path) -> Result<Ledger> {
-        Ok(Ledger {
-            store: Store::open(path)?,
-        })
+        Ok(Ledger::from_store(Store::open(path)?))
     }
 
     /// Wraps a store.
     pub fn from_store(store: Store) -> Ledger {
-        Ledger { store }
+        Ledger { store, host: None }
+    }
+
+    /// Applies local liveness ([`crate::liveness`]) to every state this ledger reads: a lease
+    /// whose holder process is gone from this machine is not live. Without it (the default
+    /// for library users), only the TTL decides.
+    pub fn with_local_liveness(mut self) -> Ledger {
+        self.host = LocalHost::detect();
+        self
+    }
+
+    /// Marks `entry` as held by a gone process when local liveness says so.
+    pub fn observe(&self, mut entry: Entry) -> Entry {
+        if let Some(host) = &self.host {
+            host.observe(&mut entry.lease);
+        }
+        entry
     }
 
     /// Returns the underlying store.
@@ -99,31 +113,33 @@ impl Ledger {
     /// Extends the live holder's lease by `ttl` from `now`.
     ///
     /// Returns [`Outcome::Renewed`] or [`Outcome::NotHolder`].
-    pub fn renew(
+    pub fn renew<'a>(
         &self,
         issue: &IssueId,
-        holder: &str,
+        who: impl Into<Credentials<'a>>,
         ttl: Ttl,
         now: DateTime<Utc>,
     ) -> Result<Report> {
-        crate::lease::validate_holder(holder)?;
-        self.apply(issue, |current| rules::renew(current, holder, ttl, now))
+        let who = who.into();
+        crate::lease::validate_holder(who.holder)?;
+        self.apply(issue, |current| rules::renew(current, who, ttl, now))
     }
 
     /// Frees the lease (keeping its token).
     ///
     /// Returns [`Outcome::Released`], [`Outcome::NotHeld`] (nothing to release: a success) or
     /// [`Outcome::NotHolder`].
-    pub fn release(
+    pub fn release<'a>(
         &self,
         issue: &IssueId,
-        holder: &str,
+        who: impl Into<Credentials<'a>>,
         ending: Ending,
         now: DateTime<Utc>,
     ) -> Result<Report> {
-        crate::lease::validate_holder(holder)?;
+        let who = who.into();
+        crate::lease::validate_holder(who.holder)?;
         self.apply(issue, |current| {
-            rules::release(issue, current, holder, ending, now)
+            rules::release(issue, current, who, ending, now)
         })
     }
 
@@ -143,7 +159,7 @@ impl Ledger {
 
     /// Returns the newest ledger entry of `issue`, or `None` if it was never leased.
     pub fn current(&self, issue: &IssueId) -> Result<Option<Entry>> {
-        self.store.current(issue)
+        Ok(self.store.current(issue)?.map(|e| self.observe(e)))
     }
 
     /// The fencing check: `Ok(Ok(entry))` if `token` is the live tenure's token (and `holder`
@@ -170,7 +186,7 @@ impl Ledger {
         self.store
             .lease_refs()?
             .into_iter()
-            .map(|(issue, tip)| self.store.entry(&issue, tip))
+            .map(|(issue, tip)| self.store.entry(&issue, tip).map(|e| self.observe(e)))
             .collect()
     }
 

@@ -159,7 +159,11 @@ impl<'a> Remote<'a> {
         let store = self.ledger.store();
         store
             .tip_of(&self.tracking_ref(issue))?
-            .map(|tip| store.entry(issue.as_str(), tip))
+            .map(|tip| {
+                store
+                    .entry(issue.as_str(), tip)
+                    .map(|e| self.ledger.observe(e))
+            })
             .transpose()
     }
 
@@ -167,7 +171,10 @@ impl<'a> Remote<'a> {
     pub fn current(&self, issue: &IssueId) -> Result<Option<Entry>> {
         match self.fetch_one(issue)? {
             None => Ok(None),
-            Some(tip) => Ok(Some(self.ledger.store().entry(issue.as_str(), tip)?)),
+            Some(tip) => Ok(Some(
+                self.ledger
+                    .observe(self.ledger.store().entry(issue.as_str(), tip)?),
+            )),
         }
     }
 
@@ -176,7 +183,7 @@ impl<'a> Remote<'a> {
         let store = self.ledger.store();
         self.fetch_all()?
             .into_iter()
-            .map(|(issue, tip)| store.entry(&issue, tip))
+            .map(|(issue, tip)| store.entry(&issue, tip).map(|e| self.ledger.observe(e)))
             .collect()
     }
 

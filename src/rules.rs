@@ -8,7 +8,7 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 
 use crate::issue::IssueId;
-use crate::lease::{Event, Lease, FORMAT_VERSION};
+use crate::lease::{Event, Lease, Takeover, FORMAT_VERSION};
 use crate::time::Ttl;
 
 /// Returns true if and only if `lease` has a holder and has not expired at `now`.
@@ -16,8 +16,45 @@ use crate::time::Ttl;
 /// A lease is live iff it has a holder and (no expiry, or `now < expires_at`). This is the
 /// one definition of liveness in git-lease; expiry is a filter applied when reading, never
 /// something written.
+/// A lease whose holder process a reader on the same machine found gone
+/// ([`Lease::process_gone`], see [`crate::liveness`]) is not live either.
 pub fn is_live(lease: &Lease, now: DateTime<Utc>) -> bool {
-    lease.holder.is_some() && lease.expires_at.is_none_or(|expiry| now < expiry)
+    lease.holder.is_some()
+        && !lease.process_gone
+        && lease.expires_at.is_none_or(|expiry| now < expiry)
+}
+
+/// Who asks: a holder name and, for a lease taken with `--session`, the session secret.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Credentials<'a> {
+    /// The holder name.
+    pub holder: &'a str,
+    /// The session secret, if the caller has one.
+    pub secret: Option<&'a str>,
+}
+
+impl<'a> From<&'a str> for Credentials<'a> {
+    fn from(holder: &'a str) -> Self {
+        Credentials {
+            holder,
+            secret: None,
+        }
+    }
+}
+
+impl<'a> From<&'a String> for Credentials<'a> {
+    fn from(holder: &'a String) -> Self {
+        Credentials::from(holder.as_str())
+    }
+}
+
+/// Returns true if `secret` is good enough for `lease`: always without a session, and only
+/// the session's own secret with one.
+fn proves_session(lease: &Lease, secret: Option<&str>) -> bool {
+    lease
+        .session
+        .as_deref()
+        .is_none_or(|stored| crate::session::matches(stored, secret))
 }
 
 /// Returns the live holder of `lease` at `now`, if any.
@@ -45,6 +82,9 @@ pub enum Outcome {
     Released,
     /// Nothing was held, so there was nothing to release; nothing changed. A success.
     NotHeld,
+    /// The caller is the holder by name, but the lease was taken with a session and the
+    /// session secret is missing or wrong; nothing changed.
+    WrongSecret,
 }
 
 impl Outcome {
@@ -57,12 +97,16 @@ impl Outcome {
             Outcome::NotHolder => "not_holder",
             Outcome::Released => "released",
             Outcome::NotHeld => "not_held",
+            Outcome::WrongSecret => "wrong_secret",
         }
     }
 
     /// Returns true for outcomes that refuse the caller (exit code 3 on the command line).
     pub fn is_refusal(self) -> bool {
-        matches!(self, Outcome::Held | Outcome::NotHolder)
+        matches!(
+            self,
+            Outcome::Held | Outcome::NotHolder | Outcome::WrongSecret
+        )
     }
 }
 
@@ -77,16 +121,25 @@ pub struct Claim {
     pub note: Option<String>,
     /// An external task id stored with the claim.
     pub task: Option<String>,
+    /// For a new tenure: the hash of a new session secret (see [`crate::session`]).
+    pub session: Option<String>,
+    /// The secret of the session that already holds the lease, for an idempotent re-acquire.
+    pub secret: Option<String>,
+    /// The process that will hold the lease, for local liveness.
+    pub process: Option<crate::liveness::HolderProcess>,
 }
 
 impl Claim {
-    /// Returns a claim by `holder` for `ttl`, without note or task.
+    /// Returns a claim by `holder` for `ttl`, without note, task, session or process.
     pub fn new(holder: impl Into<String>, ttl: Ttl) -> Claim {
         Claim {
             holder: holder.into(),
             ttl,
             note: None,
             task: None,
+            session: None,
+            secret: None,
+            process: None,
         }
     }
 }
@@ -118,6 +171,13 @@ impl Transition {
     }
 }
 
+/// Returns the instant a decision on top of `current` is made at: `now`, or the time of the
+/// ledger's last event if `now` is earlier (a clock behind another writer's). Time never
+/// runs backwards along a ledger, so every recorded step stays in order.
+pub fn ledger_time(current: Option<&Lease>, now: DateTime<Utc>) -> DateTime<Utc> {
+    current.map_or(now, |lease| now.max(lease.at))
+}
+
 fn base(issue: &IssueId, event: Event, now: DateTime<Utc>, token: u64) -> Lease {
     Lease {
         version: FORMAT_VERSION,
@@ -133,6 +193,10 @@ fn base(issue: &IssueId, event: Event, now: DateTime<Utc>, token: u64) -> Lease 
         task: None,
         by: None,
         reason: None,
+        takeover: None,
+        session: None,
+        process: None,
+        process_gone: false,
     }
 }
 
@@ -147,10 +211,21 @@ pub fn acquire(
     claim: &Claim,
     now: DateTime<Utc>,
 ) -> Transition {
+    let now = ledger_time(current, now);
     match current {
         Some(lease) if is_live(lease, now) => {
             if lease.holder.as_deref() == Some(claim.holder.as_str()) {
+                if !proves_session(lease, claim.secret.as_deref()) {
+                    return Transition::answer(Outcome::WrongSecret);
+                }
                 let mut next = lease.clone();
+                next.takeover = None;
+                if next.session.is_none() {
+                    next.session = claim.session.clone();
+                }
+                if claim.process.is_some() {
+                    next.process = claim.process.clone();
+                }
                 next.event = Event::Reacquire;
                 next.at = now;
                 next.expires_at = claim.ttl.expiry_from(now);
@@ -174,23 +249,45 @@ pub fn acquire(
             next.holder = Some(claim.holder.clone());
             next.acquired_at = Some(now);
             next.expires_at = claim.ttl.expiry_from(now);
-            // An acquire over an expired tenure is a takeover: say whose.
+            // An acquire over a tenure that still records a holder is a takeover: say whose
+            // and why.
             next.previous_holder = current.and_then(|l| l.holder.clone());
+            next.takeover = current.filter(|l| l.holder.is_some()).map(|l| {
+                let expired = l.expires_at.is_some_and(|e| now >= e);
+                if l.process_gone && !expired {
+                    Takeover::ProcessGone
+                } else {
+                    Takeover::Expired
+                }
+            });
             next.note = claim.note.clone();
             next.task = claim.task.clone();
+            next.session = claim.session.clone();
+            next.process = claim.process.clone();
             Transition::write(Outcome::Acquired, current, next)
         }
     }
 }
 
 /// Decides a renew: only the live holder may extend; same token, expiry from `ttl`.
-pub fn renew(current: Option<&Lease>, holder: &str, ttl: Ttl, now: DateTime<Utc>) -> Transition {
+pub fn renew<'a>(
+    current: Option<&Lease>,
+    who: impl Into<Credentials<'a>>,
+    ttl: Ttl,
+    now: DateTime<Utc>,
+) -> Transition {
+    let who = who.into();
+    let now = ledger_time(current, now);
     match current {
-        Some(lease) if live_holder(lease, now) == Some(holder) => {
+        Some(lease) if live_holder(lease, now) == Some(who.holder) => {
+            if !proves_session(lease, who.secret) {
+                return Transition::answer(Outcome::WrongSecret);
+            }
             let mut next = lease.clone();
             next.event = Event::Renew;
             next.at = now;
             next.expires_at = ttl.expiry_from(now);
+            next.takeover = None;
             next.previous_holder = None;
             next.by = None;
             next.reason = None;
@@ -226,13 +323,16 @@ impl Ending {
 /// - Held live by the caller, or expired (anyone may clear an expired lease): freed, token kept.
 /// - Nothing held (free, or never leased): [`Outcome::NotHeld`], a success that writes nothing.
 /// - Held live by someone else: [`Outcome::NotHolder`], nothing written.
-pub fn release(
+pub fn release<'a>(
     issue: &IssueId,
     current: Option<&Lease>,
-    holder: &str,
+    who: impl Into<Credentials<'a>>,
     ending: Ending,
     now: DateTime<Utc>,
 ) -> Transition {
+    let who = who.into();
+    let holder = who.holder;
+    let now = ledger_time(current, now);
     let Some(lease) = current else {
         return Transition::answer(Outcome::NotHeld);
     };
@@ -241,6 +341,9 @@ pub fn release(
     };
     if is_live(lease, now) && previous != holder {
         return Transition::answer(Outcome::NotHolder);
+    }
+    if is_live(lease, now) && !proves_session(lease, who.secret) {
+        return Transition::answer(Outcome::WrongSecret);
     }
     let mut next = base(issue, ending.event(), now, lease.token);
     next.previous_holder = Some(previous.to_owned());
@@ -258,6 +361,7 @@ pub fn revoke(
     reason: &str,
     now: DateTime<Utc>,
 ) -> Transition {
+    let now = ledger_time(current, now);
     let Some(lease) = current else {
         return Transition::answer(Outcome::NotHeld);
     };
@@ -469,6 +573,19 @@ mod tests {
             release(&id(), Some(&cur), "b", Ending::Release, t(9)),
             Transition::answer(Outcome::NotHolder)
         );
+    }
+
+    #[test]
+    fn a_clock_behind_the_ledger_never_records_a_step_back() {
+        let mut freed = base(&id(), Event::Release, t(11), 1);
+        freed.previous_holder = Some("b".into());
+        let next = acquire(&id(), Some(&freed), &Claim::new("a", ttl(60)), t(5))
+            .next
+            .unwrap();
+        assert_eq!(next.at, t(11));
+        assert_eq!(next.acquired_at, Some(t(11)));
+        assert_eq!(next.expires_at, Some(t(71)));
+        assert!(crate::verify::check_step(Some(&freed), &next).is_empty());
     }
 
     #[test]

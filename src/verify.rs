@@ -9,7 +9,7 @@ use gix::ObjectId;
 use serde::Serialize;
 
 use crate::issue::IssueId;
-use crate::lease::{self, DecodeError, Event, Lease};
+use crate::lease::{self, DecodeError, Event, Lease, Takeover};
 use crate::rules::is_live;
 use crate::store::Store;
 
@@ -126,6 +126,10 @@ pub fn check_step(prev: Option<&Lease>, next: &Lease) -> Vec<Violation> {
     let prev_live = is_live(prev, next.at);
     match next.event {
         Event::Acquire => {
+            // A takeover because the holder's process was gone (local liveness) is legitimate
+            // while the TTL still runs, if the previous tenure recorded its process.
+            let prev_live = prev_live
+                && !(next.takeover == Some(Takeover::ProcessGone) && prev.process.is_some());
             if prev_live && prev.holder != next.holder {
                 found.push((
                     Rule::HolderChange,
@@ -187,6 +191,11 @@ pub fn check_step(prev: Option<&Lease>, next: &Lease) -> Vec<Violation> {
                 found.push((
                     Rule::Event,
                     format!("a {} must keep the tenure's acquired_at", next.event),
+                ));
+            } else if prev.session.is_some() && next.session != prev.session {
+                found.push((
+                    Rule::Event,
+                    format!("a {} must keep the tenure's session", next.event),
                 ));
             }
         }

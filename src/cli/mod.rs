@@ -3,6 +3,7 @@
 
 mod exit;
 mod output;
+mod run;
 mod server;
 
 use std::io::Write;
@@ -12,7 +13,9 @@ use chrono::{DateTime, Utc};
 use clap::{Args, Parser, Subcommand};
 use git_lease::remote::Remote;
 use git_lease::view::{LeaseView, LogView, ReportView, State};
-use git_lease::{rules, Claim, Ending, Entry, Error, IssueId, Lease, Ledger, Report, Ttl};
+use git_lease::{
+    rules, Claim, Credentials, Ending, Entry, Error, IssueId, Lease, Ledger, Report, Ttl,
+};
 
 /// The TTL of a claim when neither `--ttl` nor `lease.ttl` says otherwise.
 const DEFAULT_TTL: &str = "1h";
@@ -55,6 +58,14 @@ pub(crate) struct HolderArg {
     /// Who holds [default: config lease.holder, then user.email]
     #[arg(long, env = "GIT_LEASE_HOLDER", value_name = "NAME")]
     pub(crate) holder: Option<String>,
+    /// The session secret printed by `acquire --session` (required for such a lease)
+    #[arg(
+        long,
+        env = "GIT_LEASE_SECRET",
+        hide_env_values = true,
+        value_name = "SECRET"
+    )]
+    pub(crate) secret: Option<String>,
 }
 
 #[derive(Args, Debug)]
@@ -81,6 +92,14 @@ enum Command {
         /// An external task or job id stored with the claim
         #[arg(long)]
         task: Option<String>,
+        /// Start a session: print a secret once (store only its hash) that every renew and
+        /// release of this tenure must give
+        #[arg(long)]
+        session: bool,
+        /// Record this process as the holder: once it is gone from this machine, the lease is
+        /// no longer live
+        #[arg(long, value_name = "PID")]
+        pid: Option<u32>,
     },
     /// Extend your live lease from now by the TTL
     Renew {
@@ -176,6 +195,45 @@ enum Command {
         branch: Option<String>,
         #[command(flatten)]
         holder: HolderArg,
+    },
+    /// Hold a lease while a command runs: acquire, renew in the background, then complete or release
+    Run {
+        /// The exact issue id
+        issue: String,
+        #[command(flatten)]
+        holder: HolderArg,
+        #[command(flatten)]
+        ttl: TtlArg,
+        /// How often to renew [default: a third of the TTL]
+        #[arg(long, value_name = "DURATION")]
+        every: Option<String>,
+        /// How long the child gets between SIGTERM and SIGKILL once the lease is lost
+        #[arg(long, value_name = "DURATION", default_value = "10s")]
+        grace: String,
+        /// What to record when the command succeeds
+        #[arg(long, value_enum, default_value = "complete")]
+        on_success: run::EndAs,
+        /// What to record when the command fails
+        #[arg(long, value_enum, default_value = "release")]
+        on_failure: run::EndAs,
+        /// The command and its arguments
+        #[arg(last = true, required = true, value_name = "COMMAND")]
+        command: Vec<String>,
+    },
+    /// Block until an issue is free (then acquire it with --acquire)
+    Wait {
+        /// The exact issue id
+        issue: String,
+        /// Give up after this long (exit 3)
+        #[arg(long, value_name = "DURATION")]
+        timeout: Option<String>,
+        /// Acquire the issue as soon as it is free
+        #[arg(long)]
+        acquire: bool,
+        #[command(flatten)]
+        holder: HolderArg,
+        #[command(flatten)]
+        ttl: TtlArg,
     },
     /// Run as a server hook (git runs this; see install-hook)
     Hook {
@@ -375,7 +433,8 @@ fn run(cli: Cli) -> Result<u8, Failure> {
     let ledger = match &cli.command {
         Command::InstallHook { repo: Some(repo) } => Ledger::open(repo)?,
         _ => Ledger::discover(&cwd)?,
-    };
+    }
+    .with_local_liveness();
     let remote = if cli.local {
         None
     } else {
@@ -413,6 +472,43 @@ fn dispatch(ctx: &Context, command: Command, out: &mut dyn Write) -> Result<u8, 
     }
     let target = ctx.target()?;
     match command {
+        Command::Run {
+            issue,
+            holder,
+            ttl,
+            every,
+            grace,
+            on_success,
+            on_failure,
+            command,
+        } => {
+            let args = run::RunArgs {
+                issue,
+                holder: ctx.holder(&holder)?,
+                ttl: ctx.ttl(&ttl)?,
+                every: every.as_deref().map(parse_duration).transpose()?,
+                grace: parse_duration(&grace)?,
+                on_success,
+                on_failure,
+                command,
+            };
+            run::run(ctx, args)
+        }
+        Command::Wait {
+            issue,
+            timeout,
+            acquire,
+            holder,
+            ttl,
+        } => {
+            let timeout = timeout.as_deref().map(parse_duration).transpose()?;
+            let claim = if acquire {
+                Some(Claim::new(ctx.holder(&holder)?, ctx.ttl(&ttl)?))
+            } else {
+                None
+            };
+            run::wait(ctx, &issue, timeout, claim, out)
+        }
         Command::Sync { .. }
         | Command::Hook { .. }
         | Command::InstallHook { .. }
@@ -426,7 +522,7 @@ fn dispatch(ctx: &Context, command: Command, out: &mut dyn Write) -> Result<u8, 
             let issue = target.resolve(&issue)?;
             let report =
                 target.apply(&issue, |cur| rules::revoke(&issue, cur, &by, &reason, now))?;
-            emit_reports(ctx, &[report], false, out)
+            emit_reports(ctx, &[report], false, None, out)
         }
         Command::Verify { issues } => {
             let refs = match &target {
@@ -483,16 +579,36 @@ fn dispatch(ctx: &Context, command: Command, out: &mut dyn Write) -> Result<u8, 
             ttl,
             note,
             task,
+            session,
+            pid,
         } => {
             let issues = issues
                 .iter()
                 .map(|i| IssueId::new(i))
                 .collect::<Result<Vec<_>, _>>()?;
+            let new_secret = if session {
+                Some(git_lease::session::new_secret()?)
+            } else {
+                None
+            };
+            let process = match pid {
+                None => None,
+                Some(pid) => {
+                    Some(git_lease::liveness::HolderProcess::of(pid).ok_or_else(|| {
+                        Error::InvalidInput(format!(
+                        "--pid {pid}: no such process on this machine (or no /proc to record it)"
+                    ))
+                    })?)
+                }
+            };
             let claim = Claim {
                 holder: ctx.holder(&holder)?,
                 ttl: ctx.ttl(&ttl)?,
                 note,
                 task,
+                session: new_secret.as_deref().map(git_lease::session::hash),
+                secret: holder.secret.clone(),
+                process,
             };
             let reports = if issues.len() == 1 {
                 vec![target.apply(&issues[0], |cur| {
@@ -504,14 +620,25 @@ fn dispatch(ctx: &Context, command: Command, out: &mut dyn Write) -> Result<u8, 
                     Target::Remote(r) => r.acquire_all(&issues, &claim, now)?,
                 }
             };
-            emit_reports(ctx, &reports, issues.len() > 1, out)
+            // The secret is shown only if this call started the session it belongs to.
+            let started = reports.iter().any(|r| {
+                r.wrote
+                    && r.lease().and_then(|l| l.session.as_deref()) == claim.session.as_deref()
+                    && claim.session.is_some()
+            });
+            let secret = new_secret.filter(|_| started);
+            emit_reports(ctx, &reports, issues.len() > 1, secret.as_deref(), out)
         }
         Command::Renew { issue, holder, ttl } => {
-            let holder = ctx.holder(&holder)?;
+            let name = ctx.holder(&holder)?;
+            let who = Credentials {
+                holder: &name,
+                secret: holder.secret.as_deref(),
+            };
             let ttl = ctx.ttl(&ttl)?;
             let issue = target.resolve_for_write(&issue)?;
-            let report = target.apply(&issue, |cur| rules::renew(cur, &holder, ttl, now))?;
-            emit_reports(ctx, &[report], false, out)
+            let report = target.apply(&issue, |cur| rules::renew(cur, who, ttl, now))?;
+            emit_reports(ctx, &[report], false, None, out)
         }
         Command::Release { issue, holder } => {
             end(ctx, &target, &issue, &holder, Ending::Release, out)
@@ -669,6 +796,12 @@ fn sync(ctx: &Context, remote_name: Option<&str>, out: &mut dyn Write) -> Result
     })
 }
 
+/// Parses a duration option (`500ms`, `10s`, `2m`).
+fn parse_duration(text: &str) -> Result<std::time::Duration, Error> {
+    humantime::parse_duration(text)
+        .map_err(|e| Error::InvalidInput(format!("invalid duration {text:?}: {e}")))
+}
+
 /// Returns a progress bar on stderr when it is a terminal, a hidden one otherwise.
 fn progress_bar(len: u64, what: &'static str) -> indicatif::ProgressBar {
     use std::io::IsTerminal;
@@ -693,24 +826,39 @@ fn end(
     ending: Ending,
     out: &mut dyn Write,
 ) -> Result<u8, Failure> {
-    let holder = ctx.holder(holder)?;
+    let name = ctx.holder(holder)?;
+    let who = Credentials {
+        holder: &name,
+        secret: holder.secret.as_deref(),
+    };
     let issue = target.resolve_for_write(issue)?;
     let report = target.apply(&issue, |cur| {
-        rules::release(&issue, cur, &holder, ending, ctx.now)
+        rules::release(&issue, cur, who, ending, ctx.now)
     })?;
-    emit_reports(ctx, &[report], false, out)
+    emit_reports(ctx, &[report], false, None, out)
 }
 
 fn emit_reports(
     ctx: &Context,
     reports: &[Report],
     as_array: bool,
+    secret: Option<&str>,
     out: &mut dyn Write,
 ) -> Result<u8, Failure> {
     if ctx.json {
-        let views: Vec<ReportView> = reports
+        #[derive(serde::Serialize)]
+        struct WithSecret<'a> {
+            #[serde(flatten)]
+            report: ReportView,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            secret: Option<&'a str>,
+        }
+        let views: Vec<WithSecret> = reports
             .iter()
-            .map(|r| ReportView::new(r, ctx.now))
+            .map(|r| WithSecret {
+                report: ReportView::new(r, ctx.now),
+                secret,
+            })
             .collect();
         if as_array {
             json_line(out, &views)?;
@@ -720,6 +868,12 @@ fn emit_reports(
     } else {
         for r in reports {
             writeln!(out, "{}", output::report_line(r, ctx.now))?;
+        }
+        if let Some(secret) = secret {
+            writeln!(
+                out,
+                "session secret: {secret}\n  (shown once; give it with --secret or GIT_LEASE_SECRET to renew or release)"
+            )?;
         }
     }
     let refused = reports.iter().any(|r| r.outcome.is_refusal());

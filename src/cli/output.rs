@@ -75,6 +75,9 @@ pub fn report_line(report: &Report, now: DateTime<Utc>) -> String {
             e.lease.token
         ),
         (Outcome::NotHolder, None) => format!("not holder: {issue} was never leased"),
+        (Outcome::WrongSecret, _) => format!(
+            "wrong secret: {issue} was taken with a session; give its secret with --secret or GIT_LEASE_SECRET"
+        ),
         (Outcome::Released, Some(e)) => {
             let what = match e.lease.event {
                 git_lease::Event::Complete => "completed",
