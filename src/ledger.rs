@@ -291,7 +291,7 @@ impl Ledger {
                 return Ok(plans
                     .into_iter()
                     .map(|(issue, current, t)| Report {
-                        outcome: t.outcome,
+                        outcome: skipped_unless_refused(t.outcome),
                         issue: issue.clone(),
                         entry: current,
                         wrote: false,
@@ -352,6 +352,16 @@ impl Ledger {
     }
 }
 
+/// In an all-or-none claim that was refused, the issues that would have been taken were not:
+/// they are reported as [`Outcome::Skipped`], the refused ones as they are.
+pub fn skipped_unless_refused(outcome: Outcome) -> Outcome {
+    if outcome == Outcome::Acquired {
+        Outcome::Skipped
+    } else {
+        outcome
+    }
+}
+
 /// Resolves `prefix` among `names`: exact match first, then a unique prefix match.
 pub fn resolve_among<'a>(prefix: &str, names: impl Iterator<Item = &'a str>) -> Result<IssueId> {
     let mut candidates = Vec::new();
@@ -364,6 +374,10 @@ pub fn resolve_among<'a>(prefix: &str, names: impl Iterator<Item = &'a str>) -> 
         }
     }
     match candidates.len() {
+        // A prefix that matches nothing and cannot be an id is bad input, not a missing lease.
+        0 if !prefix.is_empty() && IssueId::new(prefix.trim_end_matches('/')).is_err() => {
+            IssueId::new(prefix.trim_end_matches('/'))
+        }
         0 => Err(Error::NoSuchLease(prefix.to_owned())),
         1 => IssueId::new(&candidates[0]),
         _ => Err(Error::Ambiguous {

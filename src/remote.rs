@@ -319,7 +319,11 @@ impl<'a> Remote<'a> {
                         });
                     }
                     _ => reports.push(Report {
-                        outcome: t.outcome,
+                        outcome: if refused {
+                            crate::ledger::skipped_unless_refused(t.outcome)
+                        } else {
+                            t.outcome
+                        },
                         issue,
                         entry: current,
                         wrote: false,

@@ -85,6 +85,8 @@ pub enum Outcome {
     /// The caller is the holder by name, but the lease was taken with a session and the
     /// session secret is missing or wrong; nothing changed.
     WrongSecret,
+    /// Not taken: another issue of the same all-or-none claim was refused; nothing changed.
+    Skipped,
 }
 
 impl Outcome {
@@ -98,6 +100,7 @@ impl Outcome {
             Outcome::Released => "released",
             Outcome::NotHeld => "not_held",
             Outcome::WrongSecret => "wrong_secret",
+            Outcome::Skipped => "skipped",
         }
     }
 
@@ -105,7 +108,7 @@ impl Outcome {
     pub fn is_refusal(self) -> bool {
         matches!(
             self,
-            Outcome::Held | Outcome::NotHolder | Outcome::WrongSecret
+            Outcome::Held | Outcome::NotHolder | Outcome::WrongSecret | Outcome::Skipped
         )
     }
 }

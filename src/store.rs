@@ -323,6 +323,20 @@ impl Store {
             .map(|(rest, _)| format!("{below}{rest}")))
     }
 
+    /// Returns the ref path that makes `issue`'s loose ref impossible on disk right now: a
+    /// directory where its file must go (another ledger being created beneath it), or a file
+    /// where one of its directories must go.
+    fn clash_on_disk(&self, issue: &IssueId) -> Option<String> {
+        let root = self.repo.common_dir();
+        if root.join(issue.ref_name()).is_dir() {
+            return Some(format!("{}/ (another ledger beneath it)", issue.ref_name()));
+        }
+        issue
+            .ancestors()
+            .map(|a| format!("{REF_PREFIX}{a}"))
+            .find(|name| root.join(name).is_file())
+    }
+
     /// Writes the blob, tree and commit recording `lease` on top of `parent`.
     ///
     /// The commit is authored by the actor (the holder, or whoever acted) and committed by
@@ -439,6 +453,20 @@ impl Store {
                         path: self.lock_path(issue),
                         waited_ms: self.lock_wait.as_millis(),
                     });
+                }
+                // A ref created meanwhile by another process as a file where this one needs a
+                // directory (or the reverse) fails late, as an I/O error: name the clash.
+                for (issue, _, expected) in edits {
+                    if expected.is_none() {
+                        if let Some(existing) =
+                            self.clash(issue)?.or_else(|| self.clash_on_disk(issue))
+                        {
+                            return Err(Error::RefClash {
+                                issue: issue.to_string(),
+                                existing,
+                            });
+                        }
+                    }
                 }
                 Err(Error::git(
                     format!("cannot update {}", edits[0].0.ref_name()),

@@ -312,11 +312,12 @@ impl From<std::io::Error> for Failure {
 /// Reads the one clock of this command: `GIT_LEASE_NOW`, or the system clock.
 fn now() -> Result<DateTime<Utc>, Error> {
     match std::env::var("GIT_LEASE_NOW") {
-        Ok(text) => git_lease::time::parse_instant(&text),
+        Ok(text) => git_lease::time::parse_instant(&text)
+            .map_err(|e| Error::InvalidInput(format!("GIT_LEASE_NOW: {e}"))),
         Err(std::env::VarError::NotPresent) => Ok(git_lease::time::system_now()),
-        Err(std::env::VarError::NotUnicode(_)) => Err(Error::InvalidTime {
-            input: "(not UTF-8)".into(),
-        }),
+        Err(std::env::VarError::NotUnicode(_)) => Err(Error::InvalidInput(
+            "GIT_LEASE_NOW is not valid UTF-8".into(),
+        )),
     }
 }
 
@@ -582,10 +583,7 @@ fn dispatch(ctx: &Context, command: Command, out: &mut dyn Write) -> Result<u8, 
             session,
             pid,
         } => {
-            let issues = issues
-                .iter()
-                .map(|i| IssueId::new(i))
-                .collect::<Result<Vec<_>, _>>()?;
+            let issues = distinct_issues(&issues)?;
             let new_secret = if session {
                 Some(git_lease::session::new_secret()?)
             } else {
@@ -708,7 +706,7 @@ fn dispatch(ctx: &Context, command: Command, out: &mut dyn Write) -> Result<u8, 
                 #[derive(serde::Serialize)]
                 struct CheckView {
                     ok: bool,
-                    token: u64,
+                    checked_token: u64,
                     reason: Option<String>,
                     #[serde(flatten)]
                     lease: LeaseView,
@@ -717,7 +715,7 @@ fn dispatch(ctx: &Context, command: Command, out: &mut dyn Write) -> Result<u8, 
                     out,
                     &CheckView {
                         ok: verdict.is_ok(),
-                        token,
+                        checked_token: token,
                         reason: verdict.as_ref().err().map(|w| w.to_string()),
                         lease: LeaseView::new(issue.as_str(), entry.as_ref(), now),
                     },
@@ -794,6 +792,31 @@ fn sync(ctx: &Context, remote_name: Option<&str>, out: &mut dyn Write) -> Result
     } else {
         exit::FAILURE
     })
+}
+
+/// Validates the ids of one claim, taking each once, and refuses ids that would clash with
+/// each other as file versus directory (`x` and `x/y`).
+fn distinct_issues(ids: &[String]) -> Result<Vec<IssueId>, Error> {
+    let mut out: Vec<IssueId> = Vec::with_capacity(ids.len());
+    for id in ids {
+        let issue = IssueId::new(id)?;
+        if out.contains(&issue) {
+            continue;
+        }
+        let clash = out.iter().find(|other| {
+            let (a, b) = (other.as_str(), issue.as_str());
+            a.strip_prefix(b).is_some_and(|r| r.starts_with('/'))
+                || b.strip_prefix(a).is_some_and(|r| r.starts_with('/'))
+        });
+        if let Some(other) = clash {
+            return Err(Error::RefClash {
+                issue: issue.to_string(),
+                existing: other.ref_name(),
+            });
+        }
+        out.push(issue);
+    }
+    Ok(out)
 }
 
 /// Parses a duration option (`500ms`, `10s`, `2m`).

@@ -75,6 +75,9 @@ pub fn report_line(report: &Report, now: DateTime<Utc>) -> String {
             e.lease.token
         ),
         (Outcome::NotHolder, None) => format!("not holder: {issue} was never leased"),
+        (Outcome::Skipped, _) => format!(
+            "skipped {issue}: not taken, because another issue of this all-or-none claim is held"
+        ),
         (Outcome::WrongSecret, _) => format!(
             "wrong secret: {issue} was taken with a session; give its secret with --secret or GIT_LEASE_SECRET"
         ),

@@ -1,0 +1,610 @@
+//! The hermetic test harness shared by every module of the `it` test binary.
+//!
+//! Each [`TestRepo`] lives in its own temporary directory (tests run in parallel) laid out as
+//!
+//! ```text
+//! <tmp>/home/        HOME for every process started here
+//! <tmp>/repo/        the work tree (or <tmp>/repo.git for a bare repository)
+//! ```
+//!
+//! Every process, the `git-lease` binary and plain `git` alike, starts from an empty
+//! environment with only `PATH`, `HOME=<tmp>/home`, `GIT_CONFIG_GLOBAL=/dev/null`,
+//! `GIT_CONFIG_NOSYSTEM=1`, `LANG=C`, `GIT_CEILING_DIRECTORIES=<tmp>` (so discovery never
+//! wanders out of the temporary directory) and, when asked for, `GIT_LEASE_NOW`. Nothing the
+//! developer has configured (a global `lease.holder`, `user.email`, `lease.remote`) can leak in.
+//!
+//! Instants are given as minutes or seconds after [`T0`] (`2026-11-30T12:00:00Z`) with
+//! [`at_min`] and [`at`], which return the RFC 3339 text the tool writes, so JSON fields can be
+//! compared as strings.
+#![allow(dead_code)]
+
+use std::ffi::{OsStr, OsString};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use chrono::{DateTime, Duration, TimeZone, Utc};
+use serde_json::Value;
+use tempfile::TempDir;
+
+/// The binary under test.
+pub const BIN: &str = env!("CARGO_BIN_EXE_git-lease");
+
+/// The base instant of every scenario: 2026-11-30T12:00:00Z.
+pub fn t0() -> DateTime<Utc> {
+    Utc.with_ymd_and_hms(2026, 11, 30, 12, 0, 0).unwrap()
+}
+
+/// `T0` as RFC 3339.
+pub const T0: &str = "2026-11-30T12:00:00Z";
+
+/// Returns the instant `secs` seconds after [`T0`], as the tool writes it.
+pub fn at(secs: i64) -> String {
+    rfc3339(t0() + Duration::seconds(secs))
+}
+
+/// Returns the instant `min` minutes after [`T0`], as the tool writes it.
+pub fn at_min(min: i64) -> String {
+    at(min * 60)
+}
+
+/// Formats an instant the way `lease.json` and `--json` output do.
+pub fn rfc3339(t: DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+}
+
+/// Sets up `cmd` with the hermetic environment described in the module documentation.
+pub fn hermetic(cmd: &mut Command, home: &Path, ceiling: &Path) {
+    cmd.env_clear();
+    if let Some(path) = std::env::var_os("PATH") {
+        cmd.env("PATH", path);
+    }
+    // Coverage runs (cargo llvm-cov) need their profile file to reach the child.
+    if let Some(profile) = std::env::var_os("LLVM_PROFILE_FILE") {
+        cmd.env("LLVM_PROFILE_FILE", profile);
+    }
+    cmd.env("HOME", home)
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CEILING_DIRECTORIES", ceiling)
+        .env("LANG", "C")
+        .env("LC_ALL", "C")
+        .env("TZ", "UTC");
+}
+
+/// What one process did.
+#[derive(Clone, Debug)]
+pub struct Run {
+    /// The command as typed, for failure messages.
+    pub command: String,
+    /// The exit code (-1 if killed by a signal).
+    pub code: i32,
+    /// Standard output.
+    pub stdout: String,
+    /// Standard error.
+    pub stderr: String,
+}
+
+impl Run {
+    fn from_output(command: String, out: std::process::Output) -> Run {
+        Run {
+            command,
+            code: out.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    }
+
+    /// Parses stdout as JSON, panicking with the whole run on failure.
+    pub fn json(&self) -> Value {
+        serde_json::from_str(self.stdout.trim_end())
+            .unwrap_or_else(|e| panic!("stdout of `{}` is not JSON ({e}):\n{self}", self.command))
+    }
+
+    /// Asserts the exit code, showing the whole run on failure; returns `self` for chaining.
+    #[track_caller]
+    pub fn code(&self, want: i32) -> &Run {
+        assert_eq!(
+            self.code, want,
+            "`{}` exited {} instead of {want}\n{self}",
+            self.command, self.code
+        );
+        self
+    }
+
+    /// Asserts exit code 0.
+    #[track_caller]
+    pub fn ok(&self) -> &Run {
+        self.code(0)
+    }
+
+    /// Asserts that stderr contains `needle`.
+    #[track_caller]
+    pub fn stderr_has(&self, needle: &str) -> &Run {
+        assert!(
+            self.stderr.contains(needle),
+            "stderr of `{}` should mention {needle:?}\n{self}",
+            self.command
+        );
+        self
+    }
+
+    /// Asserts that stdout contains `needle`.
+    #[track_caller]
+    pub fn stdout_has(&self, needle: &str) -> &Run {
+        assert!(
+            self.stdout.contains(needle),
+            "stdout of `{}` should mention {needle:?}\n{self}",
+            self.command
+        );
+        self
+    }
+}
+
+/// Returns the keys that appear more than once in one JSON object of `text` (at any depth),
+/// as `path.key`; empty when every object's keys are unique.
+///
+/// `serde_json::Value` keeps only the last of repeated keys, so a repeated key silently hides
+/// a value; this finds them. Panics if `text` is not JSON.
+pub fn duplicate_keys(text: &str) -> Vec<String> {
+    use serde::de::{Deserializer, MapAccess, SeqAccess, Visitor};
+
+    struct Walk<'a>(&'a mut Vec<String>, String);
+
+    impl<'de> serde::de::DeserializeSeed<'de> for Walk<'_> {
+        type Value = ();
+        fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+            d.deserialize_any(self)
+        }
+    }
+
+    impl<'de> Visitor<'de> for Walk<'_> {
+        type Value = ();
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("any JSON value")
+        }
+        fn visit_bool<E>(self, _: bool) -> Result<(), E> {
+            Ok(())
+        }
+        fn visit_i64<E>(self, _: i64) -> Result<(), E> {
+            Ok(())
+        }
+        fn visit_u64<E>(self, _: u64) -> Result<(), E> {
+            Ok(())
+        }
+        fn visit_f64<E>(self, _: f64) -> Result<(), E> {
+            Ok(())
+        }
+        fn visit_str<E>(self, _: &str) -> Result<(), E> {
+            Ok(())
+        }
+        fn visit_unit<E>(self) -> Result<(), E> {
+            Ok(())
+        }
+        fn visit_none<E>(self) -> Result<(), E> {
+            Ok(())
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+            let Walk(found, path) = self;
+            let mut i = 0;
+            while seq
+                .next_element_seed(Walk(found, format!("{path}[{i}]")))?
+                .is_some()
+            {
+                i += 1;
+            }
+            Ok(())
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+            let Walk(found, path) = self;
+            let mut seen = std::collections::HashSet::new();
+            while let Some(key) = map.next_key::<String>()? {
+                let here = format!("{path}.{key}");
+                if !seen.insert(key) {
+                    found.push(here.clone());
+                }
+                map.next_value_seed(Walk(found, here))?;
+            }
+            Ok(())
+        }
+    }
+
+    let mut found = Vec::new();
+    let mut de = serde_json::Deserializer::from_str(text.trim_end());
+    serde::de::DeserializeSeed::deserialize(Walk(&mut found, String::new()), &mut de)
+        .unwrap_or_else(|e| panic!("not JSON ({e}): {text}"));
+    found
+}
+
+impl std::fmt::Display for Run {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "--- exit {}\n--- stdout\n{}--- stderr\n{}---",
+            self.code, self.stdout, self.stderr
+        )
+    }
+}
+
+/// A command being prepared: the binary (or git) with the hermetic environment.
+pub struct Cmd {
+    program: OsString,
+    args: Vec<OsString>,
+    envs: Vec<(OsString, OsString)>,
+    removes: Vec<OsString>,
+    cwd: PathBuf,
+    home: PathBuf,
+    ceiling: PathBuf,
+    stdin: Option<Vec<u8>>,
+}
+
+impl Cmd {
+    /// Adds arguments.
+    pub fn args<S: AsRef<OsStr>>(mut self, args: impl IntoIterator<Item = S>) -> Cmd {
+        self.args
+            .extend(args.into_iter().map(|a| a.as_ref().to_owned()));
+        self
+    }
+
+    /// Sets an environment variable (on top of the hermetic ones).
+    pub fn env(mut self, key: impl AsRef<OsStr>, value: impl AsRef<OsStr>) -> Cmd {
+        self.envs
+            .push((key.as_ref().to_owned(), value.as_ref().to_owned()));
+        self
+    }
+
+    /// Removes an environment variable, hermetic ones included.
+    pub fn env_remove(mut self, key: impl AsRef<OsStr>) -> Cmd {
+        self.removes.push(key.as_ref().to_owned());
+        self
+    }
+
+    /// Sets `GIT_LEASE_NOW`.
+    pub fn now(self, now: &str) -> Cmd {
+        self.env("GIT_LEASE_NOW", now)
+    }
+
+    /// Runs in `dir` instead of the repository.
+    pub fn cwd(mut self, dir: impl AsRef<Path>) -> Cmd {
+        self.cwd = dir.as_ref().to_owned();
+        self
+    }
+
+    /// Feeds `input` on stdin.
+    pub fn stdin(mut self, input: impl Into<Vec<u8>>) -> Cmd {
+        self.stdin = Some(input.into());
+        self
+    }
+
+    /// Returns the `std::process::Command`, for spawning without waiting.
+    pub fn command(&self) -> Command {
+        let mut cmd = Command::new(&self.program);
+        hermetic(&mut cmd, &self.home, &self.ceiling);
+        cmd.args(&self.args).current_dir(&self.cwd);
+        for (k, v) in &self.envs {
+            cmd.env(k, v);
+        }
+        for k in &self.removes {
+            cmd.env_remove(k);
+        }
+        cmd
+    }
+
+    fn describe(&self) -> String {
+        let name = Path::new(&self.program)
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let mut text = name;
+        for a in &self.args {
+            text.push(' ');
+            text += &format!("{:?}", a.to_string_lossy());
+        }
+        for (k, v) in &self.envs {
+            text += &format!(" [{}={}]", k.to_string_lossy(), v.to_string_lossy());
+        }
+        text
+    }
+
+    /// Runs to completion.
+    pub fn run(self) -> Run {
+        let mut cmd = self.command();
+        cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+        cmd.stdin(if self.stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        });
+        let mut child = cmd
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start `{}`: {e}", self.describe()));
+        if let Some(input) = &self.stdin {
+            let mut pipe = child.stdin.take().expect("stdin is piped");
+            pipe.write_all(input).expect("write stdin");
+        }
+        let out = child.wait_with_output().expect("wait for the child");
+        Run::from_output(self.describe(), out)
+    }
+}
+
+/// A repository in its own temporary directory.
+pub struct TestRepo {
+    tmp: TempDir,
+    root: PathBuf,
+    path: PathBuf,
+    home: PathBuf,
+    bare: bool,
+}
+
+impl TestRepo {
+    /// A fresh non-bare repository (`git init`).
+    pub fn new() -> TestRepo {
+        TestRepo::init(&[])
+    }
+
+    /// A fresh bare repository (`git init --bare`).
+    pub fn bare() -> TestRepo {
+        TestRepo::init(&["--bare"])
+    }
+
+    /// A fresh repository made with `git init <extra>` (`--bare`, `--object-format=sha256`,
+    /// `--ref-format=reftable`, ...).
+    pub fn init(extra: &[&str]) -> TestRepo {
+        let tmp = tempfile::Builder::new()
+            .prefix("git-lease-it.")
+            .tempdir()
+            .expect("create a temporary directory");
+        let root = tmp
+            .path()
+            .canonicalize()
+            .expect("canonicalize the temporary directory");
+        let home = root.join("home");
+        std::fs::create_dir(&home).expect("create HOME");
+        let bare = extra.contains(&"--bare");
+        let path = root.join(if bare { "repo.git" } else { "repo" });
+        let repo = TestRepo {
+            tmp,
+            root: root.clone(),
+            path: path.clone(),
+            home,
+            bare,
+        };
+        let mut args = vec!["init", "-q"];
+        args.extend_from_slice(extra);
+        let path_str = path.to_str().expect("a UTF-8 temporary path");
+        args.push(path_str);
+        repo.git_in(&root, &args);
+        repo
+    }
+
+    /// The work tree, or the git dir of a bare repository.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The temporary directory holding everything (HOME, the repository, scratch space).
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// The git dir.
+    pub fn git_dir(&self) -> PathBuf {
+        if self.bare {
+            self.path.clone()
+        } else {
+            self.path.join(".git")
+        }
+    }
+
+    /// Whether the repository is bare.
+    pub fn is_bare(&self) -> bool {
+        self.bare
+    }
+
+    /// Creates (if need be) and returns a scratch directory `<tmp>/<name>` outside the
+    /// repository.
+    pub fn scratch(&self, name: &str) -> PathBuf {
+        let dir = self.root.join(name);
+        std::fs::create_dir_all(&dir).expect("create a scratch directory");
+        dir
+    }
+
+    fn base(&self, program: impl AsRef<OsStr>) -> Cmd {
+        Cmd {
+            program: program.as_ref().to_owned(),
+            args: Vec::new(),
+            envs: Vec::new(),
+            removes: Vec::new(),
+            cwd: self.path.clone(),
+            home: self.home.clone(),
+            ceiling: self.root.clone(),
+            stdin: None,
+        }
+    }
+
+    /// The binary under test, in the repository, without `GIT_LEASE_NOW`.
+    pub fn lease(&self) -> Cmd {
+        self.base(BIN)
+    }
+
+    /// Runs the binary with `args` in the repository (system clock).
+    pub fn run<S: AsRef<OsStr>>(&self, args: &[S]) -> Run {
+        self.lease().args(args).run()
+    }
+
+    /// Runs the binary with `args` in the repository with `GIT_LEASE_NOW=now`.
+    pub fn run_at<S: AsRef<OsStr>>(&self, now: &str, args: &[S]) -> Run {
+        self.lease().now(now).args(args).run()
+    }
+
+    /// Runs the binary with `--json` and `GIT_LEASE_NOW=now`, asserting the exit code, and
+    /// returns the parsed output.
+    #[track_caller]
+    pub fn json_at<S: AsRef<OsStr>>(&self, now: &str, code: i32, args: &[S]) -> Value {
+        let run = self.lease().now(now).arg_json().args(args).run();
+        run.code(code);
+        run.json()
+    }
+
+    /// Plain git, hermetic, in the repository; not run yet.
+    pub fn git_cmd(&self) -> Cmd {
+        self.base("git")
+            .env("GIT_AUTHOR_NAME", "Test")
+            .env("GIT_AUTHOR_EMAIL", "test@example.com")
+            .env("GIT_COMMITTER_NAME", "Test")
+            .env("GIT_COMMITTER_EMAIL", "test@example.com")
+            .env("GIT_AUTHOR_DATE", "1796040000 +0000")
+            .env("GIT_COMMITTER_DATE", "1796040000 +0000")
+    }
+
+    /// Runs plain git in the repository and returns its stdout without the final newlines;
+    /// panics with stderr if git fails.
+    #[track_caller]
+    pub fn git<S: AsRef<OsStr>>(&self, args: &[S]) -> String {
+        let run = self.git_cmd().args(args).run();
+        assert_eq!(run.code, 0, "`{}` failed\n{run}", run.command);
+        run.stdout.trim_end_matches('\n').to_owned()
+    }
+
+    /// Runs plain git in `dir`; see [`TestRepo::git`].
+    #[track_caller]
+    pub fn git_in<S: AsRef<OsStr>>(&self, dir: &Path, args: &[S]) -> String {
+        let run = self.git_cmd().cwd(dir).args(args).run();
+        assert_eq!(run.code, 0, "`{}` failed\n{run}", run.command);
+        run.stdout.trim_end_matches('\n').to_owned()
+    }
+
+    /// Runs plain git with `input` on stdin; see [`TestRepo::git`].
+    #[track_caller]
+    pub fn git_stdin<S: AsRef<OsStr>>(&self, args: &[S], input: &[u8]) -> String {
+        let run = self.git_cmd().args(args).stdin(input).run();
+        assert_eq!(run.code, 0, "`{}` failed\n{run}", run.command);
+        run.stdout.trim_end_matches('\n').to_owned()
+    }
+
+    /// Runs plain git and returns the whole run, failing or not.
+    pub fn git_run<S: AsRef<OsStr>>(&self, args: &[S]) -> Run {
+        self.git_cmd().args(args).run()
+    }
+
+    /// Returns the commit `refs/leases/<issue>` points at, if the ref exists.
+    pub fn tip(&self, issue: &str) -> Option<String> {
+        let run = self.git_run(&[
+            "rev-parse",
+            "--verify",
+            "--quiet",
+            &format!("refs/leases/{issue}^{{commit}}"),
+        ]);
+        (run.code == 0).then(|| run.stdout.trim().to_owned())
+    }
+
+    /// Returns the number of commits in the ledger of `issue` (0 if it has none).
+    pub fn commit_count(&self, issue: &str) -> usize {
+        if self.tip(issue).is_none() {
+            return 0;
+        }
+        self.git(&["rev-list", "--count", &format!("refs/leases/{issue}")])
+            .parse()
+            .expect("rev-list --count prints a number")
+    }
+
+    /// Returns `git for-each-ref` output for everything under `refs/leases/`.
+    pub fn lease_refs(&self) -> String {
+        self.git(&[
+            "for-each-ref",
+            "--format=%(refname) %(objectname)",
+            "refs/leases/",
+        ])
+    }
+
+    /// Returns the number of objects in the repository, loose and packed.
+    pub fn object_count(&self) -> u64 {
+        let text = self.git(&["count-objects", "-v"]);
+        let field = |name: &str| -> u64 {
+            text.lines()
+                .find_map(|l| l.strip_prefix(&format!("{name}: ")))
+                .unwrap_or_else(|| panic!("count-objects -v has no {name}: {text}"))
+                .trim()
+                .parse()
+                .expect("a number")
+        };
+        field("count") + field("in-pack")
+    }
+
+    /// Everything a write could change: every ref (with reflogs' existence) and the object
+    /// count. Equal snapshots before and after a command mean it wrote nothing.
+    pub fn snapshot(&self) -> Snapshot {
+        Snapshot {
+            refs: self.git(&["for-each-ref", "--format=%(refname) %(objectname)"]),
+            objects: self.object_count(),
+        }
+    }
+
+    /// Returns the ledger of `issue` as plain git sees it: `(commit, lease.json)` oldest first.
+    pub fn chain(&self, issue: &str) -> Vec<(String, Value)> {
+        if self.tip(issue).is_none() {
+            return Vec::new();
+        }
+        let list = self.git(&["rev-list", "--reverse", &format!("refs/leases/{issue}")]);
+        list.lines()
+            .map(|commit| {
+                let text = self.git(&["show", &format!("{commit}:lease.json")]);
+                let value: Value = serde_json::from_str(&text).unwrap_or_else(|e| {
+                    panic!("lease.json of {commit} is not JSON ({e}):\n{text}")
+                });
+                (commit.to_owned(), value)
+            })
+            .collect()
+    }
+
+    /// Returns the tip's `lease.json` as plain git sees it.
+    pub fn lease_json(&self, issue: &str) -> Value {
+        let text = self.git(&["show", &format!("refs/leases/{issue}:lease.json")]);
+        serde_json::from_str(&text).expect("lease.json is JSON")
+    }
+
+    /// Returns the `lease.json` of commit (or any revision) `rev` as plain git sees it.
+    pub fn lease_json_at(&self, rev: &str) -> Value {
+        let text = self.git(&["show", &format!("{rev}:lease.json")]);
+        serde_json::from_str(&text).expect("lease.json is JSON")
+    }
+
+    /// Asserts `git fsck --strict` finds nothing wrong.
+    #[track_caller]
+    pub fn assert_fsck(&self) {
+        let run = self.git_run(&["fsck", "--strict", "--no-dangling"]);
+        assert_eq!(run.code, 0, "git fsck --strict failed\n{run}");
+        let complaints: Vec<&str> = run
+            .stderr
+            .lines()
+            .chain(run.stdout.lines())
+            .filter(|l| !l.starts_with("notice:") && !l.starts_with("Checking"))
+            .collect();
+        assert!(
+            complaints.is_empty(),
+            "git fsck --strict complained:\n{run}"
+        );
+    }
+}
+
+impl Default for TestRepo {
+    fn default() -> Self {
+        TestRepo::new()
+    }
+}
+
+/// Refs and object count at one moment; see [`TestRepo::snapshot`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Snapshot {
+    /// `for-each-ref` of every ref.
+    pub refs: String,
+    /// Loose plus packed objects.
+    pub objects: u64,
+}
+
+impl Cmd {
+    /// Adds the global `--json` flag first.
+    pub fn arg_json(self) -> Cmd {
+        self.args(["--json"])
+    }
+}

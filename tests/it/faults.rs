@@ -1,0 +1,540 @@
+//! Faults and unusual repositories: ledgers corrupted by hand with plain git, stale lock files,
+//! file/directory ref clashes, reftable and sha256 repositories, bare repositories, `-C`,
+//! `GIT_DIR`, subdirectories, linked worktrees, packed refs and gc.
+
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use crate::env::{at_min, TestRepo, T0};
+
+/// A valid `lease.json` for `issue`, held by `holder` with `token`, as the tool writes it.
+fn lease_doc(issue: &str, holder: &str, token: u64) -> Value {
+    json!({
+        "version": 1,
+        "issue": issue,
+        "event": "acquire",
+        "holder": holder,
+        "token": token,
+        "acquired_at": T0,
+        "expires_at": at_min(60),
+        "at": T0,
+    })
+}
+
+fn pretty(v: &Value) -> Vec<u8> {
+    let mut bytes = serde_json::to_vec_pretty(v).expect("serialize");
+    bytes.push(b'\n');
+    bytes
+}
+
+/// Builds a commit by hand: a tree of `files` (name, content), with `parents`.
+fn hand_commit(repo: &TestRepo, files: &[(&str, &[u8])], parents: &[&str]) -> String {
+    let mut tree_text = String::new();
+    for (name, content) in files {
+        let blob = repo.git_stdin(&["hash-object", "-w", "--stdin"], content);
+        tree_text += &format!("100644 blob {blob}\t{name}\n");
+    }
+    let tree = repo.git_stdin(&["mktree"], tree_text.as_bytes());
+    let mut args = vec![
+        "commit-tree".to_owned(),
+        tree,
+        "-m".into(),
+        "by hand".into(),
+    ];
+    for p in parents {
+        args.push("-p".into());
+        args.push((*p).to_owned());
+    }
+    repo.git(&args)
+}
+
+fn point(repo: &TestRepo, issue: &str, commit: &str) {
+    repo.git(&["update-ref", &format!("refs/leases/{issue}"), commit]);
+}
+
+/// Asserts that every command reading the ledger of `issue` fails with exit 1 naming `commit`
+/// and `reason`, and that none of them moves the ref or writes a ref.
+#[track_caller]
+fn assert_corrupt(repo: &TestRepo, issue: &str, commit: &str, reason: &str) {
+    let before = repo.tip(issue);
+    let refs = repo.lease_refs();
+    let now = at_min(1);
+    let cases: Vec<Vec<&str>> = vec![
+        vec!["show", issue],
+        vec!["--json", "show", issue],
+        vec!["acquire", issue, "--holder", "bob"],
+        vec!["acquire", issue, "--holder", "alice"],
+        vec!["renew", issue, "--holder", "alice"],
+        vec!["release", issue, "--holder", "alice"],
+        vec!["log", issue],
+        vec!["check", issue, "--token", "1"],
+    ];
+    for args in &cases {
+        repo.run_at(&now, args)
+            .code(1)
+            .stderr_has("corrupt")
+            .stderr_has(commit)
+            .stderr_has(reason);
+        assert_eq!(repo.tip(issue), before, "{args:?} moved the ref");
+    }
+    assert_eq!(repo.lease_refs(), refs, "no ref was created or moved");
+}
+
+#[test]
+fn a_ledger_commit_without_lease_json_is_corrupt() {
+    let repo = TestRepo::new();
+    let commit = hand_commit(&repo, &[("notes.txt", b"hello\n")], &[]);
+    point(&repo, "42", &commit);
+    assert_corrupt(&repo, "42", &commit, "lease.json");
+}
+
+#[test]
+fn a_ledger_commit_with_an_empty_tree_is_corrupt() {
+    let repo = TestRepo::new();
+    let commit = hand_commit(&repo, &[], &[]);
+    point(&repo, "42", &commit);
+    assert_corrupt(&repo, "42", &commit, "lease.json");
+}
+
+#[test]
+fn a_lease_json_that_is_not_json_is_corrupt() {
+    let repo = TestRepo::new();
+    let commit = hand_commit(&repo, &[("lease.json", b"not json at all\n")], &[]);
+    point(&repo, "42", &commit);
+    assert_corrupt(&repo, "42", &commit, "lease.json");
+}
+
+#[test]
+fn a_lease_json_of_an_unknown_version_is_named_as_such() {
+    let repo = TestRepo::new();
+    let mut doc = lease_doc("42", "alice", 1);
+    doc["version"] = json!(99);
+    let commit = hand_commit(&repo, &[("lease.json", &pretty(&doc))], &[]);
+    point(&repo, "42", &commit);
+    assert_corrupt(&repo, "42", &commit, "99");
+}
+
+#[test]
+fn a_lease_json_for_another_issue_is_corrupt() {
+    let repo = TestRepo::new();
+    let doc = lease_doc("43", "alice", 1);
+    let commit = hand_commit(&repo, &[("lease.json", &pretty(&doc))], &[]);
+    point(&repo, "42", &commit);
+    assert_corrupt(&repo, "42", &commit, "43");
+}
+
+#[test]
+fn a_lease_json_with_missing_fields_is_corrupt() {
+    let repo = TestRepo::new();
+    let commit = hand_commit(
+        &repo,
+        &[("lease.json", br#"{"version": 1, "issue": "42"}"#)],
+        &[],
+    );
+    point(&repo, "42", &commit);
+    assert_corrupt(&repo, "42", &commit, "lease.json");
+}
+
+#[test]
+fn a_ledger_commit_with_extra_files_is_corrupt() {
+    let repo = TestRepo::new();
+    let doc = pretty(&lease_doc("42", "alice", 1));
+    let commit = hand_commit(&repo, &[("lease.json", &doc), ("extra.txt", b"x\n")], &[]);
+    point(&repo, "42", &commit);
+    assert_corrupt(&repo, "42", &commit, "extra.txt");
+}
+
+#[test]
+fn a_ledger_merge_commit_is_corrupt() {
+    let repo = TestRepo::new();
+    let doc = pretty(&lease_doc("42", "alice", 1));
+    let a = hand_commit(&repo, &[("lease.json", &doc)], &[]);
+    let b = hand_commit(
+        &repo,
+        &[("lease.json", &pretty(&lease_doc("42", "bob", 1)))],
+        &[],
+    );
+    let merge = hand_commit(&repo, &[("lease.json", &doc)], &[&a, &b]);
+    point(&repo, "42", &merge);
+    assert_corrupt(&repo, "42", &merge, "parent");
+}
+
+#[test]
+fn a_lease_ref_pointing_at_a_blob_is_corrupt() {
+    let repo = TestRepo::new();
+    let blob = repo.git_stdin(
+        &["hash-object", "-w", "--stdin"],
+        &pretty(&lease_doc("42", "a", 1)),
+    );
+    point(&repo, "42", &blob);
+    assert_corrupt(&repo, "42", &blob, "not a commit");
+}
+
+#[test]
+fn a_corrupt_commit_deep_in_the_chain_fails_log_naming_it() {
+    let repo = TestRepo::new();
+    let root = hand_commit(
+        &repo,
+        &[("lease.json", &pretty(&lease_doc("42", "a", 1)))],
+        &[],
+    );
+    let bad = hand_commit(&repo, &[("lease.json", b"{broken")], &[&root]);
+    let tip = hand_commit(
+        &repo,
+        &[("lease.json", &pretty(&lease_doc("42", "a", 1)))],
+        &[&bad],
+    );
+    point(&repo, "42", &tip);
+    // The tip itself is fine, so show answers...
+    let v = repo.json_at(&at_min(1), 0, &["show", "42"]);
+    assert_eq!(v["holder"], "a");
+    // ...but the history is not, and log says where.
+    repo.run_at(&at_min(1), &["log", "42"])
+        .code(1)
+        .stderr_has(&bad);
+}
+
+#[test]
+fn a_hand_built_valid_ledger_is_accepted() {
+    // The control case for the corrupt ones above: the same plumbing with a valid record.
+    let repo = TestRepo::new();
+    let commit = hand_commit(
+        &repo,
+        &[("lease.json", &pretty(&lease_doc("42", "alice", 5)))],
+        &[],
+    );
+    point(&repo, "42", &commit);
+    let v = repo.json_at(&at_min(1), 0, &["show", "42"]);
+    assert_eq!(
+        (v["holder"].clone(), v["token"].clone()),
+        (json!("alice"), json!(5))
+    );
+    let v = repo.json_at(&at_min(60), 0, &["acquire", "42", "--holder", "bob"]);
+    assert_eq!(v["token"], 6);
+    assert_eq!(
+        repo.git(&["rev-parse", "refs/leases/42^"]),
+        commit,
+        "the new event is on top of the hand-made one"
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Locks
+
+#[test]
+fn a_stale_lock_file_fails_in_bounded_time_naming_the_lock() {
+    let repo = TestRepo::new();
+    repo.git(&["config", "lease.lockTimeout", "300ms"]);
+    let lock = repo.git_dir().join("refs/leases/42.lock");
+    std::fs::create_dir_all(lock.parent().expect("parent")).expect("mkdir");
+    std::fs::write(&lock, b"").expect("create the stale lock");
+    let started = Instant::now();
+    let run = repo.run_at(T0, &["acquire", "42", "--holder", "alice"]);
+    let took = started.elapsed();
+    run.code(1)
+        .stderr_has(lock.to_str().expect("UTF-8 path"))
+        .stderr_has("lock");
+    assert!(
+        took < Duration::from_millis(2500),
+        "lease.lockTimeout=300ms must bound the wait (took {took:?})"
+    );
+    assert_eq!(repo.tip("42"), None, "nothing was created");
+    assert!(lock.exists(), "someone else's lock is never removed");
+    // Once the lock is gone, the acquire goes through as the first tenure.
+    std::fs::remove_file(&lock).expect("remove the lock");
+    let v = repo.json_at(T0, 0, &["acquire", "42", "--holder", "alice"]);
+    assert_eq!(v["token"], 1);
+}
+
+#[test]
+fn a_stale_lock_on_an_existing_ledger_leaves_it_untouched() {
+    let repo = TestRepo::new();
+    repo.git(&["config", "lease.lockTimeout", "300ms"]);
+    repo.json_at(T0, 0, &["acquire", "gh/7", "--holder", "alice"]);
+    let tip = repo.tip("gh/7");
+    let lock = repo.git_dir().join("refs/leases/gh/7.lock");
+    std::fs::write(&lock, b"").expect("create the stale lock");
+    let started = Instant::now();
+    repo.run_at(&at_min(1), &["release", "gh/7", "--holder", "alice"])
+        .code(1)
+        .stderr_has(lock.to_str().expect("UTF-8 path"));
+    assert!(started.elapsed() < Duration::from_millis(2500));
+    assert_eq!(repo.tip("gh/7"), tip);
+    // Reads do not need the lock.
+    let v = repo.json_at(&at_min(1), 0, &["show", "gh/7"]);
+    assert_eq!(v["holder"], "alice");
+    // A refusal decides without writing, so it does not need the lock either.
+    repo.json_at(&at_min(1), 3, &["acquire", "gh/7", "--holder", "bob"]);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Ref clashes
+
+#[test]
+fn a_lease_cannot_be_a_directory_of_an_existing_lease() {
+    let repo = TestRepo::new();
+    repo.json_at(T0, 0, &["acquire", "a", "--holder", "x"]);
+    let refs = repo.lease_refs();
+    for id in ["a/b", "a/b/c"] {
+        repo.run_at(T0, &["acquire", id, "--holder", "x"])
+            .code(2)
+            .stderr_has("clash")
+            .stderr_has("refs/leases/a");
+    }
+    assert_eq!(repo.lease_refs(), refs);
+    // Still a clash once a is free: refs are never deleted.
+    repo.json_at(&at_min(1), 0, &["release", "a", "--holder", "x"]);
+    repo.run_at(&at_min(2), &["acquire", "a/b", "--holder", "x"])
+        .code(2)
+        .stderr_has("refs/leases/a");
+}
+
+#[test]
+fn a_lease_cannot_be_named_like_an_existing_directory_of_leases() {
+    let repo = TestRepo::new();
+    repo.json_at(T0, 0, &["acquire", "a/b", "--holder", "x"]);
+    let refs = repo.lease_refs();
+    repo.run_at(T0, &["acquire", "a", "--holder", "x"])
+        .code(2)
+        .stderr_has("clash")
+        .stderr_has("refs/leases/a/b");
+    assert_eq!(repo.lease_refs(), refs);
+    // A sibling is fine.
+    repo.json_at(T0, 0, &["acquire", "a/c", "--holder", "x"]);
+    repo.json_at(T0, 0, &["acquire", "ab", "--holder", "x"]);
+    repo.assert_fsck();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Repository formats and layouts
+
+#[test]
+fn a_reftable_repository_is_refused_clearly() {
+    let repo = TestRepo::init(&["--ref-format=reftable"]);
+    for args in [
+        vec!["acquire", "1", "--holder", "a"],
+        vec!["show", "1"],
+        vec!["list"],
+    ] {
+        let run = repo.run_at(T0, &args);
+        assert_ne!(run.code, 0, "{run}");
+        assert!(
+            run.stderr.contains("reftable"),
+            "the error must name the reftable ref storage: {run}"
+        );
+    }
+    assert_eq!(repo.lease_refs(), "", "nothing was written");
+}
+
+/// Drives a full history through `repo` and checks it with plain git.
+fn end_to_end(repo: &TestRepo, hex_len: usize) {
+    let v = repo.json_at(
+        T0,
+        0,
+        &["acquire", "42", "--holder", "alice", "--ttl", "10m"],
+    );
+    assert_eq!(v["token"], 1);
+    let commit = v["commit"].as_str().expect("commit");
+    assert_eq!(commit.len(), hex_len, "{commit}");
+    assert_eq!(repo.tip("42").as_deref(), Some(commit));
+    repo.json_at(&at_min(1), 3, &["acquire", "42", "--holder", "bob"]);
+    repo.json_at(&at_min(2), 0, &["renew", "42", "--holder", "alice"]);
+    repo.json_at(
+        &at_min(3),
+        0,
+        &["check", "42", "--token", "1", "--holder", "alice"],
+    );
+    repo.json_at(&at_min(4), 0, &["release", "42", "--holder", "alice"]);
+    let v = repo.json_at(&at_min(5), 0, &["acquire", "42", "--holder", "bob"]);
+    assert_eq!(v["token"], 2);
+    let shown = repo.json_at(&at_min(6), 0, &["show", "4"]);
+    assert_eq!(shown["holder"], "bob");
+    let log = repo.json_at(&at_min(6), 0, &["log", "42"]);
+    assert_eq!(log.as_array().map(Vec::len), Some(4));
+    let list = repo.json_at(&at_min(6), 0, &["list"]);
+    assert_eq!(list[0]["issue"], "42");
+    assert_eq!(repo.lease_json("42")["holder"], "bob");
+    assert_eq!(repo.commit_count("42"), 4);
+    repo.assert_fsck();
+}
+
+#[test]
+fn a_sha256_repository_works_end_to_end() {
+    let repo = TestRepo::init(&["--object-format=sha256"]);
+    assert_eq!(repo.git(&["rev-parse", "--show-object-format"]), "sha256");
+    end_to_end(&repo, 64);
+}
+
+#[test]
+fn a_sha1_repository_works_end_to_end() {
+    end_to_end(&TestRepo::new(), 40);
+}
+
+#[test]
+fn a_bare_repository_works_end_to_end() {
+    let repo = TestRepo::bare();
+    assert_eq!(repo.git(&["rev-parse", "--is-bare-repository"]), "true");
+    end_to_end(&repo, 40);
+}
+
+#[test]
+fn dash_c_runs_as_if_started_in_the_path() {
+    let repo = TestRepo::new();
+    let elsewhere = repo.scratch("elsewhere");
+    let path = repo.path().to_str().expect("UTF-8").to_owned();
+    let v = repo
+        .lease()
+        .now(T0)
+        .cwd(&elsewhere)
+        .args(["-C", &path, "--json", "acquire", "1", "--holder", "a"])
+        .run();
+    v.ok();
+    assert_eq!(v.json()["token"], 1);
+    assert!(repo.tip("1").is_some(), "written into the -C repository");
+    // Relative, and repeated as in git: -C <root> -C repo.
+    let root = repo.root().to_str().expect("UTF-8").to_owned();
+    let run = repo
+        .lease()
+        .now(T0)
+        .cwd(&elsewhere)
+        .args(["-C", &root, "-C", "repo", "--json", "show", "1"])
+        .run();
+    run.ok();
+    assert_eq!(run.json()["holder"], "a");
+    let run = repo
+        .lease()
+        .now(T0)
+        .cwd(repo.root())
+        .args(["show", "1", "-C", "repo"])
+        .run();
+    run.ok().stdout_has("holder");
+    // -C into a directory that does not exist is an error, not a silent no-op.
+    let run = repo
+        .lease()
+        .now(T0)
+        .cwd(&elsewhere)
+        .args(["-C", "nowhere", "list"])
+        .run();
+    assert_ne!(run.code, 0, "{run}");
+    assert!(run.stderr.contains("nowhere"), "{run}");
+}
+
+#[test]
+fn git_dir_is_honoured() {
+    for repo in [TestRepo::new(), TestRepo::bare()] {
+        let elsewhere = repo.scratch("elsewhere");
+        let run = repo
+            .lease()
+            .now(T0)
+            .cwd(&elsewhere)
+            .env("GIT_DIR", repo.git_dir())
+            .args(["--json", "acquire", "1", "--holder", "a"])
+            .run();
+        run.ok();
+        assert!(repo.tip("1").is_some(), "written through GIT_DIR: {run}");
+        let run = repo
+            .lease()
+            .now(T0)
+            .cwd(&elsewhere)
+            .env("GIT_DIR", repo.git_dir())
+            .args(["--json", "show", "1"])
+            .run();
+        run.ok();
+        assert_eq!(run.json()["holder"], "a");
+    }
+}
+
+#[test]
+fn a_subdirectory_of_the_work_tree_finds_the_repository() {
+    let repo = TestRepo::new();
+    let sub = repo.path().join("src/deep");
+    std::fs::create_dir_all(&sub).expect("mkdir");
+    let run = repo
+        .lease()
+        .now(T0)
+        .cwd(&sub)
+        .args(["--json", "acquire", "1", "--holder", "a"])
+        .run();
+    run.ok();
+    assert!(repo.tip("1").is_some());
+}
+
+#[test]
+fn linked_worktrees_share_the_ledgers() {
+    let repo = TestRepo::new();
+    repo.git(&["commit", "-q", "--allow-empty", "-m", "base"]);
+    let wt = repo.root().join("wt");
+    repo.git(&[
+        "worktree",
+        "add",
+        "-q",
+        "--detach",
+        wt.to_str().expect("UTF-8"),
+    ]);
+    let run = repo
+        .lease()
+        .now(T0)
+        .cwd(&wt)
+        .args(["--json", "acquire", "1", "--holder", "a"])
+        .run();
+    run.ok();
+    // Seen from the main work tree...
+    let v = repo.json_at(&at_min(1), 3, &["acquire", "1", "--holder", "b"]);
+    assert_eq!(v["holder"], "a");
+    // ...and the ref lives in the common dir, not the worktree's private one.
+    assert!(repo.git_dir().join("refs/leases/1").exists());
+    repo.json_at(&at_min(2), 0, &["release", "1", "--holder", "a"]);
+    let run = repo
+        .lease()
+        .now(&at_min(3))
+        .cwd(&wt)
+        .args(["--json", "show", "1"])
+        .run();
+    run.ok();
+    assert_eq!(run.json()["state"], "free");
+}
+
+#[test]
+fn packed_refs_and_gc_keep_the_ledger_working() {
+    let repo = TestRepo::new();
+    repo.json_at(T0, 0, &["acquire", "1", "--holder", "a"]);
+    repo.json_at(T0, 0, &["acquire", "gh/2", "--holder", "a"]);
+    repo.git(&["pack-refs", "--all"]);
+    assert!(!repo.git_dir().join("refs/leases/1").exists(), "ref packed");
+    // Reads and compare-and-swap work against a packed ref.
+    repo.json_at(&at_min(1), 3, &["acquire", "1", "--holder", "b"]);
+    repo.json_at(&at_min(1), 0, &["release", "1", "--holder", "a"]);
+    let v = repo.json_at(&at_min(2), 0, &["acquire", "1", "--holder", "b"]);
+    assert_eq!(v["token"], 2);
+    assert_eq!(repo.commit_count("1"), 3);
+    repo.git(&["gc", "-q", "--prune=now"]);
+    let v = repo.json_at(&at_min(3), 0, &["log", "1"]);
+    assert_eq!(
+        v.as_array().map(Vec::len),
+        Some(3),
+        "gc kept the whole ledger"
+    );
+    let v = repo.json_at(&at_min(3), 0, &["list"]);
+    assert_eq!(v.as_array().map(Vec::len), Some(2));
+    repo.json_at(&at_min(4), 0, &["release", "gh/2", "--holder", "a"]);
+    repo.assert_fsck();
+}
+
+#[test]
+fn a_lease_ref_to_a_missing_object_is_a_failure_naming_it() {
+    let repo = TestRepo::new();
+    let missing = "1234567890123456789012345678901234567890";
+    let ref_file = repo.git_dir().join("refs/leases/42");
+    std::fs::create_dir_all(ref_file.parent().expect("parent")).expect("mkdir");
+    std::fs::write(&ref_file, format!("{missing}\n")).expect("write the ref by hand");
+    repo.run_at(T0, &["show", "42"]).code(1).stderr_has(missing);
+    repo.run_at(T0, &["acquire", "42", "--holder", "a"])
+        .code(1)
+        .stderr_has(missing);
+    assert_eq!(
+        std::fs::read_to_string(&ref_file).expect("read"),
+        format!("{missing}\n"),
+        "the ref is untouched"
+    );
+}

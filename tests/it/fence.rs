@@ -1,0 +1,221 @@
+//! Fenced work branches end to end, over a real `git daemon` whose hook judges with a fixed
+//! clock: with `lease.fence = refs/heads/issue/*`, a push to `issue/<N>` is accepted only
+//! while issue N is held, and, when it carries `-o lease-token=<T>`, only with the live
+//! tenure's token. A worker whose lease expired and was taken over is fenced off by its stale
+//! token; `lease.requireToken` makes the token mandatory; other branches are unaffected.
+//!
+//! The story (seconds after T0 = the server's first clock):
+//! - server clock T0: alice acquires issue 7 at -200 for 10 minutes (token 1, until +400) and
+//!   pushes her work to `issue/7` with `git lease push` (token 1): accepted;
+//! - the server restarts with its clock at +1000: alice's lease expired at +400; bob acquires
+//!   issue 7 (token 2) and pushes on top of alice's work with `git lease push`: accepted;
+//! - alice, late, pushes with her token 1: refused, naming tenure 2.
+
+use crate::env::{at, Run, TestRepo};
+use crate::hook::LeaseServer;
+
+const FENCE: &str = "refs/heads/issue/*";
+
+/// A server with the fence configured and its clock at `now`; `lease.maxClockSkew` is an hour
+/// so that clients a few minutes off are accepted.
+fn fenced_server(now: i64) -> LeaseServer {
+    let mut server = LeaseServer::new();
+    server.config("lease.fence", FENCE);
+    server.config("lease.maxClockSkew", "1h");
+    server.start_at(&at(now));
+    server
+}
+
+/// Commits `message` (an empty commit) on the current branch of `client`; returns its id.
+fn work(client: &TestRepo, message: &str) -> String {
+    client.git(&["commit", "-q", "--allow-empty", "-m", message]);
+    client.git(&["rev-parse", "HEAD"])
+}
+
+/// `git lease push` (the current branch, with the holder's token) at client time `now`.
+fn lease_push(client: &TestRepo, now: i64) -> Run {
+    client.run_at(&at(now), &["push"])
+}
+
+/// Asserts that a push to a fenced branch was refused by the hook's `fence` rule with a
+/// detail mentioning every one of `needles`.
+#[track_caller]
+fn assert_fenced(run: &Run, branch: &str, needles: &[&str]) {
+    assert_ne!(run.code, 0, "the fenced push was accepted\n{run}");
+    let prefix = format!("remote: git-lease: refused refs/heads/{branch} at ");
+    let line = run
+        .stderr
+        .lines()
+        .find(|l| l.starts_with(&prefix))
+        .unwrap_or_else(|| panic!("no refusal of refs/heads/{branch} in stderr\n{run}"));
+    assert!(
+        line.contains(": fence: "),
+        "the refusal should name the fence rule\n{run}"
+    );
+    for needle in needles {
+        assert!(
+            line.contains(needle),
+            "the refusal should mention {needle:?}\n{run}"
+        );
+    }
+}
+
+#[test]
+fn a_stale_holder_is_fenced_off_after_a_takeover() {
+    let mut server = fenced_server(0);
+    let alice = server.client("alice");
+    let bob = server.client("bob");
+
+    // Before anyone holds issue 7, its branch is closed.
+    alice.git(&["switch", "-q", "-c", "issue/7"]);
+    let early = work(&alice, "alice: before acquiring");
+    let run = alice.git_run(&["push", "origin", "issue/7"]);
+    assert_fenced(&run, "issue/7", &["nobody holds issue 7"]);
+    assert_eq!(server.rev("refs/heads/issue/7"), None);
+
+    // alice acquires at -200 for 10 minutes (token 1) and pushes with her token.
+    let run = alice.run_at(
+        &at(-200),
+        &["--remote", "origin", "acquire", "7", "--ttl", "10m"],
+    );
+    run.ok();
+    assert_eq!(server.chain("7")[0]["token"], 1);
+    let alice_work = work(&alice, "alice: work");
+    lease_push(&alice, -200).ok();
+    assert_eq!(server.rev("refs/heads/issue/7"), Some(alice_work.clone()));
+    assert_ne!(early, alice_work);
+
+    // Later: the server's clock is +1000, alice's lease expired at +400.
+    server.start_at(&at(1000));
+    server.attach(&alice);
+    server.attach(&bob);
+
+    // bob takes issue 7 over (token 2) and pushes on top of alice's work with his token.
+    let run = bob.run_at(
+        &at(1000),
+        &["--remote", "origin", "acquire", "7", "--ttl", "10m"],
+    );
+    run.ok();
+    let chain = server.chain("7");
+    assert_eq!(chain.len(), 2, "{chain:?}");
+    assert_eq!(chain[1]["token"], 2);
+    assert_eq!(chain[1]["holder"], "bob");
+    bob.git(&["fetch", "-q", "origin"]);
+    bob.git(&["switch", "-q", "-c", "issue/7", "origin/issue/7"]);
+    let bob_work = work(&bob, "bob: work");
+    lease_push(&bob, 1000).ok();
+    assert_eq!(server.rev("refs/heads/issue/7"), Some(bob_work.clone()));
+
+    // alice comes back late: she brings her branch up to date (so git itself has nothing to
+    // object to) and pushes her next commit with her old token 1.
+    alice.git(&["fetch", "-q", "origin"]);
+    alice.git(&["merge", "-q", "--ff-only", "origin/issue/7"]);
+    work(&alice, "alice: late work");
+    let run = alice.git_run(&["push", "-o", "lease-token=1", "origin", "issue/7"]);
+    assert_fenced(
+        &run,
+        "issue/7",
+        &["token 1 is stale", "tenure 2", "held by bob"],
+    );
+    assert_eq!(server.rev("refs/heads/issue/7"), Some(bob_work.clone()));
+
+    // Nor may she delete the branch with it.
+    let run = alice.git_run(&["push", "-o", "lease-token=1", "origin", ":issue/7"]);
+    assert_fenced(&run, "issue/7", &["token 1 is stale", "tenure 2"]);
+    assert_eq!(server.rev("refs/heads/issue/7"), Some(bob_work.clone()));
+
+    // `git lease push` does not even try: by the remote's ledger she does not hold it.
+    let run = lease_push(&alice, 1000);
+    run.code(3).stderr_has("held by bob");
+    assert_eq!(server.rev("refs/heads/issue/7"), Some(bob_work.clone()));
+
+    // A token that is not a number is refused too.
+    let run = alice.git_run(&["push", "-o", "lease-token=two", "origin", "issue/7"]);
+    assert_fenced(&run, "issue/7", &["lease-token=two", "not a number"]);
+    assert_eq!(server.rev("refs/heads/issue/7"), Some(bob_work.clone()));
+
+    // A branch outside the fence is not the hook's business, stale token or not.
+    alice.git(&["branch", "-q", "feature/7"]);
+    let run = alice.git_run(&[
+        "push",
+        "-o",
+        "lease-token=1",
+        "origin",
+        "feature/7",
+        "HEAD:main",
+    ]);
+    run.ok();
+    let late = alice.git(&["rev-parse", "HEAD"]);
+    assert_eq!(server.rev("refs/heads/feature/7"), Some(late.clone()));
+    assert_eq!(server.rev("refs/heads/main"), Some(late.clone()));
+    // `issue-7` does not match `refs/heads/issue/*`.
+    let run = alice.git_run(&["push", "origin", "HEAD:refs/heads/issue-7"]);
+    run.ok();
+    assert_eq!(server.rev("refs/heads/issue-7"), Some(late));
+}
+
+#[test]
+fn require_token_refuses_fenced_pushes_without_a_token() {
+    let server = fenced_server(0);
+    let alice = server.client("alice");
+    alice
+        .run_at(
+            &at(0),
+            &["--remote", "origin", "acquire", "9", "--ttl", "10m"],
+        )
+        .ok();
+    alice.git(&["switch", "-q", "-c", "issue/9"]);
+
+    // Without lease.requireToken the token is checked only when the push carries one: the
+    // holder's plain push goes through.
+    let first = work(&alice, "alice: plain push");
+    alice.git_run(&["push", "origin", "issue/9"]).ok();
+    assert_eq!(server.rev("refs/heads/issue/9"), Some(first.clone()));
+
+    // With it, a push without a token is refused, even from the holder.
+    server.config("lease.requireToken", "true");
+    work(&alice, "alice: second plain push");
+    let run = alice.git_run(&["push", "origin", "issue/9"]);
+    assert_fenced(&run, "issue/9", &["lease-token", "lease.requireToken"]);
+    assert_eq!(server.rev("refs/heads/issue/9"), Some(first));
+
+    // The same commits with the token (`git lease push`) are accepted.
+    lease_push(&alice, 0).ok();
+    let head = alice.git(&["rev-parse", "HEAD"]);
+    assert_eq!(server.rev("refs/heads/issue/9"), Some(head.clone()));
+
+    // Branches outside the fence still need no token.
+    let run = alice.git_run(&["push", "origin", "HEAD:refs/heads/topic"]);
+    run.ok();
+    assert_eq!(server.rev("refs/heads/topic"), Some(head));
+}
+
+#[test]
+fn a_fenced_branch_closes_at_the_instant_the_lease_expires_by_the_servers_clock() {
+    let mut server = fenced_server(0);
+    let alice = server.client("alice");
+    alice
+        .run_at(
+            &at(0),
+            &["--remote", "origin", "acquire", "7", "--ttl", "10m"],
+        )
+        .ok();
+    alice.git(&["switch", "-q", "-c", "issue/7"]);
+
+    // One second before the expiry (+600) the token still opens the branch.
+    server.start_at(&at(599));
+    server.attach(&alice);
+    let first = work(&alice, "alice: just in time");
+    alice
+        .git_run(&["push", "-o", "lease-token=1", "origin", "issue/7"])
+        .ok();
+    assert_eq!(server.rev("refs/heads/issue/7"), Some(first.clone()));
+
+    // At the expiry it no longer does: nobody holds the issue.
+    server.start_at(&at(600));
+    server.attach(&alice);
+    work(&alice, "alice: too late");
+    let run = alice.git_run(&["push", "-o", "lease-token=1", "origin", "issue/7"]);
+    assert_fenced(&run, "issue/7", &["nobody holds issue 7", "last token 1"]);
+    assert_eq!(server.rev("refs/heads/issue/7"), Some(first));
+}

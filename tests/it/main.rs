@@ -1,0 +1,26 @@
+//! Integration tests of `git-lease`: one test binary (`cargo test --test it`).
+//!
+//! - [`env`]: the hermetic harness (temporary repositories, the binary, plain git).
+//! - [`rules`]: every lease rule at exact instants, through the command line.
+//! - [`cli`]: what plain git sees, `list`, `log`, `--json`, prefixes and bad input.
+//! - [`faults`]: corrupt ledgers, stale locks, ref clashes, repository formats and layouts.
+//! - [`race`]: real concurrent processes on one issue.
+//! - [`model`]: property test of the library against a simple model.
+//! - [`daemon`]: a real `git daemon` on 127.0.0.1 per test, for remote claims and mirrors.
+//! - [`remote`], [`mirror`], [`verify`]: claims through a remote, sync, and ledger audits.
+//! - [`hook`], [`fence`]: the server hook against forged pushes, and fenced work branches.
+
+pub mod env;
+
+mod cli;
+mod daemon;
+mod faults;
+mod fence;
+mod hook;
+mod http;
+mod mirror;
+mod model;
+mod race;
+mod remote;
+mod rules;
+mod verify;

@@ -1,0 +1,941 @@
+//! Claims through a remote (`--remote`, `lease.remote`): the server is the authority and a push
+//! with an expected old value is the compare-and-swap. Every test runs its own `git daemon`
+//! (see [`crate::daemon`]) or its own `file://` bare repository.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Barrier};
+
+use serde_json::{json, Value};
+
+use crate::daemon::GitDaemon;
+use crate::env::{at_min, Run, TestRepo};
+
+/// Runs `git lease --json <args>` in `repo` at `min` minutes after T0.
+fn jrun(repo: &TestRepo, min: i64, args: &[&str]) -> Run {
+    repo.lease().now(&at_min(min)).arg_json().args(args).run()
+}
+
+/// Counts the daemon's log lines that mention `service` (`upload-pack` is a fetch,
+/// `receive-pack` a push).
+fn requests(daemon: &GitDaemon, service: &str) -> usize {
+    daemon
+        .log()
+        .lines()
+        .filter(|l| l.contains(&format!("Request {service}")))
+        .count()
+}
+
+// ---------------------------------------------------------------------------------------------
+// The remote is the authority
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn the_remote_decides_whatever_each_clone_knew() {
+    let daemon = GitDaemon::start();
+    let a = daemon.clone_for("alice@example.com");
+    let b = daemon.clone_for("bob@example.com");
+    let c = daemon.clone_for("carol@example.com");
+
+    // A claims through the remote: the server and A's local ref agree.
+    let run = jrun(
+        &a,
+        0,
+        &["acquire", "--remote", "origin", "42", "--ttl", "1h"],
+    );
+    run.ok();
+    let v = run.json();
+    assert_eq!(v["outcome"], json!("acquired"), "{run}");
+    assert_eq!(v["token"], json!(1), "{run}");
+    assert_eq!(v["holder"], json!("alice@example.com"), "{run}");
+    assert_eq!(v["wrote"], json!(true), "{run}");
+    let tip1 = daemon.tip("42").expect("the server has refs/leases/42");
+    assert_eq!(v["commit"], json!(tip1), "{run}");
+    assert_eq!(a.tip("42").as_deref(), Some(tip1.as_str()));
+
+    // B's local copy knows nothing, yet the answer reflects the remote.
+    assert_eq!(b.tip("42"), None);
+    let run = jrun(
+        &b,
+        1,
+        &["acquire", "--remote", "origin", "42", "--ttl", "1h"],
+    );
+    run.code(3);
+    let v = run.json();
+    assert_eq!(v["outcome"], json!("held"), "{run}");
+    assert_eq!(v["holder"], json!("alice@example.com"), "{run}");
+    assert_eq!(v["token"], json!(1), "{run}");
+    assert_eq!(v["wrote"], json!(false), "{run}");
+    assert_eq!(daemon.tip("42").as_deref(), Some(tip1.as_str()));
+    let human = b
+        .lease()
+        .now(&at_min(1))
+        .args(["acquire", "--remote", "origin", "42"])
+        .run();
+    human
+        .code(3)
+        .stdout_has("held")
+        .stdout_has("alice@example.com")
+        .stdout_has("token 1");
+    // Whatever B keeps locally, it is never something the server does not have.
+    assert!(
+        b.tip("42").is_none_or(|t| t == tip1),
+        "B's local ref is not the server's state"
+    );
+
+    // B cannot release A's lease.
+    let run = jrun(&b, 2, &["release", "--remote", "origin", "42"]);
+    run.code(3);
+    let v = run.json();
+    assert_eq!(v["outcome"], json!("not_holder"), "{run}");
+    assert_eq!(v["holder"], json!("alice@example.com"), "{run}");
+    assert_eq!(daemon.tip("42").as_deref(), Some(tip1.as_str()));
+
+    // A releases; the server and A's local ref agree again.
+    let run = jrun(&a, 3, &["release", "--remote", "origin", "42"]);
+    run.ok();
+    let v = run.json();
+    assert_eq!(v["outcome"], json!("released"), "{run}");
+    assert_eq!(v["token"], json!(1), "{run}");
+    assert_eq!(v["holder"], json!(null), "{run}");
+    let tip2 = daemon.tip("42").unwrap();
+    assert_ne!(tip2, tip1);
+    assert_eq!(v["commit"], json!(tip2), "{run}");
+    assert_eq!(a.tip("42").as_deref(), Some(tip2.as_str()));
+
+    // B now gets the next token.
+    let run = jrun(
+        &b,
+        4,
+        &["acquire", "--remote", "origin", "42", "--ttl", "1h"],
+    );
+    run.ok();
+    let v = run.json();
+    assert_eq!(v["outcome"], json!("acquired"), "{run}");
+    assert_eq!(v["token"], json!(2), "{run}");
+    assert_eq!(v["holder"], json!("bob@example.com"), "{run}");
+    let tip3 = daemon.tip("42").unwrap();
+    assert_eq!(v["commit"], json!(tip3), "{run}");
+    assert_eq!(b.tip("42").as_deref(), Some(tip3.as_str()));
+
+    // A third clone that never touched 42 sees the server's state.
+    let run = jrun(&c, 5, &["show", "--remote", "origin", "42"]);
+    run.ok();
+    let v = run.json();
+    assert_eq!(v["holder"], json!("bob@example.com"), "{run}");
+    assert_eq!(v["token"], json!(2), "{run}");
+    assert_eq!(v["state"], json!("held"), "{run}");
+    assert_eq!(v["commit"], json!(tip3), "{run}");
+    c.lease()
+        .now(&at_min(5))
+        .args(["show", "--remote", "origin", "42"])
+        .run()
+        .ok()
+        .stdout_has("bob@example.com")
+        .stdout_has(&tip3);
+
+    // The server's chain, read with plain git: acquire, release, acquire.
+    let chain = daemon.chain("42");
+    let events: Vec<(&str, Value, u64)> = chain
+        .iter()
+        .map(|(_, l)| {
+            (
+                l["event"].as_str().unwrap(),
+                l["holder"].clone(),
+                l["token"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        events,
+        vec![
+            ("acquire", json!("alice@example.com"), 1),
+            ("release", json!(null), 1),
+            ("acquire", json!("bob@example.com"), 2),
+        ]
+    );
+    daemon.lease(&["verify"]).ok().stdout_has("ok");
+}
+
+#[test]
+fn lease_remote_config_is_the_default_and_local_overrides_it() {
+    let daemon = GitDaemon::start();
+    let a = daemon.clone_for("alice@example.com");
+    let b = daemon.clone_for("bob@example.com");
+    a.git(&["config", "lease.remote", "origin"]);
+    b.git(&["config", "lease.remote", "origin"]);
+
+    // No --remote: it goes to the server.
+    let run = jrun(&a, 0, &["acquire", "7", "--ttl", "1h"]);
+    run.ok();
+    let server7 = daemon.tip("7").expect("acquire went to the server");
+    assert_eq!(a.tip("7").as_deref(), Some(server7.as_str()));
+    let run = jrun(&b, 1, &["acquire", "7"]);
+    run.code(3);
+    assert_eq!(run.json()["holder"], json!("alice@example.com"), "{run}");
+    assert_eq!(b.tip("7"), None, "a refusal wrote B's local ref");
+
+    // --local: the local refs only; the server does not move.
+    let server_before = daemon.lease_refs();
+    let run = jrun(&a, 2, &["--local", "acquire", "8", "--ttl", "1h"]);
+    run.ok();
+    assert_eq!(run.json()["outcome"], json!("acquired"), "{run}");
+    assert!(a.tip("8").is_some(), "the local acquire wrote nothing");
+    assert_eq!(daemon.tip("8"), None, "--local acquire reached the server");
+    let run = jrun(&a, 3, &["--local", "release", "7"]);
+    run.ok();
+    assert_eq!(run.json()["outcome"], json!("released"), "{run}");
+    assert_ne!(a.tip("7").as_deref(), Some(server7.as_str()));
+    assert_eq!(
+        daemon.lease_refs(),
+        server_before,
+        "--local touched the server"
+    );
+
+    // Reads follow the same default: 8 exists only locally, 7 is still alice's on the server.
+    jrun(&a, 4, &["show", "8"]).code(4);
+    let run = jrun(&a, 4, &["--local", "show", "8"]);
+    run.ok();
+    assert_eq!(run.json()["holder"], json!("alice@example.com"), "{run}");
+    let run = jrun(&a, 4, &["show", "7"]);
+    run.ok();
+    assert_eq!(run.json()["holder"], json!("alice@example.com"), "{run}");
+    assert_eq!(run.json()["commit"], json!(server7), "{run}");
+    let run = jrun(&a, 4, &["--local", "show", "7"]);
+    run.ok();
+    assert_eq!(run.json()["state"], json!("free"), "{run}");
+
+    // --local with --remote is a usage error.
+    a.run(&["--local", "--remote", "origin", "show", "7"])
+        .code(2);
+
+    // --remote wins over the config.
+    a.git(&["config", "lease.remote", "nowhere"]);
+    let run = jrun(&a, 5, &["show", "--remote", "origin", "7"]);
+    run.ok();
+    assert_eq!(run.json()["holder"], json!("alice@example.com"), "{run}");
+    let run = jrun(&a, 5, &["show", "7"]);
+    assert_ne!(
+        run.code, 0,
+        "lease.remote=nowhere should be used by default\n{run}"
+    );
+}
+
+#[test]
+fn reads_through_the_remote_fetch_first() {
+    let daemon = GitDaemon::start();
+    let a = daemon.clone_for("alice@example.com");
+    let b = daemon.clone_for("bob@example.com");
+    let c = daemon.clone_for("carol@example.com");
+
+    // Several issues at once through the remote: all or none.
+    let run = jrun(
+        &a,
+        0,
+        &["acquire", "--remote", "origin", "5", "6", "--ttl", "2h"],
+    );
+    run.ok();
+    let v = run.json();
+    assert_eq!(v.as_array().map(Vec::len), Some(2), "{run}");
+    assert!(daemon.tip("5").is_some() && daemon.tip("6").is_some());
+
+    // B reads once: its tracking copy now knows 5 and 6.
+    let run = jrun(&b, 1, &["list", "--remote", "origin"]);
+    run.ok();
+    let rows = run.json();
+    let holders: Vec<(&str, &str, u64)> = rows
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["issue"].as_str().unwrap(),
+                r["holder"].as_str().unwrap_or("-"),
+                r["token"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        holders,
+        vec![("5", "alice@example.com", 1), ("6", "alice@example.com", 1)],
+        "{run}"
+    );
+    jrun(&b, 1, &["check", "--remote", "origin", "5", "--token", "1"]).ok();
+
+    // Another clone changes the server behind B's back.
+    jrun(&a, 2, &["release", "--remote", "origin", "5"]).ok();
+    jrun(
+        &c,
+        3,
+        &["acquire", "--remote", "origin", "5", "--ttl", "1h"],
+    )
+    .ok();
+    jrun(
+        &a,
+        3,
+        &["acquire", "--remote", "origin", "55", "--ttl", "1h"],
+    )
+    .ok();
+    let tip5 = daemon.tip("5").unwrap();
+
+    // Every read of B reflects the server, not B's earlier copy.
+    let run = jrun(&b, 4, &["list", "--remote", "origin"]);
+    run.ok();
+    let rows = run.json();
+    let five = rows
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["issue"] == json!("5"))
+        .unwrap_or_else(|| panic!("5 is not listed\n{run}"));
+    assert_eq!(five["holder"], json!("carol@example.com"), "{run}");
+    assert_eq!(five["token"], json!(2), "{run}");
+    assert!(
+        rows.as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r["issue"] == json!("55")),
+        "an issue created after B's last fetch is missing\n{run}"
+    );
+
+    let run = jrun(&b, 4, &["show", "--remote", "origin", "5"]);
+    run.ok();
+    let v = run.json();
+    assert_eq!(v["holder"], json!("carol@example.com"), "{run}");
+    assert_eq!(v["token"], json!(2), "{run}");
+    assert_eq!(v["commit"], json!(tip5), "{run}");
+
+    let run = jrun(&b, 4, &["log", "--remote", "origin", "5"]);
+    run.ok();
+    let log = run.json();
+    let log = log.as_array().unwrap();
+    let events: Vec<&str> = log.iter().map(|e| e["event"].as_str().unwrap()).collect();
+    assert_eq!(events, vec!["acquire", "release", "acquire"], "{run}");
+    assert_eq!(log[0]["holder"], json!("carol@example.com"), "{run}");
+    assert_eq!(
+        log[1]["previous_holder"],
+        json!("alice@example.com"),
+        "{run}"
+    );
+    let server: Vec<String> = daemon
+        .chain("5")
+        .into_iter()
+        .rev()
+        .map(|(c, _)| c)
+        .collect();
+    let shown: Vec<&str> = log.iter().map(|e| e["commit"].as_str().unwrap()).collect();
+    assert_eq!(shown, server, "log --remote is not the server's chain");
+
+    let run = jrun(&b, 4, &["check", "--remote", "origin", "5", "--token", "1"]);
+    run.code(3);
+    assert_eq!(run.json()["ok"], json!(false), "{run}");
+    jrun(&b, 4, &["check", "--remote", "origin", "5", "--token", "2"]).ok();
+    jrun(
+        &b,
+        4,
+        &[
+            "check",
+            "--remote",
+            "origin",
+            "5",
+            "--token",
+            "2",
+            "--holder",
+            "carol@example.com",
+        ],
+    )
+    .ok();
+    jrun(
+        &b,
+        4,
+        &[
+            "check",
+            "--remote",
+            "origin",
+            "5",
+            "--token",
+            "2",
+            "--holder",
+            "alice@example.com",
+        ],
+    )
+    .code(3);
+
+    // An issue first seen on the server is found by show without a prior list.
+    let run = jrun(&c, 4, &["show", "--remote", "origin", "55"]);
+    run.ok();
+    assert_eq!(run.json()["holder"], json!("alice@example.com"), "{run}");
+
+    // Reads do not write the server.
+    let before = daemon.lease_refs();
+    jrun(&b, 5, &["list", "--remote", "origin", "--all"]).ok();
+    jrun(&b, 5, &["log", "--remote", "origin", "6"]).ok();
+    assert_eq!(daemon.lease_refs(), before);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The optimistic path
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn an_uncontended_write_is_one_push_and_no_fetch() {
+    let daemon = GitDaemon::start();
+    let a = daemon.clone_for("alice@example.com");
+    jrun(
+        &a,
+        0,
+        &["acquire", "--remote", "origin", "9", "--ttl", "1h"],
+    )
+    .ok();
+    let (fetches, pushes) = (
+        requests(&daemon, "upload-pack"),
+        requests(&daemon, "receive-pack"),
+    );
+    let run = jrun(&a, 1, &["renew", "--remote", "origin", "9", "--ttl", "1h"]);
+    run.ok();
+    assert_eq!(run.json()["outcome"], json!("renewed"), "{run}");
+    assert_eq!(
+        requests(&daemon, "upload-pack"),
+        fetches,
+        "an uncontended renew fetched\n{}",
+        daemon.log()
+    );
+    assert_eq!(
+        requests(&daemon, "receive-pack"),
+        pushes + 1,
+        "an uncontended renew is one push\n{}",
+        daemon.log()
+    );
+    assert_eq!(a.tip("9"), daemon.tip("9"));
+}
+
+#[test]
+fn a_stale_tracking_copy_still_gets_the_right_answer() {
+    let daemon = GitDaemon::start();
+    let a = daemon.clone_for("alice@example.com");
+    let a2 = daemon.clone_for("alice@example.com");
+    let b = daemon.clone_for("bob@example.com");
+
+    jrun(
+        &a,
+        0,
+        &["acquire", "--remote", "origin", "9", "--ttl", "1h"],
+    )
+    .ok();
+    let t1 = daemon.tip("9").unwrap();
+
+    // Meanwhile, from other clones: alice releases (elsewhere), bob acquires.
+    let run = jrun(&a2, 1, &["release", "--remote", "origin", "9"]);
+    run.ok();
+    assert_eq!(run.json()["outcome"], json!("released"), "{run}");
+    let run = jrun(
+        &b,
+        2,
+        &["acquire", "--remote", "origin", "9", "--ttl", "1h"],
+    );
+    run.ok();
+    assert_eq!(run.json()["token"], json!(2), "{run}");
+    let t2 = daemon.tip("9").unwrap();
+
+    // A's tracking copy still says alice holds token 1.
+    let tracking = a.git(&[
+        "for-each-ref",
+        "--format=%(refname) %(objectname)",
+        "refs/lease-remotes/",
+    ]);
+    assert!(
+        tracking.contains(&t1),
+        "A's tracking copy should still be the old tip {t1}: {tracking}"
+    );
+
+    // A's renew decides from the stale copy, loses the push, fetches and decides again.
+    let run = jrun(&a, 3, &["renew", "--remote", "origin", "9", "--ttl", "1h"]);
+    run.code(3);
+    let v = run.json();
+    assert_eq!(v["outcome"], json!("not_holder"), "{run}");
+    assert_eq!(v["holder"], json!("bob@example.com"), "{run}");
+    assert_eq!(v["token"], json!(2), "{run}");
+    assert_eq!(v["wrote"], json!(false), "{run}");
+    assert_eq!(
+        daemon.tip("9").as_deref(),
+        Some(t2.as_str()),
+        "the server moved"
+    );
+    assert_eq!(daemon.chain("9").len(), 3);
+    // A's local ref is a state the server accepted, never the renew that lost.
+    let local = a.tip("9").unwrap();
+    assert!(
+        local == t1 || local == t2,
+        "A's local ref {local} is neither {t1} nor {t2}"
+    );
+
+    let run = jrun(&a, 3, &["release", "--remote", "origin", "9"]);
+    run.code(3);
+    assert_eq!(run.json()["outcome"], json!("not_holder"), "{run}");
+    let run = jrun(&a, 3, &["acquire", "--remote", "origin", "9"]);
+    run.code(3);
+    assert_eq!(run.json()["outcome"], json!("held"), "{run}");
+    assert_eq!(run.json()["holder"], json!("bob@example.com"), "{run}");
+    jrun(&a, 3, &["check", "--remote", "origin", "9", "--token", "1"]).code(3);
+    assert_eq!(daemon.tip("9").as_deref(), Some(t2.as_str()));
+
+    daemon.lease(&["verify"]).ok().stdout_has("ok");
+    let run = daemon.lease(&["--json", "verify"]);
+    run.ok();
+    assert_eq!(run.json()["clean"], json!(true), "{run}");
+}
+
+// ---------------------------------------------------------------------------------------------
+// A server that says no
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn a_push_refused_by_a_server_hook_is_reported_and_not_retried() {
+    let daemon = GitDaemon::start();
+    let a = daemon.clone_for("alice@example.com");
+    let b = daemon.clone_for("bob@example.com");
+    jrun(
+        &a,
+        0,
+        &["acquire", "--remote", "origin", "11", "--ttl", "1h"],
+    )
+    .ok();
+    let tip = daemon.tip("11").unwrap();
+
+    let counter = daemon.root().join("hook-runs");
+    daemon.install_hook(
+        "pre-receive",
+        &format!(
+            "echo run >> '{}'\necho \"lease policy says no\" >&2\nexit 1",
+            counter.display()
+        ),
+    );
+    let runs = || {
+        std::fs::read_to_string(&counter)
+            .map(|t| t.lines().count())
+            .unwrap_or(0)
+    };
+
+    // An update of an existing ledger.
+    let run = a
+        .lease()
+        .now(&at_min(1))
+        .args(["release", "--remote", "origin", "11"])
+        .run();
+    run.code(3).stderr_has("lease policy says no");
+    assert_eq!(
+        daemon.tip("11").as_deref(),
+        Some(tip.as_str()),
+        "the server moved"
+    );
+    assert_eq!(
+        a.tip("11").as_deref(),
+        Some(tip.as_str()),
+        "A's local ref moved"
+    );
+    assert_eq!(
+        runs(),
+        1,
+        "the hook ran {} times: a refusal was retried",
+        runs()
+    );
+
+    // A new ledger.
+    let run = b
+        .lease()
+        .now(&at_min(1))
+        .arg_json()
+        .args(["acquire", "--remote", "origin", "12"])
+        .run();
+    run.code(3).stderr_has("lease policy says no");
+    assert_eq!(
+        daemon.tip("12"),
+        None,
+        "the server has a ledger the hook refused"
+    );
+    assert_eq!(b.tip("12"), None, "B's local ref records a refused claim");
+    assert_eq!(runs(), 2, "the hook ran {} times for two pushes", runs());
+}
+
+// ---------------------------------------------------------------------------------------------
+// Other transports
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn claims_work_over_file_urls_and_plain_paths() {
+    let server = TestRepo::bare();
+    let path = server.path().to_str().unwrap().to_owned();
+    let url = format!("file://{path}");
+    let a = TestRepo::new();
+    a.git(&["remote", "add", "origin", &url]);
+    a.git(&["config", "lease.holder", "alice@example.com"]);
+    let b = TestRepo::new();
+    b.git(&["config", "lease.holder", "bob@example.com"]);
+
+    let run = jrun(
+        &a,
+        0,
+        &["acquire", "--remote", "origin", "3", "--ttl", "1h"],
+    );
+    run.ok();
+    assert_eq!(run.json()["token"], json!(1), "{run}");
+    assert!(server.tip("3").is_some());
+    assert_eq!(a.tip("3"), server.tip("3"));
+
+    // B names the server by its path, with no remote configured.
+    let run = jrun(&b, 1, &["acquire", "--remote", &path, "3", "--ttl", "1h"]);
+    run.code(3);
+    assert_eq!(run.json()["holder"], json!("alice@example.com"), "{run}");
+
+    jrun(&a, 2, &["release", "--remote", "origin", "3"]).ok();
+    let run = jrun(&b, 3, &["acquire", "--remote", &path, "3", "--ttl", "1h"]);
+    run.ok();
+    assert_eq!(run.json()["token"], json!(2), "{run}");
+    assert_eq!(b.tip("3"), server.tip("3"));
+    // A URL gets its own tracking namespace.
+    let tracking = b.git(&["for-each-ref", "--format=%(refname)", "refs/lease-remotes/"]);
+    assert!(
+        tracking.lines().any(|r| r.ends_with("/3")),
+        "no tracking ref for 3: {tracking:?}"
+    );
+
+    // And by file:// URL.
+    let run = jrun(&a, 4, &["show", "--remote", &url, "3"]);
+    run.ok();
+    assert_eq!(run.json()["holder"], json!("bob@example.com"), "{run}");
+
+    assert_eq!(server.chain("3").len(), 3);
+    server.run(&["verify"]).ok().stdout_has("ok");
+}
+
+// ---------------------------------------------------------------------------------------------
+// A race of real processes through the daemon
+// ---------------------------------------------------------------------------------------------
+
+const WORKERS: usize = 6;
+const ROUNDS: usize = 30;
+const ISSUES: [&str; 3] = ["r0", "r1", "r2"];
+/// How often a worker retries a release that lost the race (it holds the lease, so it must
+/// free it for the others).
+const RELEASE_RETRIES: usize = 10;
+
+/// One answer of one process.
+#[derive(Clone, Debug)]
+struct Answer {
+    worker: usize,
+    round: usize,
+    op: &'static str,
+    issue: &'static str,
+    code: i32,
+    outcome: Option<String>,
+    token: Option<u64>,
+    holder: Option<String>,
+    commit: Option<String>,
+    wrote: bool,
+    stderr: String,
+}
+
+fn holder_of(worker: usize) -> String {
+    format!("worker-{worker}@example.com")
+}
+
+fn call(
+    repo: &TestRepo,
+    worker: usize,
+    round: usize,
+    op: &'static str,
+    issue: &'static str,
+) -> Answer {
+    let mut args = vec![op, "--remote", "origin", issue];
+    if op == "acquire" {
+        args.extend(["--ttl", "1h"]);
+    }
+    let run = repo.lease().arg_json().args(&args).run();
+    let v: Option<Value> = (run.code == 0 || run.code == 3).then(|| run.json());
+    let field = |name: &str| v.as_ref().and_then(|v| v[name].as_str()).map(str::to_owned);
+    Answer {
+        worker,
+        round,
+        op,
+        issue,
+        code: run.code,
+        outcome: field("outcome"),
+        token: v.as_ref().and_then(|v| v["token"].as_u64()),
+        holder: field("holder"),
+        commit: field("commit"),
+        wrote: v.as_ref().is_some_and(|v| v["wrote"] == json!(true)),
+        stderr: run.stderr,
+    }
+}
+
+#[test]
+fn racing_clones_never_share_a_lease_or_a_token() {
+    let daemon = GitDaemon::start();
+    let clones: Vec<TestRepo> = (0..WORKERS)
+        .map(|w| daemon.clone_for(&holder_of(w)))
+        .collect();
+    let barrier = Arc::new(Barrier::new(WORKERS));
+    let started = std::time::Instant::now();
+
+    let answers: Vec<Answer> = std::thread::scope(|s| {
+        let handles: Vec<_> = clones
+            .iter()
+            .enumerate()
+            .map(|(w, repo)| {
+                let barrier = Arc::clone(&barrier);
+                s.spawn(move || {
+                    let mut rng = fastrand::Rng::with_seed(0x1ea5e + w as u64);
+                    let mut answers = Vec::new();
+                    barrier.wait();
+                    for round in 0..ROUNDS {
+                        let issue = ISSUES[rng.usize(..ISSUES.len())];
+                        let got = call(repo, w, round, "acquire", issue);
+                        let acquired = got.code == 0 && got.outcome.as_deref() == Some("acquired");
+                        answers.push(got);
+                        if acquired {
+                            for _ in 0..=RELEASE_RETRIES {
+                                let freed = call(repo, w, round, "release", issue);
+                                let lost = freed.code == 5;
+                                answers.push(freed);
+                                if !lost {
+                                    break;
+                                }
+                            }
+                        }
+                    }
+                    answers
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().expect("a worker panicked"))
+            .collect()
+    });
+    let elapsed = started.elapsed();
+
+    let dump = |what: &str, a: &Answer| -> String {
+        format!(
+            "{what}: worker {} round {} {} {} -> exit {} {:?} token {:?} holder {:?} commit {:?}\n{}",
+            a.worker, a.round, a.op, a.issue, a.code, a.outcome, a.token, a.holder, a.commit, a.stderr
+        )
+    };
+
+    // Every answer is one of the documented ones.
+    for a in &answers {
+        let fine = match (a.op, a.code, a.outcome.as_deref()) {
+            ("acquire", 0, Some("acquired")) => a.wrote,
+            ("acquire", 3, Some("held")) => !a.wrote,
+            ("release", 0, Some("released")) => a.wrote,
+            (_, 5, None) => a.stderr.contains("lost the race"),
+            _ => false,
+        };
+        assert!(fine, "{}", dump("unexpected answer", a));
+    }
+
+    // The server's chains, read with plain git.
+    let mut by_commit: HashMap<String, (&str, Value)> = HashMap::new();
+    let mut acquires_of: HashMap<&str, HashSet<(String, u64)>> = HashMap::new();
+    for issue in ISSUES {
+        let chain = daemon.chain(issue);
+        let mut tokens = HashSet::new();
+        for (i, (commit, lease)) in chain.iter().enumerate() {
+            let event = lease["event"].as_str().unwrap_or("?");
+            let token = lease["token"].as_u64().unwrap_or(0);
+            if i % 2 == 0 {
+                // An acquire, on top of nothing or a free state: never two live holders.
+                assert_eq!(event, "acquire", "{issue} #{i} {commit}: {lease}");
+                assert_eq!(token, i as u64 / 2 + 1, "{issue} #{i} {commit}: {lease}");
+                assert!(tokens.insert(token), "{issue}: token {token} issued twice");
+                if i > 0 {
+                    let prev = &chain[i - 1].1;
+                    assert_eq!(
+                        prev["holder"],
+                        json!(null),
+                        "{issue} #{i}: previous state held"
+                    );
+                }
+                acquires_of
+                    .entry(issue)
+                    .or_default()
+                    .insert((lease["holder"].as_str().unwrap().to_owned(), token));
+            } else {
+                let prev = &chain[i - 1].1;
+                assert_eq!(event, "release", "{issue} #{i} {commit}: {lease}");
+                assert_eq!(lease["token"], prev["token"], "{issue} #{i}: {lease}");
+                assert_eq!(
+                    lease["previous_holder"], prev["holder"],
+                    "{issue} #{i}: released by someone else: {lease}"
+                );
+                assert_eq!(lease["by"], json!(null), "{issue} #{i}: {lease}");
+            }
+            by_commit.insert(commit.clone(), (issue, lease.clone()));
+        }
+    }
+
+    // Every success is in the chain exactly as answered, and every commit of the chains is
+    // one success: refusals and lost races wrote nothing.
+    let mut claimed: HashSet<String> = HashSet::new();
+    for a in answers.iter().filter(|a| a.code == 0) {
+        let commit = a.commit.clone().unwrap_or_default();
+        let Some((issue, lease)) = by_commit.get(&commit) else {
+            panic!("{}", dump("a success that is not in the server's chain", a));
+        };
+        assert_eq!(*issue, a.issue, "{}", dump("wrong ledger", a));
+        assert_eq!(
+            lease["token"].as_u64(),
+            a.token,
+            "{}",
+            dump("wrong token", a)
+        );
+        match a.op {
+            "acquire" => {
+                assert_eq!(
+                    lease["event"],
+                    json!("acquire"),
+                    "{}",
+                    dump("not an acquire", a)
+                );
+                assert_eq!(
+                    lease["holder"],
+                    json!(holder_of(a.worker)),
+                    "{}",
+                    dump("holder", a)
+                );
+            }
+            _ => {
+                assert_eq!(
+                    lease["event"],
+                    json!("release"),
+                    "{}",
+                    dump("not a release", a)
+                );
+                assert_eq!(
+                    lease["previous_holder"],
+                    json!(holder_of(a.worker)),
+                    "{}",
+                    dump("released someone else's", a)
+                );
+            }
+        }
+        assert!(
+            claimed.insert(commit),
+            "{}",
+            dump("two answers claim one commit", a)
+        );
+    }
+    let unclaimed: Vec<&String> = by_commit.keys().filter(|c| !claimed.contains(*c)).collect();
+    assert!(
+        unclaimed.is_empty(),
+        "commits no answer accounts for: {unclaimed:?}"
+    );
+
+    // Every "held" names a tenure that really existed, and someone else's.
+    for a in answers.iter().filter(|a| a.code == 3) {
+        let holder = a.holder.clone().unwrap_or_default();
+        let token = a.token.unwrap_or(0);
+        assert!(
+            acquires_of
+                .get(a.issue)
+                .is_some_and(|s| s.contains(&(holder.clone(), token))),
+            "{}",
+            dump("held by a tenure the chain never had", a)
+        );
+        assert_ne!(holder, holder_of(a.worker), "{}", dump("held by myself", a));
+    }
+
+    // Every worker freed what it took: all three issues end free.
+    for issue in ISSUES {
+        if let Some((_, last)) = daemon.chain(issue).last() {
+            assert_eq!(last["holder"], json!(null), "{issue} ends held: {last}");
+        }
+    }
+
+    // Lost races are allowed, but a small minority.
+    let lost = answers.iter().filter(|a| a.code == 5).count();
+    let acquired = answers
+        .iter()
+        .filter(|a| a.op == "acquire" && a.code == 0)
+        .count();
+    assert!(
+        lost * 10 <= answers.len(),
+        "{lost} of {} answers lost the race",
+        answers.len()
+    );
+    assert!(acquired > 0, "nobody ever acquired anything");
+
+    // Each clone's local ref is a state the server accepted.
+    for (w, clone) in clones.iter().enumerate() {
+        for issue in ISSUES {
+            if let Some(tip) = clone.tip(issue) {
+                assert!(
+                    by_commit.contains_key(&tip),
+                    "worker {w}'s local {issue} is {tip}, which the server never had"
+                );
+            }
+        }
+    }
+
+    // The race really raced: some pushes lost the compare-and-swap and were decided again.
+    let commits = by_commit.len();
+    let pushes = requests(&daemon, "receive-pack");
+    eprintln!(
+        "race: {} answers ({acquired} acquires, {lost} lost races, {pushes} pushes for {commits} \
+         commits) in {elapsed:?}",
+        answers.len()
+    );
+    assert!(
+        pushes > commits,
+        "no push ever lost the race ({pushes} pushes, {commits} commits): nothing was contended"
+    );
+
+    // The server's ledgers verify, and so does a mirror synced from them (checked together,
+    // so a failure shows all three verdicts).
+    let server = daemon.lease(&["--json", "verify"]);
+    let mirror = daemon.mirror();
+    let synced = mirror.run(&["--json", "sync"]);
+    let mirrored = mirror.run(&["verify"]);
+    assert!(
+        server.code == 0 && synced.code == 0 && mirrored.code == 0,
+        "the raced ledgers do not verify ({} answers, {lost} lost, {elapsed:?})\n\
+         server verify: {server}\nmirror sync: {synced}\nmirror verify: {mirrored}",
+        answers.len()
+    );
+    mirrored.stdout_has("ok");
+    assert_eq!(mirror.lease_refs(), daemon.lease_refs());
+}
+
+#[test]
+fn a_client_clock_behind_the_servers_last_event_never_writes_backwards() {
+    // The race above in slow motion: bob's events are at minutes 10 and 11; alice's process
+    // reads its clock at minute 5 (a clock behind, or a process that read the clock before
+    // bob's push landed). Whatever alice is answered, the server's ledger must still follow
+    // the rules: `at` never goes backwards.
+    let daemon = GitDaemon::start();
+    let a = daemon.clone_for("alice@example.com");
+    let b = daemon.clone_for("bob@example.com");
+    jrun(
+        &b,
+        10,
+        &["acquire", "--remote", "origin", "42", "--ttl", "1h"],
+    )
+    .ok();
+    jrun(&b, 11, &["release", "--remote", "origin", "42"]).ok();
+    let run = jrun(
+        &a,
+        5,
+        &["acquire", "--remote", "origin", "42", "--ttl", "1h"],
+    );
+    let verify = daemon.lease(&["--json", "verify"]);
+    assert_eq!(
+        verify.code, 0,
+        "after alice's acquire ({run}) the server's ledger breaks a rule\n{verify}"
+    );
+    for pair in daemon.chain("42").windows(2) {
+        assert!(
+            pair[1].1["at"].as_str() >= pair[0].1["at"].as_str(),
+            "an event earlier than its parent: {} then {}",
+            pair[0].1,
+            pair[1].1
+        );
+    }
+}
