@@ -303,23 +303,8 @@ fn server_rules(
             ),
         ));
     }
-    if next.event == Event::Acquire && next.acquired_at.is_some_and(off) {
-        return Some((
-            "clock-skew",
-            "acquired_at is too far from the server's clock".into(),
-        ));
-    }
-    if next.holder.is_some() && next.expires_at.is_some_and(|e| e < now - skew) {
-        return Some((
-            "clock-skew",
-            format!(
-                "expires_at {} is already past by the server's clock",
-                next.expires_at
-                    .map(crate::time::format_instant)
-                    .unwrap_or_default()
-            ),
-        ));
-    }
+    // acquired_at and expires_at need no check of their own: verify requires a new
+    // tenure's acquired_at to be its `at`, and expires_at to be after `at`.
     // Takeover only after expiry or release, by the server's clock.
     if let Some(prev) = prev {
         if next.event == Event::Acquire && !process_gone_takeover(prev, next) {
@@ -502,6 +487,10 @@ fn check_fenced_update(
             ),
             Err(_) => refuse("fence", format!("push option lease-token={text} is not a number")),
         },
+        None if policy.require_token && push_options.is_none() => refuse(
+            "fence",
+            "lease.requireToken needs the pre-receive hook: git never gives push options to the update hook (run git lease install-hook)".into(),
+        ),
         None if policy.require_token => refuse(
             "fence",
             format!(
@@ -514,14 +503,15 @@ fn check_fenced_update(
 }
 
 /// Reads the push options git gives a pre-receive hook (`GIT_PUSH_OPTION_COUNT`,
-/// `GIT_PUSH_OPTION_<i>`). Returns `None` when the client sent none.
-pub fn push_options_from_env() -> Option<Vec<String>> {
-    let count: usize = std::env::var("GIT_PUSH_OPTION_COUNT").ok()?.parse().ok()?;
-    Some(
-        (0..count)
-            .filter_map(|i| std::env::var(format!("GIT_PUSH_OPTION_{i}")).ok())
-            .collect(),
-    )
+/// `GIT_PUSH_OPTION_<i>`); empty when the client sent none.
+pub fn push_options_from_env() -> Vec<String> {
+    let count: usize = std::env::var("GIT_PUSH_OPTION_COUNT")
+        .ok()
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    (0..count)
+        .filter_map(|i| std::env::var(format!("GIT_PUSH_OPTION_{i}")).ok())
+        .collect()
 }
 
 #[cfg(test)]

@@ -56,7 +56,7 @@ pub(crate) fn hook(ctx: &Context, kind: &HookKind) -> Result<u8, Failure> {
                     }
                 }
             }
-            (updates, hook::push_options_from_env())
+            (updates, Some(hook::push_options_from_env()))
         }
     };
     let refusals = hook::check_push(
