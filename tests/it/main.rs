@@ -21,6 +21,7 @@ mod http;
 mod mirror;
 mod model;
 mod race;
+mod readme;
 mod remote;
 mod rules;
 mod verify;

@@ -1,0 +1,77 @@
+//! The README's tour, run exactly as written, in a fresh directory: a new user's first
+//! minutes must work.
+
+use std::path::Path;
+
+use crate::env::{self, TestRepo, BIN};
+
+/// Returns the first ```sh block after the `## Tour` heading.
+fn tour() -> String {
+    let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md"))
+        .expect("README.md is readable");
+    let after = readme
+        .split_once("## Tour")
+        .expect("README has a Tour section")
+        .1;
+    let block = after
+        .split_once("```sh\n")
+        .expect("the tour has a sh block")
+        .1;
+    block
+        .split_once("```")
+        .expect("the block ends")
+        .0
+        .to_owned()
+}
+
+#[test]
+fn the_readme_tour_works_as_written() {
+    let scratch = TestRepo::new();
+    let dir = scratch.scratch("tour");
+    // `git lease` finds `git-lease` on PATH, as after `cargo install --path .`.
+    let bin_dir = Path::new(BIN).parent().expect("the binary has a directory");
+    let path = format!(
+        "{}:{}",
+        bin_dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let mut cmd = std::process::Command::new("sh");
+    env::hermetic(&mut cmd, &dir, &dir);
+    let out = cmd
+        .env("PATH", path)
+        .env("GIT_LEASE_NOW", "2026-11-30T14:00:00Z")
+        .arg("-c")
+        .arg(tour())
+        .current_dir(&dir)
+        .output()
+        .expect("run the tour");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let all = format!("{stdout}\n--- stderr\n{stderr}");
+    for expected in [
+        "acquired 42 for alice@example.com (token 1) until 14:15 UTC, in 15m",
+        "held: 42 is held by alice@example.com (token 1)",
+        "ok: token 1 is the live tenure of 42",
+        "released 42 held by alice@example.com (token 1 kept)",
+        "not held: nobody holds 42 (last token 1); nothing to release",
+        "acquired 42 for bob@example.com (token 2)",
+        "\"holder\": \"bob@example.com\"",
+        "acquire 42: bob@example.com token 2",
+    ] {
+        assert!(
+            all.contains(expected),
+            "the tour should print {expected:?}:\n{all}"
+        );
+    }
+    assert!(
+        !stderr.contains("error") && !stderr.contains("fatal"),
+        "the tour printed errors:\n{all}"
+    );
+    let repo = dir.join("demo");
+    let count = std::process::Command::new("git")
+        .args(["rev-list", "--count", "refs/leases/42"])
+        .current_dir(&repo)
+        .output()
+        .expect("git rev-list");
+    assert_eq!(String::from_utf8_lossy(&count.stdout).trim(), "3");
+}
