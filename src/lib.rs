@@ -14,6 +14,38 @@
 //! - Time is always passed in: nothing in this crate reads the clock.
 //!
 //! The storage format is documented in `docs/FORMAT.md`.
+//!
+//! # Embedding it in place of a lease table
+//!
+//! ```
+//! use chrono::{TimeZone, Utc};
+//! use git_lease::{Claim, Ending, IssueId, Ledger, Outcome, Ttl};
+//!
+//! # let dir = tempfile::tempdir()?;
+//! # std::process::Command::new("git").args(["init", "-q", "--bare"]).arg(dir.path()).status()?;
+//! let ledger = Ledger::open(dir.path())?;
+//! let issue: IssueId = "42".parse()?;
+//! let t0 = Utc.with_ymd_and_hms(2026, 11, 30, 14, 0, 0).unwrap();
+//!
+//! let first = ledger.acquire(&issue, &Claim::new("alice", Ttl::parse("15m")?), t0)?;
+//! assert_eq!(first.outcome, Outcome::Acquired);
+//! assert_eq!(first.lease().map(|l| l.token), Some(1));
+//!
+//! // Someone else is refused while alice's lease is live...
+//! let bob = Claim::new("bob", Ttl::parse("15m")?);
+//! assert_eq!(ledger.acquire(&issue, &bob, t0)?.outcome, Outcome::Held);
+//!
+//! // ...and takes over once it expired, with the next fencing token.
+//! let later = t0 + chrono::Duration::minutes(15);
+//! let second = ledger.acquire(&issue, &bob, later)?;
+//! assert_eq!(second.lease().map(|l| l.token), Some(2));
+//!
+//! // alice's stale token no longer passes the fencing check.
+//! assert!(ledger.check(&issue, 1, None, later)?.is_err());
+//! assert_eq!(ledger.release(&issue, "bob", Ending::Release, later)?.outcome, Outcome::Released);
+//! assert_eq!(ledger.log(&issue)?.len(), 3);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 
 pub mod error;
 pub mod hook;

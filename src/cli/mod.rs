@@ -1021,7 +1021,13 @@ fn log_line(e: &Entry) -> String {
         l.token
     );
     match (&l.holder, &l.previous_holder) {
-        (Some(h), Some(p)) if h != p => text += &format!("  {h} (took over from {p})"),
+        (Some(h), Some(p)) => {
+            let why = match l.takeover {
+                Some(git_lease::lease::Takeover::ProcessGone) => ", whose process was gone",
+                _ => ", expired",
+            };
+            text += &format!("  {h} (took over from {p}{why})")
+        }
         (Some(h), _) => text += &format!("  {h}"),
         (None, Some(p)) => text += &format!("  was {p}"),
         (None, None) => {}
