@@ -323,7 +323,11 @@ fn server_rules(
                 }
             }
         }
-        if next.event.frees() && next.event != Event::Revoke && is_live(prev, now) {
+        if next.event.frees()
+            && next.event != Event::Revoke
+            && is_live(prev, now)
+            && !process_gone_takeover(prev, next)
+        {
             let holder = prev.holder.as_deref().unwrap_or_default();
             if next.actor() != Some(holder) {
                 return Some((

@@ -411,8 +411,9 @@ impl<'a> Remote<'a> {
             };
             return Ok(PushResult::Refused(message));
         }
-        const LOST: [&str; 7] = [
+        const LOST: [&str; 8] = [
             "stale info",
+            "atomic push failed",
             "atomic transaction failed",
             "failed to update ref",
             "cannot lock ref",

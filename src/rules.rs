@@ -181,6 +181,16 @@ pub fn ledger_time(current: Option<&Lease>, now: DateTime<Utc>) -> DateTime<Utc>
     current.map_or(now, |lease| now.max(lease.at))
 }
 
+/// Returns why the holder of `lease`, which is not live at `now`, lost it.
+fn takeover_reason(lease: &Lease, now: DateTime<Utc>) -> Takeover {
+    let expired = lease.expires_at.is_some_and(|e| now >= e);
+    if lease.process_gone && !expired {
+        Takeover::ProcessGone
+    } else {
+        Takeover::Expired
+    }
+}
+
 fn base(issue: &IssueId, event: Event, now: DateTime<Utc>, token: u64) -> Lease {
     Lease {
         version: FORMAT_VERSION,
@@ -255,14 +265,9 @@ pub fn acquire(
             // An acquire over a tenure that still records a holder is a takeover: say whose
             // and why.
             next.previous_holder = current.and_then(|l| l.holder.clone());
-            next.takeover = current.filter(|l| l.holder.is_some()).map(|l| {
-                let expired = l.expires_at.is_some_and(|e| now >= e);
-                if l.process_gone && !expired {
-                    Takeover::ProcessGone
-                } else {
-                    Takeover::Expired
-                }
-            });
+            next.takeover = current
+                .filter(|l| l.holder.is_some())
+                .map(|l| takeover_reason(l, now));
             next.note = claim.note.clone();
             next.task = claim.task.clone();
             next.session = claim.session.clone();
@@ -352,6 +357,9 @@ pub fn release<'a>(
     next.previous_holder = Some(previous.to_owned());
     if previous != holder {
         next.by = Some(holder.to_owned());
+        // Freeing someone else's lease is legitimate only because it is no longer live:
+        // record why, as an acquire over it would.
+        next.takeover = Some(takeover_reason(lease, now));
     }
     Transition::write(Outcome::Released, current, next)
 }

@@ -226,7 +226,9 @@ pub fn check_step(prev: Option<&Lease>, next: &Lease) -> Vec<Violation> {
                         ));
                     }
                     let by_other = next.by.as_deref().is_some_and(|b| b != h);
-                    if prev_live && by_other && next.event != Event::Revoke {
+                    let gone =
+                        next.takeover == Some(Takeover::ProcessGone) && prev.process.is_some();
+                    if prev_live && by_other && !gone && next.event != Event::Revoke {
                         found.push((
                             Rule::HolderChange,
                             format!(

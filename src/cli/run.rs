@@ -155,6 +155,9 @@ pub(crate) fn run(ctx: &Context, args: RunArgs) -> Result<u8, Failure> {
         .expect("an acquired report has a lease");
     eprintln!("git lease run: {}", output::report_line(&report, now));
 
+    // Catch signals before the child exists, so none is lost between spawn and forwarding;
+    // the child starts with default dispositions, as exec resets caught signals.
+    let signals = catch_signals()?;
     let spawned = Process::new(program)
         .args(program_args)
         .env("GIT_LEASE_ISSUE", issue.as_str())
@@ -181,7 +184,7 @@ pub(crate) fn run(ctx: &Context, args: RunArgs) -> Result<u8, Failure> {
 
     let (events, inbox) = mpsc::channel::<Event>();
     let (stop_renewing, renewer_stop) = mpsc::channel::<()>();
-    forward_signals(child_pid)?;
+    forward_signals(signals, child_pid);
     {
         let events = events.clone();
         std::thread::spawn(move || {
@@ -288,21 +291,23 @@ fn signal(pid: u32, sig: i32) {
     }
 }
 
-/// Forwards the signals a supervisor sends to `git lease run` on to the child.
-fn forward_signals(child: u32) -> Result<(), Error> {
+/// Starts catching the signals a supervisor sends to `git lease run`.
+fn catch_signals() -> Result<signal_hook::iterator::Signals, Error> {
     use signal_hook::consts::{SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1, SIGUSR2};
-    let mut signals =
-        signal_hook::iterator::Signals::new([SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1, SIGUSR2])
-            .map_err(|e| Error::Io {
+    signal_hook::iterator::Signals::new([SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1, SIGUSR2])
+        .map_err(|e| Error::Io {
             context: "cannot install signal handlers".into(),
             source: e,
-        })?;
+        })
+}
+
+/// Forwards every caught signal (including those caught before the child started) to it.
+fn forward_signals(mut signals: signal_hook::iterator::Signals, child: u32) {
     std::thread::spawn(move || {
         for sig in signals.forever() {
             signal(child, sig);
         }
     });
-    Ok(())
 }
 
 /// Returns the child's exit code to pass through: its code, or 128 + the signal that ended it.

@@ -24,4 +24,6 @@ mod race;
 mod readme;
 mod remote;
 mod rules;
+mod run;
+mod session;
 mod verify;

@@ -1,0 +1,1135 @@
+//! `git lease run` and `git lease wait` (issue 6): leases held for exactly as long as a command
+//! runs, and waiting for an issue to become free.
+//!
+//! These features are defined over real time (renewals, grace periods, polling), so some tests
+//! run on the system clock and last a few seconds. Nothing sleeps to decide an outcome: a
+//! background process is awaited with a generous bound, and readiness (a lease shown held, a
+//! child that says it is ready, signal handlers installed) is polled a bounded number of times.
+
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use crate::daemon::GitDaemon;
+use crate::env::{at, at_min, Cmd, TestRepo, BIN};
+use crate::session::{assert_secret_shape, boot_id, sha256_hex, start_ticks, Sleeper};
+
+const ALICE: &str = "alice@example.com";
+const BOB: &str = "bob@example.com";
+const WORKER: &str = "worker@ci";
+
+/// How often and how long readiness is polled (10 s in all).
+const POLLS: usize = 400;
+const POLL_EVERY: Duration = Duration::from_millis(25);
+/// The bound on waiting for a background process to end.
+const EXIT_BOUND: Duration = Duration::from_secs(20);
+
+// ---------------------------------------------------------------------------------------------
+// Helpers
+// ---------------------------------------------------------------------------------------------
+
+/// Polls `probe` until it answers, at most [`POLLS`] times; panics naming `what` otherwise.
+#[track_caller]
+fn poll_until<T>(what: &str, mut probe: impl FnMut() -> Option<T>) -> T {
+    for _ in 0..POLLS {
+        if let Some(v) = probe() {
+            return v;
+        }
+        std::thread::sleep(POLL_EVERY);
+    }
+    panic!("{what}: not ready after {POLLS} polls");
+}
+
+/// A background process (`git-lease run`, `git-lease wait`) with its output in files; killed
+/// and reaped if the test ends while it still runs.
+struct Bg {
+    child: Child,
+    name: String,
+    out: PathBuf,
+    err: PathBuf,
+}
+
+impl Bg {
+    /// Starts `cmd` with stdout and stderr in `<dir>/<name>.out` and `.err`, with SIGINT and
+    /// SIGTERM at their defaults whatever the test runner inherited.
+    fn spawn(cmd: Cmd, dir: &Path, name: &str) -> Bg {
+        let out = dir.join(format!("{name}.out"));
+        let err = dir.join(format!("{name}.err"));
+        let mut command = cmd.command();
+        command
+            .stdin(Stdio::null())
+            .stdout(std::fs::File::create(&out).expect("create the stdout file"))
+            .stderr(std::fs::File::create(&err).expect("create the stderr file"));
+        // SAFETY: signal(2) is async-signal-safe; nothing else runs between fork and exec.
+        unsafe {
+            command.pre_exec(|| {
+                libc::signal(libc::SIGINT, libc::SIG_DFL);
+                libc::signal(libc::SIGTERM, libc::SIG_DFL);
+                Ok(())
+            });
+        }
+        let child = command
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {name}: {e}"));
+        Bg {
+            child,
+            name: name.to_owned(),
+            out,
+            err,
+        }
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// What it printed so far.
+    fn output(&self) -> String {
+        format!(
+            "--- {} stdout\n{}--- stderr\n{}---",
+            self.name,
+            std::fs::read_to_string(&self.out).unwrap_or_default(),
+            std::fs::read_to_string(&self.err).unwrap_or_default()
+        )
+    }
+
+    /// Returns its exit status if it has ended.
+    fn try_wait(&mut self) -> Option<ExitStatus> {
+        self.child.try_wait().expect("try_wait")
+    }
+
+    /// Waits for it to end, at most `bound`; panics (and kills it) otherwise.
+    #[track_caller]
+    fn wait_within(&mut self, bound: Duration) -> ExitStatus {
+        let deadline = Instant::now() + bound;
+        loop {
+            if let Some(status) = self.try_wait() {
+                return status;
+            }
+            if Instant::now() >= deadline {
+                let _ = self.child.kill();
+                let _ = self.child.wait();
+                panic!(
+                    "{} did not end within {bound:?}\n{}",
+                    self.name,
+                    self.output()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// Asserts that it ended with exit code `want` within the bound.
+    #[track_caller]
+    fn expect_exit(&mut self, want: i32) {
+        let status = self.wait_within(EXIT_BOUND);
+        assert_eq!(
+            status.code(),
+            Some(want),
+            "{} ended with {status:?} instead of exit {want}\n{}",
+            self.name,
+            self.output()
+        );
+    }
+
+    /// SIGKILL and reap.
+    fn kill_and_reap(&mut self) -> ExitStatus {
+        self.child.kill().expect("SIGKILL");
+        self.child.wait().expect("reap")
+    }
+}
+
+impl Drop for Bg {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// A process that is not our child (an orphaned grandchild), killed when dropped if it is
+/// still the same process (same start time).
+struct Stray {
+    pid: u32,
+    ticks: Option<u64>,
+}
+
+impl Stray {
+    fn new(pid: u32) -> Stray {
+        Stray {
+            pid,
+            ticks: start_ticks(pid),
+        }
+    }
+
+    fn kill(&self) {
+        if self.ticks.is_some() && start_ticks(self.pid) == self.ticks {
+            signal(self.pid, libc::SIGKILL);
+        }
+    }
+}
+
+impl Drop for Stray {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+fn signal(pid: u32, sig: i32) {
+    let pid = i32::try_from(pid).expect("a pid");
+    // SAFETY: kill(2) has no memory effects.
+    let rc = unsafe { libc::kill(pid, sig) };
+    assert_eq!(rc, 0, "kill({pid}, {sig}) failed");
+}
+
+/// The children of `pid`, from `/proc/<pid>/task/*/children`.
+fn children_of(pid: u32) -> Vec<u32> {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return Vec::new();
+    };
+    let mut found = Vec::new();
+    for task in tasks.flatten() {
+        let text = std::fs::read_to_string(task.path().join("children")).unwrap_or_default();
+        found.extend(
+            text.split_whitespace()
+                .filter_map(|p| p.parse::<u32>().ok()),
+        );
+    }
+    found
+}
+
+/// True if `pid` catches signal `sig` (the `SigCgt` mask of `/proc/<pid>/status`).
+fn catches(pid: u32, sig: i32) -> bool {
+    let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else {
+        return false;
+    };
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("SigCgt:"))
+        .and_then(|mask| u64::from_str_radix(mask.trim(), 16).ok())
+        .is_some_and(|mask| mask & (1 << (sig - 1)) != 0)
+}
+
+/// `show <issue> --json` on the system clock (or at `now`).
+fn show(repo: &TestRepo, issue: &str, now: Option<&str>) -> Value {
+    let mut cmd = repo.lease().arg_json().args(["show", issue]);
+    if let Some(now) = now {
+        cmd = cmd.now(now);
+    }
+    let run = cmd.run();
+    match run.code {
+        0 => run.json(),
+        4 => Value::Null,
+        _ => panic!("show failed\n{run}"),
+    }
+}
+
+/// Polls until `issue` is shown held by `holder`.
+#[track_caller]
+fn wait_held(repo: &TestRepo, issue: &str, holder: &str, now: Option<&str>) -> Value {
+    poll_until(&format!("{issue} held by {holder}"), || {
+        let v = show(repo, issue, now);
+        (v["held"] == json!(true) && v["holder"] == json!(holder)).then_some(v)
+    })
+}
+
+/// Polls until `path` exists; returns its contents.
+#[track_caller]
+fn wait_file(path: &Path) -> String {
+    poll_until(&format!("{} written", path.display()), || {
+        std::fs::read_to_string(path)
+            .ok()
+            .filter(|t| t.ends_with('\n'))
+    })
+}
+
+/// The state letter of `/proc/<pid>/stat` (`R`, `S`, `T` for stopped...).
+fn process_state(pid: u32) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat[stat.rfind(')')? + 1..].trim_start().chars().next()
+}
+
+/// Stops `pid` (SIGSTOP) at a moment when it does not hold the lock of `refs/leases/<issue>`,
+/// so that others can still write the ledger: a bounded number of tries, each resuming it
+/// at once if it was caught holding the lock.
+fn pause_outside_the_ref_lock(repo: &TestRepo, pid: u32, issue: &str) {
+    let lock = repo.git_dir().join(format!("refs/leases/{issue}.lock"));
+    poll_until("stopping the run outside its ref lock", || {
+        signal(pid, libc::SIGSTOP);
+        poll_until("the run stopped", || {
+            (process_state(pid) == Some('T')).then_some(())
+        });
+        if lock.exists() {
+            signal(pid, libc::SIGCONT);
+            None
+        } else {
+            Some(())
+        }
+    });
+}
+
+/// The `event` of every commit of `issue`'s ledger, oldest first.
+fn events(chain: &[(String, Value)]) -> Vec<String> {
+    chain
+        .iter()
+        .map(|(_, l)| l["event"].as_str().expect("an event").to_owned())
+        .collect()
+}
+
+/// Asserts `git lease verify` finds every ledger clean.
+#[track_caller]
+fn assert_verify_clean(repo: &TestRepo) {
+    let run = repo.lease().arg_json().args(["verify"]).run();
+    run.ok();
+    assert_eq!(run.json()["clean"], json!(true), "{run}");
+}
+
+fn path_str(path: &Path) -> &str {
+    path.to_str().expect("a UTF-8 path")
+}
+
+/// `sh -c` script of a child that traps `sig` (writing `got-<sig>` to `$2` and exiting 0), says
+/// it is ready in `$1` and then loops until a signal ends it.
+fn trapping_child(sig: &str) -> String {
+    format!(
+        "trap 'echo got-{sig} > \"$2\"; exit 0' {sig}; echo $$ > \"$1\"; \
+         while :; do sleep 0.1; done"
+    )
+}
+
+/// `sh -c` script of a child that ignores SIGTERM, says it is ready (its pid) in `$1`, and
+/// loops forever.
+const STUBBORN_CHILD: &str = "trap '' TERM; echo $$ > \"$1\"; while :; do sleep 0.1; done";
+
+// ---------------------------------------------------------------------------------------------
+// run: renewals, end states, exit codes, environment
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn a_child_that_outlives_several_ttls_keeps_its_lease_through_renewals() {
+    let repo = TestRepo::new();
+    // Five fencing checks one second apart, by the child itself, with what run gave it.
+    let script = format!(
+        "i=0; while [ $i -lt 5 ]; do \
+           \"{BIN}\" check 5 --token \"$GIT_LEASE_TOKEN\" --holder \"$GIT_LEASE_HOLDER\" || exit 9; \
+           i=$((i+1)); sleep 1; \
+         done"
+    );
+    let started = Instant::now();
+    let run = repo
+        .lease()
+        .args([
+            "run", "5", "--holder", WORKER, "--ttl", "2s", "--every", "500ms", "--", "sh", "-c",
+            &script,
+        ])
+        .run();
+    let took = started.elapsed();
+    run.ok();
+    assert!(
+        took >= Duration::from_secs(4),
+        "the child ran 5 checks a second apart ({took:?})"
+    );
+    let passed = run
+        .stdout
+        .lines()
+        .filter(|l| l.starts_with("ok: token 1 is the live tenure of 5"))
+        .count();
+    assert_eq!(passed, 5, "every check of the child passed\n{run}");
+
+    let chain = repo.chain("5");
+    let evs = events(&chain);
+    assert_eq!(evs.first().map(String::as_str), Some("acquire"), "{evs:?}");
+    assert_eq!(evs.last().map(String::as_str), Some("complete"), "{evs:?}");
+    let renews = evs.iter().filter(|e| *e == "renew").count();
+    assert!(
+        renews >= 3,
+        "at least 3 renewals in ~5s of a 2s TTL: {evs:?}"
+    );
+    assert_eq!(renews + 2, evs.len(), "only renewals in between: {evs:?}");
+    for (_, lease) in &chain {
+        assert_eq!(lease["token"], json!(1), "one tenure: {lease}");
+    }
+    // Each renewal extends the lease 2s from its own instant.
+    for (_, lease) in chain.iter().filter(|(_, l)| l["event"] == json!("renew")) {
+        let at = lease["at"].as_str().expect("at");
+        let until = lease["expires_at"].as_str().expect("expires_at");
+        let at = chrono::DateTime::parse_from_rfc3339(at).expect("a time");
+        let until = chrono::DateTime::parse_from_rfc3339(until).expect("a time");
+        assert_eq!((until - at).num_seconds(), 2, "{lease}");
+    }
+    // The tenure recorded a session and the run process.
+    let first = &chain[0].1;
+    assert!(
+        first["session"]
+            .as_str()
+            .is_some_and(|s| s.starts_with("sha256:")),
+        "{first}"
+    );
+    assert_eq!(first["process"]["boot_id"], json!(boot_id()), "{first}");
+    assert_eq!(first["previous_holder"], Value::Null);
+    let tip = &chain.last().expect("a tip").1;
+    assert_eq!(tip["holder"], Value::Null, "{tip}");
+    assert_eq!(tip["previous_holder"], json!(WORKER), "{tip}");
+    assert_verify_clean(&repo);
+}
+
+/// An issue, `run` options, the command, its exit code and the event that ends the tenure.
+type RunCase = (
+    &'static str,
+    &'static [&'static str],
+    &'static [&'static str],
+    i32,
+    &'static str,
+);
+
+#[test]
+fn the_childs_exit_code_is_passed_through_and_decides_the_end_state() {
+    let repo = TestRepo::new();
+    let cases: [RunCase; 6] = [
+        ("r1", &[], &["sh", "-c", "exit 7"], 7, "release"),
+        (
+            "r2",
+            &["--on-failure", "abandon"],
+            &["sh", "-c", "exit 7"],
+            7,
+            "abandon",
+        ),
+        (
+            "r3",
+            &["--on-failure", "complete"],
+            &["false"],
+            1,
+            "complete",
+        ),
+        ("r4", &[], &["true"], 0, "complete"),
+        ("r5", &["--on-success", "release"], &["true"], 0, "release"),
+        (
+            "r6",
+            &["--on-success", "abandon"],
+            &["sh", "-c", "exit 0"],
+            0,
+            "abandon",
+        ),
+    ];
+    for (issue, options, command, code, end) in cases {
+        let mut args = vec!["run", issue, "--holder", WORKER, "--ttl", "1h"];
+        args.extend_from_slice(options);
+        args.push("--");
+        args.extend_from_slice(command);
+        let run = repo.run_at(&at_min(0), &args);
+        run.code(code);
+        let chain = repo.chain(issue);
+        assert_eq!(events(&chain), vec!["acquire", end], "{issue}\n{run}");
+        let tip = &chain[1].1;
+        assert_eq!(tip["token"], json!(1), "{tip}");
+        assert_eq!(tip["holder"], Value::Null, "{tip}");
+        assert_eq!(tip["previous_holder"], json!(WORKER), "{tip}");
+        assert_eq!(tip["by"], Value::Null, "the holder itself ended it: {tip}");
+    }
+    // A child killed by a signal: 128 + the signal, and a failure.
+    let run = repo.run_at(
+        &at_min(0),
+        &[
+            "run",
+            "r7",
+            "--holder",
+            WORKER,
+            "--",
+            "sh",
+            "-c",
+            "kill -KILL $$",
+        ],
+    );
+    run.code(128 + 9);
+    assert_eq!(events(&repo.chain("r7")), vec!["acquire", "release"]);
+    // A command that cannot start: the lease is given back at once.
+    let run = repo.run_at(
+        &at_min(0),
+        &["run", "r8", "--holder", WORKER, "--", "/nonexistent/worker"],
+    );
+    assert_ne!(run.code, 0, "{run}");
+    let chain = repo.chain("r8");
+    assert_eq!(chain.len(), 2, "acquired then given back: {chain:?}");
+    assert_eq!(chain[1].1["holder"], Value::Null, "{chain:?}");
+    // No command at all is bad usage.
+    repo.run_at(&at_min(0), &["run", "r9", "--holder", WORKER])
+        .code(2);
+    assert_eq!(repo.tip("r9"), None);
+    assert_verify_clean(&repo);
+}
+
+#[test]
+fn the_child_gets_the_issue_token_holder_and_a_working_session_secret() {
+    let repo = TestRepo::new();
+    // A previous tenure, so the token is 2.
+    repo.run(&["acquire", "12", "--holder", BOB, "--ttl", "1h"])
+        .ok();
+    repo.run(&["release", "12", "--holder", BOB]).ok();
+    let out = repo.scratch("child");
+    let script = format!(
+        r#"out="$1"
+printf '%s\n' "$GIT_LEASE_ISSUE" "$GIT_LEASE_TOKEN" "$GIT_LEASE_HOLDER" "$GIT_LEASE_SECRET" > "$out/env"
+env -u GIT_LEASE_SECRET "{BIN}" --json renew "$GIT_LEASE_ISSUE" --holder "$GIT_LEASE_HOLDER" --ttl 2h > "$out/none.json"; echo $? > "$out/none.code"
+env -u GIT_LEASE_SECRET "{BIN}" --json renew "$GIT_LEASE_ISSUE" --holder "$GIT_LEASE_HOLDER" --ttl 2h --secret gls_0000 > "$out/wrong.json"; echo $? > "$out/wrong.code"
+env -u GIT_LEASE_SECRET "{BIN}" --json renew "$GIT_LEASE_ISSUE" --holder "$GIT_LEASE_HOLDER" --ttl 2h --secret "$GIT_LEASE_SECRET" > "$out/flag.json"; echo $? > "$out/flag.code"
+"{BIN}" --json renew "$GIT_LEASE_ISSUE" --ttl 3h > "$out/env.json"; echo $? > "$out/env.code"
+"#
+    );
+    let run = repo
+        .lease()
+        .args([
+            "run",
+            "12",
+            "--holder",
+            WORKER,
+            "--ttl",
+            "1h",
+            "--",
+            "sh",
+            "-c",
+            &script,
+            "sh",
+            path_str(&out),
+        ])
+        .run();
+    run.ok();
+    let read = |name: &str| std::fs::read_to_string(out.join(name)).expect("the child wrote it");
+    let env = read("env");
+    let lines: Vec<&str> = env.lines().collect();
+    assert_eq!(lines.len(), 4, "{env}");
+    assert_eq!(&lines[..3], ["12", "2", WORKER], "{env}");
+    let secret = lines[3];
+    assert_secret_shape(secret);
+    let chain = repo.chain("12");
+    let acquired = &chain[2].1;
+    assert_eq!(acquired["event"], json!("acquire"));
+    assert_eq!(acquired["token"], json!(2));
+    assert_eq!(
+        acquired["session"],
+        json!(format!("sha256:{}", sha256_hex(secret))),
+        "the child's secret is the tenure's session"
+    );
+
+    let outcome = |name: &str| -> (String, Value) {
+        let json: Value = serde_json::from_str(read(&format!("{name}.json")).trim())
+            .unwrap_or_else(|e| panic!("{name}.json: {e}"));
+        (
+            read(&format!("{name}.code")).trim().to_owned(),
+            json["outcome"].clone(),
+        )
+    };
+    assert_eq!(outcome("none"), ("3".into(), json!("wrong_secret")));
+    assert_eq!(outcome("wrong"), ("3".into(), json!("wrong_secret")));
+    assert_eq!(outcome("flag"), ("0".into(), json!("renewed")));
+    assert_eq!(outcome("env"), ("0".into(), json!("renewed")));
+    assert_eq!(
+        events(&chain),
+        vec!["acquire", "release", "acquire", "renew", "renew", "complete"]
+    );
+    assert_verify_clean(&repo);
+}
+
+#[test]
+fn run_on_an_issue_held_by_someone_else_is_refused_and_never_starts_the_child() {
+    let repo = TestRepo::new();
+    repo.run(&["acquire", "13", "--holder", BOB, "--ttl", "1h"])
+        .ok();
+    // The same holder name over a session lease it cannot prove is refused too.
+    let v = repo
+        .lease()
+        .arg_json()
+        .args([
+            "acquire",
+            "14",
+            "--holder",
+            WORKER,
+            "--ttl",
+            "1h",
+            "--session",
+        ])
+        .run();
+    v.ok();
+    let marker = repo.scratch("out").join("ran");
+    let before = repo.snapshot();
+    for issue in ["13", "14"] {
+        let run = repo
+            .lease()
+            .args([
+                "run",
+                issue,
+                "--holder",
+                WORKER,
+                "--",
+                "sh",
+                "-c",
+                "touch \"$1\"",
+                "sh",
+                path_str(&marker),
+            ])
+            .run();
+        run.code(3);
+        assert!(!marker.exists(), "the child ran on {issue}\n{run}");
+        assert_eq!(
+            repo.snapshot(),
+            before,
+            "a refused run wrote something\n{run}"
+        );
+    }
+    assert_eq!(show(&repo, "13", None)["holder"], json!(BOB));
+    assert_eq!(show(&repo, "14", None)["holder"], json!(WORKER));
+}
+
+// ---------------------------------------------------------------------------------------------
+// run: crashes, lost leases, signals
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn a_run_killed_by_sigkill_leaves_a_lease_taken_over_at_once_on_this_machine() {
+    let repo = TestRepo::new();
+    let dir = repo.scratch("bg");
+    let mut run = Bg::spawn(
+        repo.lease().args([
+            "run", "9", "--holder", WORKER, "--ttl", "1h", "--", "sleep", "300",
+        ]),
+        &dir,
+        "run",
+    );
+    let run_pid = run.pid();
+    wait_held(&repo, "9", WORKER, None);
+    let sleeper = poll_until("the run's child", || children_of(run_pid).first().copied());
+    let sleeper = Stray::new(sleeper);
+    let recorded = repo.lease_json("9");
+    assert_eq!(recorded["process"]["pid"], json!(run_pid), "{recorded}");
+    assert_eq!(
+        recorded["process"]["boot_id"],
+        json!(boot_id()),
+        "{recorded}"
+    );
+
+    // While it runs: held.
+    let held = repo
+        .lease()
+        .arg_json()
+        .args(["acquire", "9", "--holder", BOB])
+        .run();
+    held.code(3);
+    assert_eq!(held.json()["outcome"], json!("held"), "{held}");
+
+    // SIGKILL: no chance to release.
+    let status = run.kill_and_reap();
+    assert_eq!(status.signal(), Some(libc::SIGKILL), "{status:?}");
+    sleeper.kill();
+
+    let shown = show(&repo, "9", None);
+    assert_eq!(shown["held"], json!(false), "{shown}");
+    let taken = repo
+        .lease()
+        .arg_json()
+        .args(["acquire", "9", "--holder", BOB, "--ttl", "1h"])
+        .run();
+    taken.ok();
+    let v = taken.json();
+    assert_eq!(v["outcome"], json!("acquired"), "{taken}");
+    assert_eq!(v["token"], json!(2), "{taken}");
+    let tip = repo.lease_json("9");
+    assert_eq!(tip["takeover"], json!("process_gone"), "{tip}");
+    assert_eq!(tip["previous_holder"], json!(WORKER), "{tip}");
+    assert_eq!(events(&repo.chain("9")), vec!["acquire", "acquire"]);
+    assert_verify_clean(&repo);
+}
+
+#[test]
+fn a_revoked_run_stops_its_child_with_sigterm_and_exits_6() {
+    let repo = TestRepo::new();
+    let dir = repo.scratch("bg");
+    let (ready, marker) = (dir.join("ready"), dir.join("marker"));
+    let mut run = Bg::spawn(
+        repo.lease().args([
+            "run",
+            "11",
+            "--holder",
+            WORKER,
+            "--ttl",
+            "1h",
+            "--every",
+            "300ms",
+            "--grace",
+            "1s",
+            "--",
+            "sh",
+            "-c",
+            &trapping_child("TERM"),
+            "sh",
+            path_str(&ready),
+            path_str(&marker),
+        ]),
+        &dir,
+        "run",
+    );
+    wait_held(&repo, "11", WORKER, None);
+    wait_file(&ready);
+    assert!(
+        run.try_wait().is_none(),
+        "run ended early\n{}",
+        run.output()
+    );
+
+    repo.run(&["revoke", "11", "--reason", "test", "--holder", "admin"])
+        .ok();
+    run.expect_exit(6);
+    assert_eq!(
+        std::fs::read_to_string(&marker).ok().as_deref(),
+        Some("got-TERM\n"),
+        "the child got SIGTERM\n{}",
+        run.output()
+    );
+    let chain = repo.chain("11");
+    let tip = &chain.last().expect("a tip").1;
+    assert_eq!(
+        tip["event"],
+        json!("revoke"),
+        "nothing after the revoke: {chain:?}"
+    );
+    assert_eq!(tip["by"], json!("admin"), "{tip}");
+    assert_verify_clean(&repo);
+}
+
+#[test]
+fn a_child_that_ignores_sigterm_is_killed_after_the_grace_period() {
+    let repo = TestRepo::new();
+    let dir = repo.scratch("bg");
+    let ready = dir.join("ready");
+    let mut run = Bg::spawn(
+        repo.lease().args([
+            "run",
+            "11",
+            "--holder",
+            WORKER,
+            "--ttl",
+            "1h",
+            "--every",
+            "300ms",
+            "--grace",
+            "1s",
+            "--",
+            "sh",
+            "-c",
+            STUBBORN_CHILD,
+            "sh",
+            path_str(&ready),
+        ]),
+        &dir,
+        "run",
+    );
+    wait_held(&repo, "11", WORKER, None);
+    let child: u32 = wait_file(&ready).trim().parse().expect("the child's pid");
+    let _stray = Stray::new(child);
+    assert!(start_ticks(child).is_some(), "the child runs");
+
+    repo.run(&["revoke", "11", "--reason", "test", "--holder", "admin"])
+        .ok();
+    let revoked = Instant::now();
+    run.expect_exit(6);
+    let took = revoked.elapsed();
+    assert!(
+        took >= Duration::from_secs(1),
+        "run must give the child its grace period before SIGKILL ({took:?})"
+    );
+    assert!(
+        start_ticks(child).is_none(),
+        "the child (pid {child}) still runs after run exited\n{}",
+        run.output()
+    );
+    assert_eq!(
+        repo.lease_json("11")["event"],
+        json!("revoke"),
+        "nothing after the revoke"
+    );
+}
+
+#[test]
+fn a_run_whose_renewer_was_paused_past_expiry_and_taken_over_stops_its_child() {
+    let repo = TestRepo::new();
+    let dir = repo.scratch("bg");
+    let (ready, marker) = (dir.join("ready"), dir.join("marker"));
+    // The run's clock starts at T0 (and runs on with the machine's): its lease lasts a minute.
+    let mut run = Bg::spawn(
+        repo.lease().now(&at(0)).args([
+            "run",
+            "16",
+            "--holder",
+            WORKER,
+            "--ttl",
+            "1m",
+            "--every",
+            "300ms",
+            "--grace",
+            "1s",
+            "--",
+            "sh",
+            "-c",
+            &trapping_child("TERM"),
+            "sh",
+            path_str(&ready),
+            path_str(&marker),
+        ]),
+        &dir,
+        "run",
+    );
+    wait_held(&repo, "16", WORKER, Some(&at(0)));
+    wait_file(&ready);
+    // The renewer stops (the process is still there: liveness does not free it) ...
+    pause_outside_the_ref_lock(&repo, run.pid(), "16");
+    // ... and at T0+2m, long after its expiry, bob takes the lease over.
+    let taken = repo
+        .lease()
+        .now(&at_min(2))
+        .arg_json()
+        .args(["acquire", "16", "--holder", BOB, "--ttl", "1h"])
+        .run();
+    signal(run.pid(), libc::SIGCONT);
+    taken.ok();
+    assert_eq!(taken.json()["token"], json!(2), "{taken}");
+    assert_eq!(repo.lease_json("16")["takeover"], json!("expired"));
+
+    run.expect_exit(6);
+    assert_eq!(
+        std::fs::read_to_string(&marker).ok().as_deref(),
+        Some("got-TERM\n"),
+        "the child got SIGTERM\n{}",
+        run.output()
+    );
+    let tip = repo.lease_json("16");
+    assert_eq!(
+        tip["holder"],
+        json!(BOB),
+        "the run wrote nothing after losing: {tip}"
+    );
+    assert_eq!(tip["event"], json!("acquire"), "{tip}");
+    assert_verify_clean(&repo);
+}
+
+#[test]
+fn signals_to_run_are_forwarded_to_the_child() {
+    for (sig, name, issue) in [(libc::SIGTERM, "TERM", "17"), (libc::SIGINT, "INT", "18")] {
+        let repo = TestRepo::new();
+        let dir = repo.scratch("bg");
+        let (ready, marker) = (dir.join("ready"), dir.join("marker"));
+        let mut run = Bg::spawn(
+            repo.lease().args([
+                "run",
+                issue,
+                "--holder",
+                WORKER,
+                "--ttl",
+                "1h",
+                "--",
+                "sh",
+                "-c",
+                &trapping_child(name),
+                "sh",
+                path_str(&ready),
+                path_str(&marker),
+            ]),
+            &dir,
+            name,
+        );
+        wait_held(&repo, issue, WORKER, None);
+        wait_file(&ready);
+        let pid = run.pid();
+        poll_until("run's signal handlers", || catches(pid, sig).then_some(()));
+
+        signal(pid, sig);
+        run.expect_exit(0);
+        assert_eq!(
+            std::fs::read_to_string(&marker).ok().as_deref(),
+            Some(format!("got-{name}\n").as_str()),
+            "the child got SIG{name}\n{}",
+            run.output()
+        );
+        let chain = repo.chain(issue);
+        assert_eq!(
+            events(&chain),
+            vec!["acquire", "complete"],
+            "SIG{name}: the child exited 0"
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// run --remote
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn run_works_through_a_remote() {
+    let daemon = GitDaemon::start();
+    let repo = daemon.clone_for(WORKER);
+    let other = daemon.clone_for(BOB);
+    let script = format!(
+        "\"{BIN}\" check \"$GIT_LEASE_ISSUE\" --remote origin --token \"$GIT_LEASE_TOKEN\" \
+         --holder \"$GIT_LEASE_HOLDER\""
+    );
+    let run = repo
+        .lease()
+        .args([
+            "run", "--remote", "origin", "15", "--ttl", "1h", "--", "sh", "-c", &script,
+        ])
+        .run();
+    run.ok();
+    run.stdout_has("ok: token 1 is the live tenure of 15");
+    let chain = daemon.chain("15");
+    assert_eq!(events(&chain), vec!["acquire", "complete"], "on the server");
+    assert_eq!(chain[0].1["holder"], json!(WORKER));
+    assert!(chain[0].1["session"].is_string(), "{:?}", chain[0].1);
+    assert_eq!(repo.tip("15"), daemon.tip("15"));
+
+    // Held on the server by someone this clone never heard of: refused, nothing runs.
+    other
+        .lease()
+        .args(["acquire", "--remote", "origin", "16", "--ttl", "1h"])
+        .run()
+        .ok();
+    let marker = repo.scratch("out").join("ran");
+    let before = daemon.lease_refs();
+    let run = repo
+        .lease()
+        .args([
+            "run",
+            "--remote",
+            "origin",
+            "16",
+            "--",
+            "sh",
+            "-c",
+            "touch \"$1\"",
+            "sh",
+            path_str(&marker),
+        ])
+        .run();
+    run.code(3);
+    assert!(!marker.exists(), "the child ran\n{run}");
+    assert_eq!(daemon.lease_refs(), before);
+    daemon.lease(&["verify"]).ok();
+}
+
+#[test]
+fn a_run_through_a_remote_whose_lease_is_revoked_on_the_server_exits_6() {
+    let daemon = GitDaemon::start();
+    let repo = daemon.clone_for(WORKER);
+    let dir = repo.scratch("bg");
+    let (ready, marker) = (dir.join("ready"), dir.join("marker"));
+    let mut run = Bg::spawn(
+        repo.lease().args([
+            "run",
+            "--remote",
+            "origin",
+            "19",
+            "--ttl",
+            "1h",
+            "--every",
+            "300ms",
+            "--grace",
+            "1s",
+            "--",
+            "sh",
+            "-c",
+            &trapping_child("TERM"),
+            "sh",
+            path_str(&ready),
+            path_str(&marker),
+        ]),
+        &dir,
+        "run",
+    );
+    wait_file(&ready);
+    poll_until("19 on the server", || daemon.tip("19"));
+    daemon
+        .lease(&["revoke", "19", "--reason", "test", "--holder", "admin"])
+        .ok();
+    run.expect_exit(6);
+    assert_eq!(
+        std::fs::read_to_string(&marker).ok().as_deref(),
+        Some("got-TERM\n"),
+        "{}",
+        run.output()
+    );
+    let chain = daemon.chain("19");
+    assert_eq!(
+        chain.last().map(|(_, l)| l["event"].clone()),
+        Some(json!("revoke")),
+        "nothing after the revoke: {chain:?}"
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// wait
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn wait_on_a_free_issue_returns_at_once() {
+    let repo = TestRepo::new();
+    repo.run(&["acquire", "w2", "--holder", ALICE]).ok();
+    repo.run(&["release", "w2", "--holder", ALICE]).ok();
+    let before = repo.snapshot();
+    for issue in ["never-leased", "w2"] {
+        let started = Instant::now();
+        let run = repo.run(&["wait", issue, "--timeout", "30s"]);
+        run.ok();
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "wait on a free issue returns at once\n{run}"
+        );
+    }
+    assert_eq!(
+        repo.snapshot(),
+        before,
+        "wait without --acquire writes nothing"
+    );
+    // With --acquire: taken at once.
+    let run = repo.run(&[
+        "wait",
+        "w2",
+        "--acquire",
+        "--holder",
+        BOB,
+        "--timeout",
+        "30s",
+    ]);
+    run.ok();
+    let tip = repo.lease_json("w2");
+    assert_eq!(
+        (tip["holder"].clone(), tip["token"].clone()),
+        (json!(BOB), json!(2))
+    );
+}
+
+#[test]
+fn wait_on_a_held_issue_times_out_with_exit_3() {
+    let repo = TestRepo::new();
+    repo.run(&["acquire", "w1", "--holder", ALICE, "--ttl", "1h"])
+        .ok();
+    let before = repo.snapshot();
+    let started = Instant::now();
+    let run = repo.run(&["wait", "w1", "--timeout", "1s"]);
+    let took = started.elapsed();
+    run.code(3);
+    assert!(
+        took >= Duration::from_secs(1) && took < Duration::from_secs(10),
+        "wait --timeout 1s took {took:?}\n{run}"
+    );
+    let run = repo.run(&[
+        "wait",
+        "w1",
+        "--timeout",
+        "1s",
+        "--acquire",
+        "--holder",
+        BOB,
+    ]);
+    run.code(3);
+    assert_eq!(
+        repo.snapshot(),
+        before,
+        "a wait that timed out wrote something"
+    );
+}
+
+#[test]
+fn wait_acquire_takes_the_issue_once_its_holder_releases_it() {
+    let repo = TestRepo::new();
+    repo.run(&["acquire", "w3", "--holder", ALICE, "--ttl", "1h"])
+        .ok();
+    let dir = repo.scratch("bg");
+    let mut wait = Bg::spawn(
+        repo.lease().args([
+            "wait",
+            "w3",
+            "--acquire",
+            "--holder",
+            BOB,
+            "--ttl",
+            "1h",
+            "--timeout",
+            "30s",
+        ]),
+        &dir,
+        "wait",
+    );
+    // It blocks while the issue is held.
+    let blocked_until = Instant::now() + Duration::from_millis(500);
+    while Instant::now() < blocked_until {
+        assert!(
+            wait.try_wait().is_none(),
+            "wait ended while the issue was held\n{}",
+            wait.output()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    repo.run(&["release", "w3", "--holder", ALICE]).ok();
+    wait.expect_exit(0);
+    let chain = repo.chain("w3");
+    assert_eq!(events(&chain), vec!["acquire", "release", "acquire"]);
+    let tip = &chain[2].1;
+    assert_eq!(tip["holder"], json!(BOB), "{tip}");
+    assert_eq!(tip["token"], json!(2), "{tip}");
+    assert_verify_clean(&repo);
+}
+
+#[test]
+fn wait_acquire_takes_over_once_the_holder_process_is_gone() {
+    let repo = TestRepo::new();
+    let mut holder = Sleeper::start();
+    repo.run(&[
+        "acquire",
+        "w4",
+        "--holder",
+        ALICE,
+        "--ttl",
+        "1h",
+        "--pid",
+        &holder.pid().to_string(),
+    ])
+    .ok();
+    let dir = repo.scratch("bg");
+    let mut wait = Bg::spawn(
+        repo.lease().args([
+            "wait",
+            "w4",
+            "--acquire",
+            "--holder",
+            BOB,
+            "--timeout",
+            "30s",
+        ]),
+        &dir,
+        "wait",
+    );
+    assert!(wait.try_wait().is_none(), "{}", wait.output());
+    holder.kill_and_reap();
+    wait.expect_exit(0);
+    let tip = repo.lease_json("w4");
+    assert_eq!(tip["holder"], json!(BOB), "{tip}");
+    assert_eq!(tip["token"], json!(2), "{tip}");
+    assert_eq!(tip["takeover"], json!("process_gone"), "{tip}");
+    assert_verify_clean(&repo);
+}
+
+#[test]
+fn wait_returns_when_the_lease_expires() {
+    let repo = TestRepo::new();
+    repo.run_at(&at(0), &["acquire", "w5", "--holder", ALICE, "--ttl", "2s"])
+        .ok();
+    // wait's clock starts at T0 and runs with the machine's: the lease ends 2s later.
+    let started = Instant::now();
+    let run = repo.run_at(&at(0), &["wait", "w5", "--timeout", "20s"]);
+    let took = started.elapsed();
+    run.ok();
+    assert!(
+        took >= Duration::from_secs(2) && took < Duration::from_secs(15),
+        "wait returned after {took:?}\n{run}"
+    );
+}
