@@ -350,6 +350,13 @@ impl TestRepo {
     /// A fresh repository made with `git init <extra>` (`--bare`, `--object-format=sha256`,
     /// `--ref-format=reftable`, ...).
     pub fn init(extra: &[&str]) -> TestRepo {
+        let bare = extra.contains(&"--bare");
+        TestRepo::init_at(if bare { "repo.git" } else { "repo" }, extra)
+    }
+
+    /// A fresh repository made with `git init <extra>` at `<tmp>/<name>` (`name` may have
+    /// several components: git creates the leading directories).
+    pub fn init_at(name: &str, extra: &[&str]) -> TestRepo {
         let tmp = tempfile::Builder::new()
             .prefix("git-lease-it.")
             .tempdir()
@@ -361,7 +368,7 @@ impl TestRepo {
         let home = root.join("home");
         std::fs::create_dir(&home).expect("create HOME");
         let bare = extra.contains(&"--bare");
-        let path = root.join(if bare { "repo.git" } else { "repo" });
+        let path = root.join(name);
         let repo = TestRepo {
             tmp,
             root: root.clone(),
@@ -385,6 +392,11 @@ impl TestRepo {
     /// The temporary directory holding everything (HOME, the repository, scratch space).
     pub fn root(&self) -> &Path {
         &self.root
+    }
+
+    /// The `HOME` of every process started here.
+    pub fn home(&self) -> &Path {
+        &self.home
     }
 
     /// The git dir.

@@ -7,25 +7,11 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 
 use crate::env::{at_min, TestRepo, T0};
+use crate::forge::{acquired, lease_bytes};
 
 /// A valid `lease.json` for `issue`, held by `holder` with `token`, as the tool writes it.
 fn lease_doc(issue: &str, holder: &str, token: u64) -> Value {
-    json!({
-        "version": 1,
-        "issue": issue,
-        "event": "acquire",
-        "holder": holder,
-        "token": token,
-        "acquired_at": T0,
-        "expires_at": at_min(60),
-        "at": T0,
-    })
-}
-
-fn pretty(v: &Value) -> Vec<u8> {
-    let mut bytes = serde_json::to_vec_pretty(v).expect("serialize");
-    bytes.push(b'\n');
-    bytes
+    acquired(issue, holder, token, 0, Some(3600))
 }
 
 /// Builds a commit by hand: a tree of `files` (name, content), with `parents`.
@@ -110,7 +96,7 @@ fn a_lease_json_of_an_unknown_version_is_named_as_such() {
     let repo = TestRepo::new();
     let mut doc = lease_doc("42", "alice", 1);
     doc["version"] = json!(99);
-    let commit = hand_commit(&repo, &[("lease.json", &pretty(&doc))], &[]);
+    let commit = hand_commit(&repo, &[("lease.json", &lease_bytes(&doc))], &[]);
     point(&repo, "42", &commit);
     assert_corrupt(&repo, "42", &commit, "99");
 }
@@ -119,7 +105,7 @@ fn a_lease_json_of_an_unknown_version_is_named_as_such() {
 fn a_lease_json_for_another_issue_is_corrupt() {
     let repo = TestRepo::new();
     let doc = lease_doc("43", "alice", 1);
-    let commit = hand_commit(&repo, &[("lease.json", &pretty(&doc))], &[]);
+    let commit = hand_commit(&repo, &[("lease.json", &lease_bytes(&doc))], &[]);
     point(&repo, "42", &commit);
     assert_corrupt(&repo, "42", &commit, "43");
 }
@@ -139,7 +125,7 @@ fn a_lease_json_with_missing_fields_is_corrupt() {
 #[test]
 fn a_ledger_commit_with_extra_files_is_corrupt() {
     let repo = TestRepo::new();
-    let doc = pretty(&lease_doc("42", "alice", 1));
+    let doc = lease_bytes(&lease_doc("42", "alice", 1));
     let commit = hand_commit(&repo, &[("lease.json", &doc), ("extra.txt", b"x\n")], &[]);
     point(&repo, "42", &commit);
     assert_corrupt(&repo, "42", &commit, "extra.txt");
@@ -148,11 +134,11 @@ fn a_ledger_commit_with_extra_files_is_corrupt() {
 #[test]
 fn a_ledger_merge_commit_is_corrupt() {
     let repo = TestRepo::new();
-    let doc = pretty(&lease_doc("42", "alice", 1));
+    let doc = lease_bytes(&lease_doc("42", "alice", 1));
     let a = hand_commit(&repo, &[("lease.json", &doc)], &[]);
     let b = hand_commit(
         &repo,
-        &[("lease.json", &pretty(&lease_doc("42", "bob", 1)))],
+        &[("lease.json", &lease_bytes(&lease_doc("42", "bob", 1)))],
         &[],
     );
     let merge = hand_commit(&repo, &[("lease.json", &doc)], &[&a, &b]);
@@ -165,7 +151,7 @@ fn a_lease_ref_pointing_at_a_blob_is_corrupt() {
     let repo = TestRepo::new();
     let blob = repo.git_stdin(
         &["hash-object", "-w", "--stdin"],
-        &pretty(&lease_doc("42", "a", 1)),
+        &lease_bytes(&lease_doc("42", "a", 1)),
     );
     point(&repo, "42", &blob);
     assert_corrupt(&repo, "42", &blob, "not a commit");
@@ -176,13 +162,13 @@ fn a_corrupt_commit_deep_in_the_chain_fails_log_naming_it() {
     let repo = TestRepo::new();
     let root = hand_commit(
         &repo,
-        &[("lease.json", &pretty(&lease_doc("42", "a", 1)))],
+        &[("lease.json", &lease_bytes(&lease_doc("42", "a", 1)))],
         &[],
     );
     let bad = hand_commit(&repo, &[("lease.json", b"{broken")], &[&root]);
     let tip = hand_commit(
         &repo,
-        &[("lease.json", &pretty(&lease_doc("42", "a", 1)))],
+        &[("lease.json", &lease_bytes(&lease_doc("42", "a", 1)))],
         &[&bad],
     );
     point(&repo, "42", &tip);
@@ -201,7 +187,7 @@ fn a_hand_built_valid_ledger_is_accepted() {
     let repo = TestRepo::new();
     let commit = hand_commit(
         &repo,
-        &[("lease.json", &pretty(&lease_doc("42", "alice", 5)))],
+        &[("lease.json", &lease_bytes(&lease_doc("42", "alice", 5)))],
         &[],
     );
     point(&repo, "42", &commit);

@@ -12,14 +12,14 @@
 //! - alice, late, pushes with her token 1: refused, naming tenure 2.
 
 use crate::env::{at, Run, TestRepo};
-use crate::hook::LeaseServer;
+use crate::server::Server;
 
 const FENCE: &str = "refs/heads/issue/*";
 
 /// A server with the fence configured and its clock at `now`; `lease.maxClockSkew` is an hour
 /// so that clients a few minutes off are accepted.
-fn fenced_server(now: i64) -> LeaseServer {
-    let mut server = LeaseServer::new();
+fn fenced_server(now: i64) -> Server {
+    let mut server = Server::with_hook();
     server.config("lease.fence", FENCE);
     server.config("lease.maxClockSkew", "1h");
     server.start_at(&at(now));
@@ -79,7 +79,7 @@ fn a_stale_holder_is_fenced_off_after_a_takeover() {
         &["--remote", "origin", "acquire", "7", "--ttl", "10m"],
     );
     run.ok();
-    assert_eq!(server.chain("7")[0]["token"], 1);
+    assert_eq!(server.leases("7")[0]["token"], 1);
     let alice_work = work(&alice, "alice: work");
     lease_push(&alice, -200).ok();
     assert_eq!(server.rev("refs/heads/issue/7"), Some(alice_work.clone()));
@@ -96,7 +96,7 @@ fn a_stale_holder_is_fenced_off_after_a_takeover() {
         &["--remote", "origin", "acquire", "7", "--ttl", "10m"],
     );
     run.ok();
-    let chain = server.chain("7");
+    let chain = server.leases("7");
     assert_eq!(chain.len(), 2, "{chain:?}");
     assert_eq!(chain[1]["token"], 2);
     assert_eq!(chain[1]["holder"], "bob");

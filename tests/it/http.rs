@@ -7,12 +7,14 @@
 //! environment, see `fixtures/lighttpd-git.conf`).
 
 use crate::env::{at, Run, TestRepo};
-use crate::hook::{acquired, assert_refused, freed, lease_commit, with, LeaseServer};
+use crate::forge::{acquired, freed, with};
+use crate::hook::{assert_refused, lease_commit};
+use crate::server::Server;
 
 /// An http server for alice, bob and admin, identity from `REMOTE_USER`, admin in
 /// `lease.admins`, its clock at T0.
-fn http_server() -> LeaseServer {
-    let mut server = LeaseServer::http(&["alice", "bob", "admin"]);
+fn http_server() -> Server {
+    let mut server = Server::http(&["alice", "bob", "admin"]);
     server.config("lease.pusherEnv", "REMOTE_USER");
     server.config("lease.admins", "admin");
     server.start_at(&at(0));
@@ -72,7 +74,7 @@ fn over_http_the_hook_judges_the_authenticated_pusher() {
         "alice's own acquire was refused\n{run}\n{}",
         server.log()
     );
-    let chain = server.chain("7");
+    let chain = server.leases("7");
     assert_eq!(chain.len(), 1);
     assert_eq!(chain[0]["holder"], "alice");
     assert_eq!(chain[0]["token"], 1);
@@ -98,7 +100,7 @@ fn over_http_the_hook_judges_the_authenticated_pusher() {
     assert_eq!(server.tip("8"), None);
     // As himself, bob gets in (his credentials work).
     lease(&bob, 0, &["--remote", "origin", "acquire", "8"]).ok();
-    assert_eq!(server.chain("8")[0]["holder"], "bob");
+    assert_eq!(server.leases("8")[0]["holder"], "bob");
 
     // bob tries to release alice's live lease, posing as alice: refused.
     let run = lease(
@@ -170,7 +172,7 @@ fn over_http_the_hook_judges_the_authenticated_pusher() {
         "admin's revoke was refused\n{run}\n{}",
         server.log()
     );
-    let chain = server.chain("7");
+    let chain = server.leases("7");
     assert_eq!(chain.len(), 2);
     assert_eq!(chain[1]["event"], "revoke");
     assert_eq!(chain[1]["by"], "admin");
@@ -194,14 +196,14 @@ fn over_http_the_hook_judges_the_authenticated_pusher() {
         "bob could not free an expired lease\n{run}\n{}",
         server.log()
     );
-    let chain = server.chain("10");
+    let chain = server.leases("10");
     assert_eq!(chain[1]["event"], "release");
     assert_eq!(chain[1]["by"], "bob");
     assert_eq!(chain[1]["previous_holder"], "alice");
 
     // Now bob may take it, as a new tenure.
     lease(&bob, 20, &["--remote", "origin", "acquire", "7"]).ok();
-    let chain = server.chain("7");
+    let chain = server.leases("7");
     assert_eq!(chain[2]["holder"], "bob");
     assert_eq!(chain[2]["token"], 2);
     server.lease(&["verify"]).ok();

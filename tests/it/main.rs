@@ -6,7 +6,10 @@
 //! - [`faults`]: corrupt ledgers, stale locks, ref clashes, repository formats and layouts.
 //! - [`race`]: real concurrent processes on one issue.
 //! - [`model`]: property test of the library against a simple model.
-//! - [`daemon`]: a real `git daemon` on 127.0.0.1 per test, for remote claims and mirrors.
+//! - [`server`]: a served bare repository per test (`git daemon`, or lighttpd and
+//!   `git http-backend`), with the system clock or a fixed one, with the hook or not; its own
+//!   tests are in [`daemon`].
+//! - [`forge`]: ledger history built by hand with plain git plumbing, and `lease.json` values.
 //! - [`remote`], [`mirror`], [`verify`]: claims through a remote, sync, and ledger audits.
 //! - [`hook`], [`fence`]: the server hook against forged pushes, and fenced work branches.
 
@@ -16,6 +19,7 @@ mod cli;
 mod daemon;
 mod faults;
 mod fence;
+mod forge;
 mod hook;
 mod http;
 mod mirror;
@@ -25,5 +29,6 @@ mod readme;
 mod remote;
 mod rules;
 mod run;
+mod server;
 mod session;
 mod verify;

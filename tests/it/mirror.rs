@@ -4,9 +4,10 @@
 
 use serde_json::{json, Value};
 
-use crate::daemon::GitDaemon;
 use crate::env::{at_min, Run, TestRepo};
-use crate::verify::{acquired, build_chain, build_chain_on, set_ledger};
+use crate::forge::{build_chain, build_chain_on, set_ledger};
+use crate::server::Server;
+use crate::verify::acquired;
 
 /// Runs `git lease --json <args>` in `repo` at `min` minutes after T0.
 fn jrun(repo: &TestRepo, min: i64, args: &[&str]) -> Run {
@@ -46,16 +47,16 @@ fn entry<'a>(summary: &'a Value, list: &str, issue: &str) -> &'a Value {
 
 /// Replaces the upstream ledger of `issue` with a different root: mallory's acquire of
 /// token 1, forced in with `git update-ref`. Returns the forged tip.
-fn rewrite_upstream(daemon: &GitDaemon, issue: &str) -> String {
-    let forged = build_chain(daemon, &[acquired(issue, "mallory", 1, 0, 60)]);
-    set_ledger(daemon, issue, &forged[0]);
+fn rewrite_upstream(daemon: &Server, issue: &str) -> String {
+    let forged = build_chain(daemon.repo(), &[acquired(issue, "mallory", 1, 0, 60)]);
+    set_ledger(daemon.repo(), issue, &forged[0]);
     forged[0].clone()
 }
 
 #[test]
 fn sync_copies_moves_forward_and_refuses_a_rewritten_ledger() {
-    let daemon = GitDaemon::start();
-    let w = daemon.clone_for("alice@example.com");
+    let daemon = Server::daemon();
+    let w = daemon.client("alice@example.com");
     jrun(
         &w,
         0,
@@ -138,8 +139,8 @@ fn sync_copies_moves_forward_and_refuses_a_rewritten_ledger() {
 
 #[test]
 fn sync_refuses_a_new_commit_that_breaks_a_rule() {
-    let daemon = GitDaemon::start();
-    let w = daemon.clone_for("alice@example.com");
+    let daemon = Server::daemon();
+    let w = daemon.client("alice@example.com");
     jrun(
         &w,
         0,
@@ -158,8 +159,12 @@ fn sync_refuses_a_new_commit_that_breaks_a_rule() {
 
     // On top of x's valid tip (free, token 1): an acquire of token 3.
     let tip = daemon.tip("x").unwrap();
-    let bad = build_chain_on(&daemon, Some(&tip), &[acquired("x", "mallory", 3, 20, 60)]);
-    set_ledger(&daemon, "x", &bad[0]);
+    let bad = build_chain_on(
+        daemon.repo(),
+        Some(&tip),
+        &[acquired("x", "mallory", 3, 20, 60)],
+    );
+    set_ledger(daemon.repo(), "x", &bad[0]);
     jrun(&w, 2, &["release", "--remote", "origin", "y"]).ok();
 
     let (run, v) = sync_json(&mirror, 1);
@@ -190,16 +195,16 @@ fn sync_refuses_a_new_commit_that_breaks_a_rule() {
 
 #[test]
 fn sync_refuses_a_new_ledger_that_breaks_a_rule() {
-    let daemon = GitDaemon::start();
-    let w = daemon.clone_for("alice@example.com");
+    let daemon = Server::daemon();
+    let w = daemon.client("alice@example.com");
     jrun(
         &w,
         0,
         &["acquire", "--remote", "origin", "ok", "--ttl", "1h"],
     )
     .ok();
-    let forged = build_chain(&daemon, &[acquired("z", "mallory", 2, 0, 60)]);
-    set_ledger(&daemon, "z", &forged[0]);
+    let forged = build_chain(daemon.repo(), &[acquired("z", "mallory", 2, 0, 60)]);
+    set_ledger(daemon.repo(), "z", &forged[0]);
 
     let mirror = daemon.mirror();
     let (run, v) = sync_json(&mirror, 1);
@@ -222,8 +227,8 @@ fn sync_refuses_a_new_ledger_that_breaks_a_rule() {
 
 #[test]
 fn sync_refuses_rewound_and_deleted_ledgers_and_keeps_the_copies() {
-    let daemon = GitDaemon::start();
-    let w = daemon.clone_for("alice@example.com");
+    let daemon = Server::daemon();
+    let w = daemon.client("alice@example.com");
     jrun(
         &w,
         0,
@@ -240,7 +245,7 @@ fn sync_refuses_rewound_and_deleted_ledgers_and_keeps_the_copies() {
 
     // Upstream rewinds a to its parent and deletes e; f moves forward.
     let parent = daemon.git(&["rev-parse", &format!("{tip_a}^")]);
-    set_ledger(&daemon, "a", &parent);
+    set_ledger(daemon.repo(), "a", &parent);
     daemon.git(&["update-ref", "-d", "refs/leases/e"]);
     jrun(&w, 2, &["release", "--remote", "origin", "f"]).ok();
 
@@ -268,8 +273,8 @@ fn sync_refuses_rewound_and_deleted_ledgers_and_keeps_the_copies() {
 
 #[test]
 fn sync_takes_the_remote_from_its_argument_or_lease_remote() {
-    let daemon = GitDaemon::start();
-    let w = daemon.clone_for("alice@example.com");
+    let daemon = Server::daemon();
+    let w = daemon.client("alice@example.com");
     jrun(
         &w,
         0,
@@ -301,8 +306,8 @@ fn sync_takes_the_remote_from_its_argument_or_lease_remote() {
 #[test]
 fn plain_git_fetch_without_plus_refuses_a_rewritten_ledger() {
     // The plain-git way of docs/FORMAT.md: fast-forward only, but no lease rules.
-    let daemon = GitDaemon::start();
-    let w = daemon.clone_for("alice@example.com");
+    let daemon = Server::daemon();
+    let w = daemon.client("alice@example.com");
     jrun(
         &w,
         0,

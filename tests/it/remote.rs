@@ -1,14 +1,14 @@
 //! Claims through a remote (`--remote`, `lease.remote`): the server is the authority and a push
 //! with an expected old value is the compare-and-swap. Every test runs its own `git daemon`
-//! (see [`crate::daemon`]) or its own `file://` bare repository.
+//! (see [`crate::server`]) or its own `file://` bare repository.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Barrier};
 
 use serde_json::{json, Value};
 
-use crate::daemon::GitDaemon;
 use crate::env::{at_min, Run, TestRepo};
+use crate::server::Server;
 
 /// Runs `git lease --json <args>` in `repo` at `min` minutes after T0.
 fn jrun(repo: &TestRepo, min: i64, args: &[&str]) -> Run {
@@ -17,7 +17,7 @@ fn jrun(repo: &TestRepo, min: i64, args: &[&str]) -> Run {
 
 /// Counts the daemon's log lines that mention `service` (`upload-pack` is a fetch,
 /// `receive-pack` a push).
-fn requests(daemon: &GitDaemon, service: &str) -> usize {
+fn requests(daemon: &Server, service: &str) -> usize {
     daemon
         .log()
         .lines()
@@ -31,10 +31,10 @@ fn requests(daemon: &GitDaemon, service: &str) -> usize {
 
 #[test]
 fn the_remote_decides_whatever_each_clone_knew() {
-    let daemon = GitDaemon::start();
-    let a = daemon.clone_for("alice@example.com");
-    let b = daemon.clone_for("bob@example.com");
-    let c = daemon.clone_for("carol@example.com");
+    let daemon = Server::daemon();
+    let a = daemon.client("alice@example.com");
+    let b = daemon.client("bob@example.com");
+    let c = daemon.client("carol@example.com");
 
     // A claims through the remote: the server and A's local ref agree.
     let run = jrun(
@@ -158,9 +158,9 @@ fn the_remote_decides_whatever_each_clone_knew() {
 
 #[test]
 fn lease_remote_config_is_the_default_and_local_overrides_it() {
-    let daemon = GitDaemon::start();
-    let a = daemon.clone_for("alice@example.com");
-    let b = daemon.clone_for("bob@example.com");
+    let daemon = Server::daemon();
+    let a = daemon.client("alice@example.com");
+    let b = daemon.client("bob@example.com");
     a.git(&["config", "lease.remote", "origin"]);
     b.git(&["config", "lease.remote", "origin"]);
 
@@ -222,10 +222,10 @@ fn lease_remote_config_is_the_default_and_local_overrides_it() {
 
 #[test]
 fn reads_through_the_remote_fetch_first() {
-    let daemon = GitDaemon::start();
-    let a = daemon.clone_for("alice@example.com");
-    let b = daemon.clone_for("bob@example.com");
-    let c = daemon.clone_for("carol@example.com");
+    let daemon = Server::daemon();
+    let a = daemon.client("alice@example.com");
+    let b = daemon.client("bob@example.com");
+    let c = daemon.client("carol@example.com");
 
     // Several issues at once through the remote: all or none.
     let run = jrun(
@@ -378,8 +378,8 @@ fn reads_through_the_remote_fetch_first() {
 
 #[test]
 fn an_uncontended_write_is_one_push_and_no_fetch() {
-    let daemon = GitDaemon::start();
-    let a = daemon.clone_for("alice@example.com");
+    let daemon = Server::daemon();
+    let a = daemon.client("alice@example.com");
     jrun(
         &a,
         0,
@@ -410,10 +410,10 @@ fn an_uncontended_write_is_one_push_and_no_fetch() {
 
 #[test]
 fn a_stale_tracking_copy_still_gets_the_right_answer() {
-    let daemon = GitDaemon::start();
-    let a = daemon.clone_for("alice@example.com");
-    let a2 = daemon.clone_for("alice@example.com");
-    let b = daemon.clone_for("bob@example.com");
+    let daemon = Server::daemon();
+    let a = daemon.client("alice@example.com");
+    let a2 = daemon.client("alice@example.com");
+    let b = daemon.client("bob@example.com");
 
     jrun(
         &a,
@@ -490,9 +490,9 @@ fn a_stale_tracking_copy_still_gets_the_right_answer() {
 
 #[test]
 fn a_push_refused_by_a_server_hook_is_reported_and_not_retried() {
-    let daemon = GitDaemon::start();
-    let a = daemon.clone_for("alice@example.com");
-    let b = daemon.clone_for("bob@example.com");
+    let daemon = Server::daemon();
+    let a = daemon.client("alice@example.com");
+    let b = daemon.client("bob@example.com");
     jrun(
         &a,
         0,
@@ -669,10 +669,8 @@ fn call(
 
 #[test]
 fn racing_clones_never_share_a_lease_or_a_token() {
-    let daemon = GitDaemon::start();
-    let clones: Vec<TestRepo> = (0..WORKERS)
-        .map(|w| daemon.clone_for(&holder_of(w)))
-        .collect();
+    let daemon = Server::daemon();
+    let clones: Vec<TestRepo> = (0..WORKERS).map(|w| daemon.client(&holder_of(w))).collect();
     let barrier = Arc::new(Barrier::new(WORKERS));
     let started = std::time::Instant::now();
 
@@ -910,9 +908,9 @@ fn a_client_clock_behind_the_servers_last_event_never_writes_backwards() {
     // reads its clock at minute 5 (a clock behind, or a process that read the clock before
     // bob's push landed). Whatever alice is answered, the server's ledger must still follow
     // the rules: `at` never goes backwards.
-    let daemon = GitDaemon::start();
-    let a = daemon.clone_for("alice@example.com");
-    let b = daemon.clone_for("bob@example.com");
+    let daemon = Server::daemon();
+    let a = daemon.client("alice@example.com");
+    let b = daemon.client("bob@example.com");
     jrun(
         &b,
         10,

@@ -13,8 +13,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use crate::daemon::GitDaemon;
 use crate::env::{at, at_min, Cmd, TestRepo, BIN};
+use crate::server::Server;
 use crate::session::{assert_secret_shape, boot_id, sha256_hex, start_ticks, Sleeper};
 
 const ALICE: &str = "alice@example.com";
@@ -866,9 +866,9 @@ fn signals_to_run_are_forwarded_to_the_child() {
 
 #[test]
 fn run_works_through_a_remote() {
-    let daemon = GitDaemon::start();
-    let repo = daemon.clone_for(WORKER);
-    let other = daemon.clone_for(BOB);
+    let daemon = Server::daemon();
+    let repo = daemon.client(WORKER);
+    let other = daemon.client(BOB);
     let script = format!(
         "\"{BIN}\" check \"$GIT_LEASE_ISSUE\" --remote origin --token \"$GIT_LEASE_TOKEN\" \
          --holder \"$GIT_LEASE_HOLDER\""
@@ -918,8 +918,8 @@ fn run_works_through_a_remote() {
 
 #[test]
 fn a_run_through_a_remote_whose_lease_is_revoked_on_the_server_exits_6() {
-    let daemon = GitDaemon::start();
-    let repo = daemon.clone_for(WORKER);
+    let daemon = Server::daemon();
+    let repo = daemon.client(WORKER);
     let dir = repo.scratch("bg");
     let (ready, marker) = (dir.join("ready"), dir.join("marker"));
     let mut run = Bg::spawn(

@@ -21,8 +21,8 @@ use std::sync::{Arc, Barrier};
 
 use serde_json::{json, Value};
 
-use crate::daemon::GitDaemon;
 use crate::env::{at_min, Run, TestRepo};
+use crate::server::Server;
 
 const ALICE: &str = "alice@example.com";
 const BOB: &str = "bob@example.com";
@@ -1571,12 +1571,12 @@ fn racing_multi_claims_are_all_or_nothing() {
 
 #[test]
 fn a_multi_claim_through_a_remote_is_one_atomic_push() {
-    let daemon = GitDaemon::start();
-    let alice = daemon.clone_for(ALICE);
-    let bob = daemon.clone_for(BOB);
+    let daemon = Server::daemon();
+    let alice = daemon.client(ALICE);
+    let bob = daemon.client(BOB);
 
     // Uncontended: all three land in one push.
-    let pushes = |d: &GitDaemon| {
+    let pushes = |d: &Server| {
         d.log()
             .lines()
             .filter(|l| l.contains("Request receive-pack"))
@@ -1662,7 +1662,7 @@ fn a_multi_claim_through_a_remote_is_one_atomic_push() {
 #[test]
 fn racing_multi_claims_through_a_remote_are_all_or_nothing() {
     const PER_SIDE: usize = 3;
-    let daemon = Arc::new(GitDaemon::start());
+    let daemon = Arc::new(Server::daemon());
     let barrier = Arc::new(Barrier::new(2 * PER_SIDE));
     let mut handles = Vec::new();
     for i in 0..2 * PER_SIDE {
@@ -1674,7 +1674,7 @@ fn racing_multi_claims_through_a_remote_are_all_or_nothing() {
         let daemon = Arc::clone(&daemon);
         let barrier = Arc::clone(&barrier);
         handles.push(std::thread::spawn(move || {
-            let repo = daemon.clone_for(&holder);
+            let repo = daemon.client(&holder);
             let mut args = vec!["acquire", "--remote", "origin"];
             args.extend(issues.iter().copied());
             args.extend(["--ttl", "never"]);
@@ -1750,9 +1750,9 @@ fn git_wrapper(dir: &Path, real_path: &str, before_first_push: &str) {
 
 #[test]
 fn a_multi_claim_that_loses_its_atomic_push_to_a_concurrent_write_fetches_and_decides_again() {
-    let daemon = GitDaemon::start();
-    let alice = daemon.clone_for(ALICE);
-    let bob = daemon.clone_for(BOB);
+    let daemon = Server::daemon();
+    let alice = daemon.client(ALICE);
+    let bob = daemon.client(BOB);
     jrun(
         &bob,
         0,

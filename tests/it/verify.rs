@@ -1,214 +1,36 @@
 //! `git lease verify`: ledgers built by hand with plain git (`hash-object`, `mktree`,
-//! `commit-tree`, `update-ref`), each breaking exactly one transition rule of docs/FORMAT.md,
-//! must be reported with that rule's name; a ledger the tool wrote verifies clean.
+//! `commit-tree`, `update-ref`, see [`crate::forge`]), each breaking exactly one transition
+//! rule of docs/FORMAT.md, must be reported with that rule's name; a ledger the tool wrote
+//! verifies clean.
 //!
-//! The builders here ([`build_ledger`], [`lease_commit`], the `lease.json` constructors) are
-//! also used by the mirror tests to forge upstream history.
+//! The `lease.json` constructors here, in minutes after T0, are also used by the mirror tests
+//! to forge upstream history.
 
 use serde_json::{json, Value};
 
-use crate::daemon::GitDaemon;
 use crate::env::{at_min, Run, TestRepo, T0};
+use crate::forge::{
+    self, blob, build_ledger, commit, lease_bytes, lease_commit, set_ledger, tree, with,
+};
+use crate::server::Server;
 
 // ---------------------------------------------------------------------------------------------
-// Building ledgers by hand
+// `lease.json` in minutes
 // ---------------------------------------------------------------------------------------------
-
-/// Somewhere plain git plumbing can run: a test repository or a daemon's bare repository.
-pub trait Plumbing {
-    /// Runs plain git with extra environment and optional stdin; returns stdout without the
-    /// final newlines and panics if git fails.
-    fn plumb(&self, args: &[&str], envs: &[(&str, String)], input: Option<&[u8]>) -> String;
-}
-
-impl Plumbing for TestRepo {
-    fn plumb(&self, args: &[&str], envs: &[(&str, String)], input: Option<&[u8]>) -> String {
-        let mut cmd = self.git_cmd();
-        for (k, v) in envs {
-            cmd = cmd.env(k, v);
-        }
-        cmd = cmd.args(args);
-        if let Some(bytes) = input {
-            cmd = cmd.stdin(bytes.to_vec());
-        }
-        let run = cmd.run();
-        assert_eq!(run.code, 0, "`{}` failed\n{run}", run.command);
-        run.stdout.trim_end_matches('\n').to_owned()
-    }
-}
-
-impl Plumbing for GitDaemon {
-    fn plumb(&self, args: &[&str], envs: &[(&str, String)], input: Option<&[u8]>) -> String {
-        let run = self.git_full(args, envs, input);
-        assert_eq!(run.code, 0, "`{}` failed\n{run}", run.command);
-        run.stdout.trim_end_matches('\n').to_owned()
-    }
-}
-
-/// Writes `bytes` as a blob and returns its id.
-pub fn blob(g: &impl Plumbing, bytes: &[u8]) -> String {
-    g.plumb(&["hash-object", "-w", "--stdin"], &[], Some(bytes))
-}
-
-/// Writes a tree of `(mode, name, object)` entries and returns its id.
-pub fn tree(g: &impl Plumbing, entries: &[(&str, &str, &str)]) -> String {
-    let mut text = String::new();
-    for (mode, name, oid) in entries {
-        let kind = match *mode {
-            "040000" => "tree",
-            "160000" => "commit",
-            _ => "blob",
-        };
-        text += &format!("{mode} {kind} {oid}\t{name}\n");
-    }
-    g.plumb(&["mktree"], &[], Some(text.as_bytes()))
-}
-
-/// Writes a commit of `tree` with `parents`, authored and committed at `at` (RFC 3339).
-pub fn commit(g: &impl Plumbing, tree: &str, parents: &[&str], at: &str, message: &str) -> String {
-    let secs = chrono::DateTime::parse_from_rfc3339(at)
-        .unwrap_or_else(|e| panic!("{at:?} is not RFC 3339: {e}"))
-        .timestamp();
-    let date = format!("{secs} +0000");
-    let mut args = vec!["commit-tree", tree];
-    for p in parents {
-        args.push("-p");
-        args.push(p);
-    }
-    args.push("-m");
-    args.push(message);
-    g.plumb(
-        &args,
-        &[
-            ("GIT_AUTHOR_DATE", date.clone()),
-            ("GIT_COMMITTER_DATE", date),
-            ("GIT_COMMITTER_NAME", "git-lease".into()),
-            ("GIT_COMMITTER_EMAIL", "git-lease@localhost".into()),
-        ],
-        None,
-    )
-}
-
-/// The bytes the tool would store for `value`: pretty JSON with a final newline.
-pub fn lease_bytes(value: &Value) -> Vec<u8> {
-    let mut bytes = serde_json::to_vec_pretty(value).expect("a JSON value serializes");
-    bytes.push(b'\n');
-    bytes
-}
-
-/// The instant a commit for `value` is dated: its `at`, or [`T0`] if it has none.
-fn event_time(value: &Value) -> String {
-    value["at"]
-        .as_str()
-        .filter(|s| chrono::DateTime::parse_from_rfc3339(s).is_ok())
-        .unwrap_or(T0)
-        .to_owned()
-}
-
-fn message_for(value: &Value) -> String {
-    format!(
-        "{} {}: {} token {}",
-        value["event"].as_str().unwrap_or("?"),
-        value["issue"].as_str().unwrap_or("?"),
-        value["holder"]
-            .as_str()
-            .or(value["previous_holder"].as_str())
-            .unwrap_or("nobody"),
-        value["token"]
-    )
-}
-
-/// Writes one ledger commit holding exactly `lease.json` = `value` on top of `parents`.
-pub fn lease_commit(g: &impl Plumbing, value: &Value, parents: &[&str]) -> String {
-    let b = blob(g, &lease_bytes(value));
-    let t = tree(g, &[("100644", "lease.json", &b)]);
-    commit(g, &t, parents, &event_time(value), &message_for(value))
-}
-
-/// Writes a linear chain of ledger commits, one per `lease.json` value, the first on top of
-/// `base` (a root if `None`); returns the commit ids oldest first. Refs are not touched.
-pub fn build_chain_on(g: &impl Plumbing, base: Option<&str>, values: &[Value]) -> Vec<String> {
-    let mut commits: Vec<String> = Vec::new();
-    let mut parent = base.map(str::to_owned);
-    for value in values {
-        let parents: Vec<&str> = parent.iter().map(String::as_str).collect();
-        let c = lease_commit(g, value, &parents);
-        parent = Some(c.clone());
-        commits.push(c);
-    }
-    commits
-}
-
-/// Writes a linear chain from a root, one commit per `lease.json` value; returns the commit
-/// ids oldest first.
-pub fn build_chain(g: &impl Plumbing, values: &[Value]) -> Vec<String> {
-    build_chain_on(g, None, values)
-}
-
-/// Points `refs/leases/<issue>` at `commit` (forced, as plain git allows).
-pub fn set_ledger(g: &impl Plumbing, issue: &str, commit: &str) {
-    g.plumb(
-        &["update-ref", &format!("refs/leases/{issue}"), commit],
-        &[],
-        None,
-    );
-}
-
-/// Builds a chain from `values` and points `refs/leases/<issue>` at its tip; returns the
-/// commit ids oldest first.
-pub fn build_ledger(g: &impl Plumbing, issue: &str, values: &[Value]) -> Vec<String> {
-    let commits = build_chain(g, values);
-    set_ledger(g, issue, commits.last().expect("at least one value"));
-    commits
-}
 
 /// `lease.json` of an acquire by `holder` of `token` at `at` minutes, for `ttl` minutes.
 pub fn acquired(issue: &str, holder: &str, token: u64, at: i64, ttl: i64) -> Value {
-    json!({
-        "version": 1,
-        "issue": issue,
-        "event": "acquire",
-        "holder": holder,
-        "token": token,
-        "acquired_at": at_min(at),
-        "expires_at": at_min(at + ttl),
-        "at": at_min(at),
-    })
+    forge::acquired(issue, holder, token, at * 60, Some(ttl * 60))
 }
 
 /// `lease.json` of a renew by `holder` at `at` minutes of the tenure begun at `since`.
 pub fn renewed(issue: &str, holder: &str, token: u64, since: i64, at: i64, ttl: i64) -> Value {
-    json!({
-        "version": 1,
-        "issue": issue,
-        "event": "renew",
-        "holder": holder,
-        "token": token,
-        "acquired_at": at_min(since),
-        "expires_at": at_min(at + ttl),
-        "at": at_min(at),
-    })
+    forge::renewed(issue, holder, token, since * 60, at * 60, ttl * 60)
 }
 
 /// `lease.json` of a release by `previous` of `token` at `at` minutes.
 pub fn released(issue: &str, previous: &str, token: u64, at: i64) -> Value {
-    json!({
-        "version": 1,
-        "issue": issue,
-        "event": "release",
-        "holder": null,
-        "token": token,
-        "acquired_at": null,
-        "expires_at": null,
-        "at": at_min(at),
-        "previous_holder": previous,
-    })
-}
-
-/// Returns `value` with `field` set to `to`.
-pub fn with(mut value: Value, field: &str, to: Value) -> Value {
-    value[field] = to;
-    value
+    forge::freed(issue, "release", previous, token, at * 60)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -690,12 +512,12 @@ fn verify_reads_only() {
 #[test]
 fn verify_on_a_bare_server_and_through_a_remote() {
     // Forge a broken ledger on the server; `verify -C <bare>` and `verify --remote` both see it.
-    let daemon = GitDaemon::start();
-    let good = daemon.clone_for("alice");
+    let daemon = Server::daemon();
+    let good = daemon.client("alice");
     good.run_at(T0, &["acquire", "--remote", "origin", "ok", "--ttl", "1h"])
         .ok();
     let forged = build_ledger(
-        &daemon,
+        daemon.repo(),
         "forged",
         &[
             acquired("forged", "alice", 1, 0, 60),
