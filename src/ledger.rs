@@ -183,11 +183,11 @@ impl Ledger {
     /// Returns the newest entry of every ledger, sorted by issue. Filter with
     /// [`rules::is_live`] for the live ones.
     pub fn list(&self) -> Result<Vec<Entry>> {
-        self.store
-            .lease_refs()?
-            .into_iter()
-            .map(|(issue, tip)| self.store.entry(&issue, tip).map(|e| self.observe(e)))
-            .collect()
+        let (mut entries, _) = crate::cache::list_namespace(&self.store, crate::issue::REF_PREFIX)?;
+        if let Some(host) = &self.host {
+            entries.iter_mut().for_each(|e| host.observe(&mut e.lease));
+        }
+        Ok(entries)
     }
 
     /// Resolves an issue id or a unique prefix of one against the existing lease refs.

@@ -47,7 +47,11 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+pub mod batch;
+pub mod cache;
+pub mod durability;
 pub mod error;
+pub mod gc;
 pub mod hook;
 pub mod issue;
 pub mod lease;

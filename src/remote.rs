@@ -180,11 +180,12 @@ impl<'a> Remote<'a> {
 
     /// Fetches all leases and returns the newest entry of each, sorted by issue.
     pub fn list(&self) -> Result<Vec<Entry>> {
-        let store = self.ledger.store();
-        self.fetch_all()?
+        let refs = self.fetch_all()?;
+        let (entries, _) = crate::cache::list(self.ledger.store(), &self.tracking, refs)?;
+        Ok(entries
             .into_iter()
-            .map(|(issue, tip)| store.entry(&issue, tip).map(|e| self.ledger.observe(e)))
-            .collect()
+            .map(|e| self.ledger.observe(e))
+            .collect())
     }
 
     /// Fetches `issue` and returns its ledger on the remote, newest first.

@@ -41,6 +41,8 @@ pub struct Store {
     repo: gix::Repository,
     lock_wait: Duration,
     quarantine: Option<gix::odb::Handle>,
+    fsync: crate::durability::Fsync,
+    auto_gc: crate::gc::AutoGc,
 }
 
 /// How long to wait for a ref lock held by another process before reporting it.
@@ -85,6 +87,8 @@ impl Store {
             .and_then(|s| humantime::parse_duration(&s.to_str_lossy()).ok())
             .unwrap_or(DEFAULT_LOCK_WAIT);
         Ok(Store {
+            fsync: crate::durability::Fsync::from_repo(&repo),
+            auto_gc: crate::gc::AutoGc::from_repo(&repo),
             repo,
             lock_wait,
             quarantine: None,
@@ -103,6 +107,18 @@ impl Store {
             self.quarantine = Some(odb);
         }
         Ok(self)
+    }
+
+    /// Sets what the write path fsyncs, whatever the configuration says (see
+    /// [`crate::durability`]): for an embedder that decides durability itself.
+    pub fn with_fsync(mut self, fsync: crate::durability::Fsync) -> Store {
+        self.fsync = fsync;
+        self
+    }
+
+    /// Returns what the write path fsyncs.
+    pub fn fsync(&self) -> crate::durability::Fsync {
+        self.fsync
     }
 
     /// Returns the underlying repository.
@@ -342,6 +358,18 @@ impl Store {
     /// The commit is authored by the actor (the holder, or whoever acted) and committed by
     /// git-lease, both at the event's own time, so a ledger is reproducible from its inputs.
     pub(crate) fn write(&self, lease: &Lease, parent: Option<ObjectId>) -> Result<ObjectId> {
+        let ids = self.write_unsynced(lease, parent)?;
+        self.sync_objects(&ids)?;
+        Ok(ids[2])
+    }
+
+    /// Writes what [`Store::write`] writes without making it durable, and returns the blob,
+    /// tree and commit ids: [`Store::sync_objects`] them before any ref points at the commit.
+    pub(crate) fn write_unsynced(
+        &self,
+        lease: &Lease,
+        parent: Option<ObjectId>,
+    ) -> Result<[ObjectId; 3]> {
         let blob = self
             .repo
             .write_blob(lease.to_json())
@@ -374,11 +402,20 @@ impl Store {
             message: commit_message(lease).into(),
             extra_headers: Vec::new(),
         };
-        Ok(self
+        let commit = self
             .repo
             .write_object(&commit)
             .map_err(|e| Error::git("cannot write the ledger commit", e))?
-            .detach())
+            .detach();
+        Ok([blob, tree, commit])
+    }
+
+    /// Makes written objects durable when the configuration asks for it (see
+    /// [`crate::durability`]), and notes them for the automatic packing ([`crate::gc`]).
+    pub(crate) fn sync_objects(&self, ids: &[ObjectId]) -> Result<()> {
+        self.auto_gc.note_written(ids);
+        self.fsync
+            .sync_objects(self.repo.objects.store_ref().path(), ids)
     }
 
     /// Moves `refs/leases/<issue>` from `expected` (absent when `None`) to `new`, atomically.
@@ -431,7 +468,13 @@ impl Store {
         let prepared = self.repo.refs.transaction().prepare(ref_edits, fail, fail);
         let result = prepared.and_then(|t| t.commit(Some(committer.to_ref(&mut time_buf))));
         match result {
-            Ok(_) => Ok(Swap::Done),
+            Ok(_) => {
+                let names: Vec<String> = edits.iter().map(|(i, _, _)| i.ref_name()).collect();
+                self.fsync
+                    .sync_refs(self.repo.common_dir(), names.iter().map(String::as_str))?;
+                self.auto_gc.after_write(self);
+                Ok(Swap::Done)
+            }
             Err(err) => {
                 if err
                     .downcast_any_ref::<gix::refs::file::transaction::prepare::ReferenceOutOfDate>()
@@ -506,8 +549,10 @@ impl Store {
             .transaction()
             .prepare([edit], fail, fail)
             .and_then(|t| t.commit(None))
-            .map(|_| ())
-            .map_err(|e| Error::git(format!("cannot update {name}"), e))
+            .map_err(|e| Error::git(format!("cannot update {name}"), e))?;
+        self.fsync.sync_refs(self.repo.common_dir(), [name])?;
+        self.auto_gc.after_write(self);
+        Ok(())
     }
 }
 

@@ -2,6 +2,7 @@
 //! and turns outcomes and errors into output and exit codes.
 
 mod exit;
+mod gc;
 mod output;
 mod run;
 mod server;
@@ -246,6 +247,12 @@ enum Command {
         #[arg(long, value_name = "PATH")]
         repo: Option<PathBuf>,
     },
+    /// Pack lease objects and refs (git pack-refs --all --prune, git repack -d -q)
+    Gc {
+        /// Run `git gc --quiet` instead: also consolidate packs and prune expired objects
+        #[arg(long)]
+        full: bool,
+    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -450,7 +457,8 @@ fn run(cli: Cli) -> Result<u8, Failure> {
         remote,
     };
     let stdout = std::io::stdout();
-    let mut out = stdout.lock();
+    // Buffered: `list` prints tens of thousands of lines.
+    let mut out = std::io::BufWriter::with_capacity(64 * 1024, stdout.lock());
     let code = dispatch(&ctx, cli.command, &mut out)?;
     out.flush()?;
     Ok(code)
@@ -462,6 +470,7 @@ fn dispatch(ctx: &Context, command: Command, out: &mut dyn Write) -> Result<u8, 
         Command::Sync { remote_name } => return sync(ctx, remote_name.as_deref(), out),
         Command::Hook { kind } => return crate::cli::server::hook(ctx, kind),
         Command::InstallHook { .. } => return crate::cli::server::install_hook(ctx, out),
+        Command::Gc { full } => return gc::gc(ctx, *full, out),
         Command::Push {
             remote_name,
             branch,
@@ -513,6 +522,7 @@ fn dispatch(ctx: &Context, command: Command, out: &mut dyn Write) -> Result<u8, 
         Command::Sync { .. }
         | Command::Hook { .. }
         | Command::InstallHook { .. }
+        | Command::Gc { .. }
         | Command::Push { .. } => unreachable!("handled above"),
         Command::Revoke {
             issue,
@@ -919,15 +929,18 @@ fn list(
     out: &mut dyn Write,
 ) -> Result<u8, Failure> {
     let now = ctx.now;
+    // The process exits right after printing: letting the OS reclaim 100k entries at exit is
+    // cheaper than freeing them one by one.
+    let entries = std::mem::ManuallyDrop::new(entries);
     let all = all || state.as_deref().is_some_and(|s| s != "held");
-    let mut rows: Vec<(State, Entry)> = entries
-        .into_iter()
+    let mut rows: Vec<(State, &Entry)> = entries
+        .iter()
         .filter(|e| {
             prefix
                 .as_deref()
                 .is_none_or(|p| e.lease.issue.starts_with(p))
         })
-        .map(|e| (State::of(Some(&e), now), e))
+        .map(|e| (State::of(Some(e), now), e))
         .filter(|(s, _)| all || *s == State::Held)
         .filter(|(s, _)| state.as_deref().is_none_or(|want| s.as_str() == want))
         .filter(|(s, e)| {
@@ -961,45 +974,10 @@ fn list(
             .then_with(|| a.lease.issue.cmp(&b.lease.issue))
     });
     if ctx.json {
-        let views: Vec<LeaseView> = rows
+        let views = rows
             .iter()
-            .map(|(_, e)| LeaseView::new(&e.lease.issue, Some(e), now))
-            .collect();
-        json_line(out, &views)?;
-        return Ok(exit::OK);
-    }
-    let table_rows: Vec<Vec<String>> = rows
-        .iter()
-        .map(|(s, e)| {
-            let l = &e.lease;
-            let who = l
-                .holder
-                .clone()
-                .or_else(|| l.previous_holder.clone())
-                .unwrap_or_else(|| "-".into());
-            let mut row = vec![
-                l.issue.clone(),
-                who,
-                l.token.to_string(),
-                output::short_time(l.acquired_at, now, "-"),
-                match (l.holder.is_some(), l.expires_at) {
-                    (false, _) => "-".into(),
-                    (true, None) => "never".into(),
-                    (true, Some(t)) => output::when(t, now),
-                },
-            ];
-            if all {
-                row.insert(1, s.as_str().to_owned());
-            }
-            row
-        })
-        .collect();
-    if table_rows.is_empty() {
-        if all {
-            writeln!(out, "no leases")?;
-        } else {
-            writeln!(out, "no live leases")?;
-        }
+            .map(|(_, e)| LeaseView::new(&e.lease.issue, Some(*e), now));
+        json_array_line(out, views)?;
         return Ok(exit::OK);
     }
     let header: &[&str] = if all {
@@ -1007,7 +985,39 @@ fn list(
     } else {
         &["ISSUE", "HOLDER", "TOKEN", "ACQUIRED", "EXPIRES"]
     };
-    write!(out, "{}", output::table(header, &table_rows))?;
+    // One buffer for every cell: tens of thousands of rows cost no allocation per cell.
+    let mut table = output::Table::new(header);
+    for (s, e) in &rows {
+        let l = &e.lease;
+        table.cell(&l.issue);
+        if all {
+            table.cell(s.as_str());
+        }
+        table.cell(
+            l.holder
+                .as_deref()
+                .or(l.previous_holder.as_deref())
+                .unwrap_or("-"),
+        );
+        table.cell_with(|b| {
+            let _ = std::fmt::Write::write_fmt(b, format_args!("{}", l.token));
+        });
+        table.cell_with(|b| output::push_short_time(b, l.acquired_at, now, "-"));
+        table.cell_with(|b| match (l.holder.is_some(), l.expires_at) {
+            (false, _) => b.push('-'),
+            (true, None) => b.push_str("never"),
+            (true, Some(t)) => output::push_when(b, t, now),
+        });
+    }
+    if table.rows() == 0 {
+        if all {
+            writeln!(out, "no leases")?;
+        } else {
+            writeln!(out, "no live leases")?;
+        }
+        return Ok(exit::OK);
+    }
+    table.write_to(out)?;
     Ok(exit::OK)
 }
 
@@ -1049,6 +1059,22 @@ fn log_line(e: &Entry) -> String {
 fn json_line(out: &mut dyn Write, value: &impl serde::Serialize) -> std::io::Result<()> {
     serde_json::to_writer(&mut *out, value)?;
     out.write_all(b"\n")
+}
+
+/// Writes `items` as one JSON array on one line, as [`json_line`] of a `Vec` would, one item at
+/// a time (a list of 100k leases never holds all its views at once).
+fn json_array_line<T: serde::Serialize>(
+    out: &mut dyn Write,
+    items: impl Iterator<Item = T>,
+) -> std::io::Result<()> {
+    out.write_all(b"[")?;
+    for (i, item) in items.enumerate() {
+        if i > 0 {
+            out.write_all(b",")?;
+        }
+        serde_json::to_writer(&mut *out, &item)?;
+    }
+    out.write_all(b"]\n")
 }
 
 #[cfg(test)]

@@ -8,21 +8,60 @@ use git_lease::{Entry, Outcome, Report};
 /// Returns `at` for people, relative to `now`: `14:05 UTC, in 14m` on the same day,
 /// `2026-12-01 09:00 UTC, in 18h 55m` otherwise.
 pub fn when(at: DateTime<Utc>, now: DateTime<Utc>) -> String {
-    let absolute = if at.date_naive() == now.date_naive() {
-        at.format("%H:%M UTC").to_string()
-    } else {
-        at.format("%Y-%m-%d %H:%M UTC").to_string()
-    };
-    format!("{absolute}, {}", relative(at, now))
+    let mut text = String::with_capacity(32);
+    push_when(&mut text, at, now);
+    text
 }
 
-/// Returns `at` relative to `now`: `in 14m`, `now`, `3h 2m ago`.
-pub fn relative(at: DateTime<Utc>, now: DateTime<Utc>) -> String {
+/// Appends [`when`]`(at, now)` to `out`.
+pub fn push_when(out: &mut String, at: DateTime<Utc>, now: DateTime<Utc>) {
+    push_clock(out, at, at.naive_utc().date() != now.naive_utc().date());
+    out.push_str(" UTC, ");
+    push_relative(out, at, now);
+}
+
+/// Appends `14:05`, or `2026-12-01 14:05` with the date: what `%H:%M` and `%Y-%m-%d %H:%M`
+/// print, without a format string parsed per call (`list` prints tens of thousands).
+fn push_clock(out: &mut String, at: DateTime<Utc>, with_date: bool) {
+    use chrono::{Datelike, Timelike};
+    fn two(out: &mut String, n: u32) {
+        out.push(char::from(b'0' + (n / 10 % 10) as u8));
+        out.push(char::from(b'0' + (n % 10) as u8));
+    }
+    let at = at.naive_utc();
+    if with_date {
+        let year = at.year();
+        if !(0..=9999).contains(&year) {
+            out.push_str(&at.format("%Y-%m-%d %H:%M").to_string());
+            return;
+        }
+        let year = year as u32;
+        two(out, year / 100);
+        two(out, year % 100);
+        out.push('-');
+        two(out, at.month());
+        out.push('-');
+        two(out, at.day());
+        out.push(' ');
+    }
+    two(out, at.hour());
+    out.push(':');
+    two(out, at.minute());
+}
+
+/// Appends `at` relative to `now`: `in 14m`, `now`, `3h 2m ago`.
+fn push_relative(out: &mut String, at: DateTime<Utc>, now: DateTime<Utc>) {
     let delta = at - now;
     match delta.num_seconds() {
-        s if s > 0 => format!("in {}", short_duration(delta)),
-        0 => "now".to_owned(),
-        _ => format!("{} ago", short_duration(-delta)),
+        s if s > 0 => {
+            out.push_str("in ");
+            out.push_str(&short_duration(delta));
+        }
+        0 => out.push_str("now"),
+        _ => {
+            out.push_str(&short_duration(-delta));
+            out.push_str(" ago");
+        }
     }
 }
 
@@ -160,41 +199,96 @@ pub fn show(view: &LeaseView, entry: Option<&Entry>, now: DateTime<Utc>) -> Stri
     out
 }
 
-/// Returns rows as an aligned table with a header; the last column is not padded.
-pub fn table(header: &[&str], rows: &[Vec<String>]) -> String {
-    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
-    for row in rows {
-        for (w, cell) in widths.iter_mut().zip(row) {
-            *w = (*w).max(cell.chars().count());
-        }
-    }
-    let mut out = String::new();
-    let mut line = |cells: &mut dyn Iterator<Item = &str>| {
-        let cells: Vec<&str> = cells.collect();
-        let last = cells.len().saturating_sub(1);
-        let mut text = String::new();
-        for (i, cell) in cells.iter().enumerate() {
-            if i == last {
-                text += cell;
-            } else {
-                text += &format!("{cell:<width$}  ", width = widths[i]);
-            }
-        }
-        out += text.trim_end();
-        out.push('\n');
-    };
-    line(&mut header.iter().copied());
-    for row in rows {
-        line(&mut row.iter().map(String::as_str));
-    }
-    out
+/// An aligned table built cell by cell into one buffer, so that tens of thousands of rows
+/// cost no allocation per cell, and written line by line: columns padded to their widest
+/// cell (in characters) plus two spaces, the last column not padded, no trailing spaces.
+pub struct Table {
+    text: String,
+    ends: Vec<usize>,
+    widths: Vec<usize>,
 }
 
-/// Returns the short form of a time for tables: `14:05` today, `2026-12-01 09:00` otherwise.
-pub fn short_time(at: Option<DateTime<Utc>>, now: DateTime<Utc>, none: &str) -> String {
+impl Table {
+    /// Returns a table with this header row; every row has as many cells.
+    pub fn new(header: &[&str]) -> Table {
+        let mut table = Table {
+            text: String::new(),
+            ends: Vec::new(),
+            widths: vec![0; header.len()],
+        };
+        for h in header {
+            table.cell(h);
+        }
+        table
+    }
+
+    /// Appends a cell (rows fill left to right, top to bottom).
+    pub fn cell(&mut self, text: &str) {
+        self.cell_with(|out| out.push_str(text));
+    }
+
+    /// Appends a cell written by `write` straight into the table's buffer.
+    pub fn cell_with(&mut self, write: impl FnOnce(&mut String)) {
+        let start = self.text.len();
+        write(&mut self.text);
+        let cell = &self.text[start..];
+        let shown = if cell.is_ascii() {
+            cell.len()
+        } else {
+            cell.chars().count()
+        };
+        let column = self.ends.len() % self.widths.len().max(1);
+        if let Some(w) = self.widths.get_mut(column) {
+            *w = (*w).max(shown);
+        }
+        self.ends.push(self.text.len());
+    }
+
+    /// Returns the number of rows below the header.
+    pub fn rows(&self) -> usize {
+        (self.ends.len() / self.widths.len().max(1)).saturating_sub(1)
+    }
+
+    /// Writes the table.
+    pub fn write_to(&self, out: &mut dyn std::io::Write) -> std::io::Result<()> {
+        let columns = self.widths.len().max(1);
+        let mut line = String::new();
+        let mut start = 0;
+        for row in self.ends.chunks(columns) {
+            line.clear();
+            for (i, &end) in row.iter().enumerate() {
+                let cell = &self.text[start..end];
+                start = end;
+                line.push_str(cell);
+                if i + 1 < row.len() {
+                    let shown = if cell.is_ascii() {
+                        cell.len()
+                    } else {
+                        cell.chars().count()
+                    };
+                    let pad = self.widths[i].saturating_sub(shown) + 2;
+                    line.extend(std::iter::repeat_n(' ', pad));
+                }
+            }
+            let kept = line.trim_end().len();
+            line.truncate(kept);
+            line.push('\n');
+            out.write_all(line.as_bytes())?;
+        }
+        Ok(())
+    }
+}
+
+/// Appends the short form of a time for tables: `14:05` today, `2026-12-01 09:00` otherwise,
+/// `none` for no time.
+pub fn push_short_time(
+    out: &mut String,
+    at: Option<DateTime<Utc>>,
+    now: DateTime<Utc>,
+    none: &str,
+) {
     match at {
-        None => none.to_owned(),
-        Some(t) if t.date_naive() == now.date_naive() => t.format("%H:%M").to_string(),
-        Some(t) => t.format("%Y-%m-%d %H:%M").to_string(),
+        None => out.push_str(none),
+        Some(t) => push_clock(out, t, t.naive_utc().date() != now.naive_utc().date()),
     }
 }

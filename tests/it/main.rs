@@ -24,6 +24,7 @@ mod hook;
 mod http;
 mod mirror;
 mod model;
+mod perf;
 mod race;
 mod readme;
 mod remote;

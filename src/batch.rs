@@ -1,0 +1,258 @@
+//! The batch API for servers: many operations decided at once, their objects written
+//! together, and one ref transaction for all of them.
+//!
+//! # Why it exists
+//!
+//! A server that hands out leases to many workers sees many requests at a time. Applying them
+//! one by one costs a ref transaction each (lock file, write, rename per ref) plus, with
+//! fsync on, several fsyncs each. [`Ledger::apply_batch`] decides every operation with the
+//! same rules as the single operations ([`crate::rules`]), writes all the new objects, makes
+//! them durable once (when fsync is configured), and moves every ref in **one** transaction:
+//! gix locks and checks every ref before it changes any, so on a conflict (another writer
+//! moved one of the refs since it was read) nothing moves; the whole batch then re-reads and
+//! decides again, so a concurrent writer causes a retry, never a lost update.
+//!
+//! Operations are independent: one answering `held` does not stop the others (unlike
+//! [`Ledger::acquire_all`], which is all or none). Several operations on the same issue apply
+//! in order, each to the state the previous one left.
+
+use std::collections::HashMap;
+
+use chrono::{DateTime, Utc};
+use gix::ObjectId;
+
+use crate::error::{Error, Result};
+use crate::issue::IssueId;
+use crate::lease::Lease;
+use crate::ledger::{Ledger, Report};
+use crate::rules::{self, Claim, Credentials, Ending, Transition};
+use crate::store::{Entry, Swap};
+use crate::time::Ttl;
+
+/// How many times a batch re-reads and decides again after losing its ref transaction before
+/// it gives up with [`Error::LostRace`] (having changed nothing).
+pub const BATCH_ATTEMPTS: u32 = 100;
+
+/// One operation of a batch, decided by the rule of the same name in [`crate::rules`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Operation {
+    /// [`rules::acquire`]: claim the issue.
+    Acquire(Claim),
+    /// [`rules::renew`]: the live holder extends its lease by `ttl` from now.
+    Renew {
+        /// Who renews.
+        holder: String,
+        /// The session secret, when the tenure has a session.
+        secret: Option<String>,
+        /// How long from now.
+        ttl: Ttl,
+    },
+    /// [`rules::release`]: free the lease, keeping its token.
+    Release {
+        /// Who releases.
+        holder: String,
+        /// The session secret, when the tenure has a session.
+        secret: Option<String>,
+        /// Release, complete or abandon.
+        ending: Ending,
+    },
+}
+
+impl Operation {
+    /// Returns who performs the operation.
+    pub fn holder(&self) -> &str {
+        match self {
+            Operation::Acquire(claim) => &claim.holder,
+            Operation::Renew { holder, .. } | Operation::Release { holder, .. } => holder,
+        }
+    }
+
+    fn decide(&self, issue: &IssueId, current: Option<&Lease>, now: DateTime<Utc>) -> Transition {
+        match self {
+            Operation::Acquire(claim) => rules::acquire(issue, current, claim, now),
+            Operation::Renew {
+                holder,
+                secret,
+                ttl,
+            } => rules::renew(
+                current,
+                Credentials {
+                    holder,
+                    secret: secret.as_deref(),
+                },
+                *ttl,
+                now,
+            ),
+            Operation::Release {
+                holder,
+                secret,
+                ending,
+            } => rules::release(
+                issue,
+                current,
+                Credentials {
+                    holder,
+                    secret: secret.as_deref(),
+                },
+                *ending,
+                now,
+            ),
+        }
+    }
+}
+
+/// The state of one issue while a batch is decided.
+struct Slot {
+    /// The tip read at the start of the attempt: the expected value of the ref edit.
+    read: Option<ObjectId>,
+    /// The state after the operations decided so far.
+    state: Option<Entry>,
+}
+
+impl Ledger {
+    /// Applies `ops` as `(issue, operation)` pairs, in order, in one ref transaction, and
+    /// returns one report per operation, in the same order.
+    ///
+    /// Every holder is checked first; an invalid one, or a new issue whose ref would clash
+    /// with an existing one (or another new one of the batch), is an error and nothing is
+    /// written. Refusals (`held`, `not_holder`, ...) are outcomes of their operation only.
+    ///
+    /// ```no_run
+    /// use git_lease::batch::Operation;
+    /// use git_lease::{Claim, Ending, IssueId, Ledger, Outcome, Ttl};
+    ///
+    /// let ledger = Ledger::discover(".".as_ref())?;
+    /// let now = chrono::Utc::now();
+    /// let ttl = Ttl::parse("15m")?;
+    /// let ops = vec![
+    ///     (IssueId::new("41")?, Operation::Acquire(Claim::new("worker-1", ttl))),
+    ///     (IssueId::new("42")?, Operation::Acquire(Claim::new("worker-2", ttl))),
+    ///     (
+    ///         IssueId::new("40")?,
+    ///         Operation::Release {
+    ///             holder: "worker-3".into(),
+    ///             secret: None,
+    ///             ending: Ending::Complete,
+    ///         },
+    ///     ),
+    /// ];
+    /// for report in ledger.apply_batch(&ops, now)? {
+    ///     match (report.outcome, report.lease()) {
+    ///         (Outcome::Acquired, Some(lease)) => println!("{}: token {}", report.issue, lease.token),
+    ///         (outcome, _) => println!("{}: {}", report.issue, outcome.as_str()),
+    ///     }
+    /// }
+    /// # Ok::<(), git_lease::Error>(())
+    /// ```
+    pub fn apply_batch(
+        &self,
+        ops: &[(IssueId, Operation)],
+        now: DateTime<Utc>,
+    ) -> Result<Vec<Report>> {
+        self.apply_batch_with(ops, now, &mut |_| {})
+    }
+
+    /// [`Ledger::apply_batch`], calling `before_commit(attempt)` (0 first) after the objects
+    /// of an attempt are written and just before its ref transaction: for instrumentation,
+    /// and for tests that need a concurrent writer at exactly that point.
+    pub fn apply_batch_with(
+        &self,
+        ops: &[(IssueId, Operation)],
+        now: DateTime<Utc>,
+        before_commit: &mut dyn FnMut(u32),
+    ) -> Result<Vec<Report>> {
+        for (_, op) in ops {
+            crate::lease::validate_holder(op.holder())?;
+        }
+        let store = self.store();
+        for attempt in 0..BATCH_ATTEMPTS {
+            let mut slots: HashMap<&IssueId, Slot> = HashMap::with_capacity(ops.len());
+            for (issue, _) in ops {
+                if !slots.contains_key(issue) {
+                    let state = self.current(issue)?;
+                    let read = state.as_ref().map(|e| e.commit);
+                    slots.insert(issue, Slot { read, state });
+                }
+            }
+            let mut reports = Vec::with_capacity(ops.len());
+            let mut written: Vec<ObjectId> = Vec::new();
+            for (issue, op) in ops {
+                let slot = slots.get_mut(issue).expect("every issue has a slot");
+                let transition = op.decide(issue, slot.state.as_ref().map(|e| &e.lease), now);
+                let Some(next) = transition.next else {
+                    reports.push(Report {
+                        outcome: transition.outcome,
+                        issue: issue.clone(),
+                        entry: slot.state.clone(),
+                        wrote: false,
+                    });
+                    continue;
+                };
+                let parent = slot.state.as_ref().map(|e| e.commit);
+                if slot.read.is_none() && parent.is_none() {
+                    check_clash(self, issue, ops)?;
+                }
+                let ids = store.write_unsynced(&next, parent)?;
+                written.extend_from_slice(&ids);
+                let entry = Entry {
+                    commit: ids[2],
+                    parent,
+                    lease: next,
+                };
+                slot.state = Some(entry.clone());
+                reports.push(Report {
+                    outcome: transition.outcome,
+                    issue: issue.clone(),
+                    entry: Some(entry),
+                    wrote: true,
+                });
+            }
+            let mut edits: Vec<(IssueId, ObjectId, Option<ObjectId>)> = slots
+                .iter()
+                .filter_map(|(issue, slot)| {
+                    let tip = slot.state.as_ref().map(|e| e.commit);
+                    // A ref only moves forward: a state that changed has a new commit.
+                    let tip = tip.filter(|t| Some(*t) != slot.read)?;
+                    Some(((*issue).clone(), tip, slot.read))
+                })
+                .collect();
+            if edits.is_empty() {
+                return Ok(reports);
+            }
+            // Lock in a stable order, as git does, so two batches never wait on each other
+            // in opposite orders.
+            edits.sort_by(|a, b| a.0.cmp(&b.0));
+            store.sync_objects(&written)?;
+            before_commit(attempt);
+            match store.swap_many(&edits, "git-lease: batch")? {
+                Swap::Done => return Ok(reports),
+                Swap::Lost => continue,
+            }
+        }
+        Err(Error::LostRace {
+            issue: format!("a batch of {} operations", ops.len()),
+            attempts: BATCH_ATTEMPTS,
+        })
+    }
+}
+
+/// Refuses a new issue whose ref would clash, as file versus directory, with an existing
+/// ref or with another issue of the batch.
+fn check_clash(ledger: &Ledger, issue: &IssueId, ops: &[(IssueId, Operation)]) -> Result<()> {
+    if let Some(existing) = ledger.store().clash(issue)? {
+        return Err(Error::RefClash {
+            issue: issue.to_string(),
+            existing,
+        });
+    }
+    let below = format!("{issue}/");
+    for (other, _) in ops {
+        if other.as_str().starts_with(&below) || issue.ancestors().any(|a| a == other.as_str()) {
+            return Err(Error::RefClash {
+                issue: issue.to_string(),
+                existing: other.ref_name(),
+            });
+        }
+    }
+    Ok(())
+}

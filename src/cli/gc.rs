@@ -1,0 +1,25 @@
+//! `git lease gc`: pack the lease objects and refs (see [`git_lease::gc`]).
+
+use std::io::Write;
+
+use super::{exit, json_line, Context, Failure};
+
+/// Runs the packing and reports what changed.
+pub(crate) fn gc(ctx: &Context, full: bool, out: &mut dyn Write) -> Result<u8, Failure> {
+    let report = git_lease::gc::gc(ctx.ledger.store(), full)?;
+    if ctx.json {
+        json_line(out, &report)?;
+    } else {
+        writeln!(
+            out,
+            "packed: loose objects {} -> {}, loose lease refs {} -> {}, {} pack(s) ({})",
+            report.loose_objects_before,
+            report.loose_objects_after,
+            report.loose_lease_refs_before,
+            report.loose_lease_refs_after,
+            report.packs_after,
+            report.commands.join("; ")
+        )?;
+    }
+    Ok(exit::OK)
+}

@@ -1,0 +1,296 @@
+//! Packing: `git lease gc`, and the automatic trigger in the write path.
+//!
+//! # Why it exists
+//!
+//! Every event writes three loose objects (blob, tree, commit) and a loose ref. Loose objects
+//! make reading a ledger several times slower than packed ones and loose refs make listing
+//! them slower; gix can neither repack nor (usefully) pack refs, so this module runs git for
+//! that:
+//!
+//! - [`gc`] (`git lease gc`) packs refs (`git pack-refs --all --prune`) and loose objects
+//!   (`git repack -d -q`: an incremental pack; never deletes anything that is not also in a
+//!   pack), or with `full` runs `git gc --quiet` (which also consolidates packs and prunes
+//!   unreachable objects past git's expiry).
+//! - [`AutoGc`] is the write path's trigger, the way `git gc --auto` works after a commit: git
+//!   estimates the loose objects as 256 × the files in `objects/17`, so that count can only
+//!   cross the threshold when a write puts an object there. After a successful ref update that
+//!   wrote into `objects/17`, the count is checked, and past the threshold
+//!   `git -c gc.auto=<threshold> gc --auto --quiet` is started in the background (git's own
+//!   `gc.pid` lock keeps concurrent ones out) and not waited for, so a claim is never blocked
+//!   by packing. The threshold is `lease.gcAuto`, else git's `gc.auto`, else 6700; 0 disables
+//!   it. `GIT_LEASE_GC_SYNC=1` runs it in the foreground and waits (for tests and scripts).
+
+use std::cell::Cell;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use gix::bstr::ByteSlice;
+use gix::ObjectId;
+use serde::Serialize;
+
+use crate::error::{Error, Result};
+use crate::store::Store;
+
+/// git's default `gc.auto`: the loose-object estimate past which `git gc --auto` packs.
+pub const DEFAULT_GC_AUTO: u64 = 6700;
+
+/// The environment variable that makes the automatic trigger wait for git (`1`).
+pub const GC_SYNC_ENV: &str = "GIT_LEASE_GC_SYNC";
+
+/// The write path's automatic packing trigger.
+#[derive(Debug)]
+pub struct AutoGc {
+    threshold: u64,
+    foreground: bool,
+    pending: Cell<bool>,
+}
+
+impl AutoGc {
+    /// Reads `lease.gcAuto` (else `gc.auto`, else [`DEFAULT_GC_AUTO`]) and
+    /// [`GC_SYNC_ENV`].
+    pub fn from_repo(repo: &gix::Repository) -> AutoGc {
+        let config = repo.config_snapshot();
+        let threshold = config
+            .integer("lease.gcAuto")
+            .or_else(|| config.integer("gc.auto"))
+            .map_or(DEFAULT_GC_AUTO, |n| u64::try_from(n).unwrap_or(0));
+        AutoGc {
+            threshold,
+            foreground: std::env::var_os(GC_SYNC_ENV).is_some_and(|v| v == "1"),
+            pending: Cell::new(false),
+        }
+    }
+
+    /// Returns the loose-object threshold (0: never).
+    pub fn threshold(&self) -> u64 {
+        self.threshold
+    }
+
+    /// Notes objects just written: one in `objects/17` may have crossed the threshold.
+    pub(crate) fn note_written(&self, ids: &[ObjectId]) {
+        if ids.iter().any(|id| id.as_slice().first() == Some(&0x17)) {
+            self.pending.set(true);
+        }
+    }
+
+    /// Called after a ref update landed: when a write went into `objects/17` since the last
+    /// check and the estimate is past the threshold, starts git's packing. Never fails the
+    /// write: a trigger that cannot run is skipped, and the next one tries again.
+    pub(crate) fn after_write(&self, store: &Store) {
+        if !self.pending.replace(false) || self.threshold == 0 {
+            return;
+        }
+        let objects = store.repo().objects.store_ref().path().to_owned();
+        if !too_many_loose_objects(&objects, self.threshold) {
+            return;
+        }
+        let _ = spawn_auto_gc(store.git_dir(), self.threshold, self.foreground);
+    }
+}
+
+/// Returns true if git's estimate of the loose objects (256 × the object files in
+/// `objects/17`) is past `threshold`, exactly as `git gc --auto` decides.
+pub fn too_many_loose_objects(objects_dir: &Path, threshold: u64) -> bool {
+    if threshold == 0 {
+        return false;
+    }
+    let limit = threshold.div_ceil(256);
+    let Ok(dir) = std::fs::read_dir(objects_dir.join("17")) else {
+        return false;
+    };
+    let mut found = 0u64;
+    for entry in dir.flatten() {
+        let name = entry.file_name();
+        let name = name.as_encoded_bytes();
+        if name.len() >= 38 && name.iter().all(u8::is_ascii_hexdigit) {
+            found += 1;
+            if found > limit {
+                return true;
+            }
+        }
+    }
+    false
+}
+
+/// Starts `git gc --auto` with `threshold` as `gc.auto`: in the background, not waited for
+/// (its output discarded, in its own process group), or with `foreground` in the foreground
+/// (`gc.autoDetach=false`) and waited for.
+pub fn spawn_auto_gc(git_dir: &Path, threshold: u64, foreground: bool) -> Result<()> {
+    let mut cmd = git(git_dir);
+    cmd.arg("-c").arg(format!("gc.auto={threshold}"));
+    if foreground {
+        cmd.args(["-c", "gc.autoDetach=false"]);
+    }
+    cmd.args(["gc", "--auto", "--quiet"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    let shown = "git gc --auto";
+    if foreground {
+        let status = cmd.status().map_err(|e| spawn_error(shown, e))?;
+        return if status.success() {
+            Ok(())
+        } else {
+            Err(Error::Git {
+                context: shown.into(),
+                message: format!("exited with {status}"),
+            })
+        };
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::process::CommandExt;
+        cmd.process_group(0);
+    }
+    let mut child = cmd.spawn().map_err(|e| spawn_error(shown, e))?;
+    // Reap it when it ends, so that a long-running embedder collects no zombies; a command
+    // line process simply exits and leaves it to finish on its own.
+    std::thread::Builder::new()
+        .name("git-lease-gc".into())
+        .spawn(move || child.wait())
+        .map(|_| ())
+        .map_err(|e| spawn_error(shown, e))
+}
+
+/// What `git lease gc` did.
+#[derive(Serialize, Clone, Debug, PartialEq, Eq)]
+pub struct GcReport {
+    /// Loose objects before (`git count-objects`).
+    pub loose_objects_before: u64,
+    /// Loose objects after.
+    pub loose_objects_after: u64,
+    /// Packs after.
+    pub packs_after: u64,
+    /// Loose lease ref files before.
+    pub loose_lease_refs_before: u64,
+    /// Loose lease ref files after.
+    pub loose_lease_refs_after: u64,
+    /// The git commands run, in order.
+    pub commands: Vec<String>,
+}
+
+/// Packs refs and objects of `store`'s repository with git (see the module documentation).
+pub fn gc(store: &Store, full: bool) -> Result<GcReport> {
+    let git_dir = store.git_dir().to_owned();
+    let leases = store.repo().common_dir().join("refs").join("leases");
+    let before = count_objects(&git_dir)?;
+    let refs_before = count_files(&leases);
+    let steps: Vec<Vec<&str>> = if full {
+        vec![vec!["gc", "--quiet"]]
+    } else {
+        vec![
+            vec!["pack-refs", "--all", "--prune"],
+            vec!["repack", "-d", "-q"],
+        ]
+    };
+    let mut commands = Vec::new();
+    for args in steps {
+        let shown = format!("git {}", args.join(" "));
+        let out = git(&git_dir)
+            .args(&args)
+            .output()
+            .map_err(|e| spawn_error(&shown, e))?;
+        if !out.status.success() {
+            return Err(Error::Git {
+                context: shown,
+                message: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
+            });
+        }
+        commands.push(shown);
+    }
+    let after = count_objects(&git_dir)?;
+    Ok(GcReport {
+        loose_objects_before: before.loose,
+        loose_objects_after: after.loose,
+        packs_after: after.packs,
+        loose_lease_refs_before: refs_before,
+        loose_lease_refs_after: count_files(&leases),
+        commands,
+    })
+}
+
+struct Counts {
+    loose: u64,
+    packs: u64,
+}
+
+fn count_objects(git_dir: &Path) -> Result<Counts> {
+    let shown = "git count-objects -v";
+    let out = git(git_dir)
+        .args(["count-objects", "-v"])
+        .output()
+        .map_err(|e| spawn_error(shown, e))?;
+    if !out.status.success() {
+        return Err(Error::Git {
+            context: shown.into(),
+            message: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
+        });
+    }
+    let field = |name: &str| -> u64 {
+        out.stdout
+            .lines()
+            .find_map(|l| l.strip_prefix(format!("{name}: ").as_bytes()))
+            .and_then(|v| v.to_str().ok()?.trim().parse().ok())
+            .unwrap_or(0)
+    };
+    Ok(Counts {
+        loose: field("count"),
+        packs: field("packs"),
+    })
+}
+
+/// Counts the files below `dir`, recursively (0 if it does not exist).
+fn count_files(dir: &Path) -> u64 {
+    let mut n = 0;
+    let mut stack: Vec<PathBuf> = vec![dir.to_owned()];
+    while let Some(d) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            match entry.file_type() {
+                Ok(t) if t.is_dir() => stack.push(entry.path()),
+                Ok(_) => n += 1,
+                Err(_) => {}
+            }
+        }
+    }
+    n
+}
+
+fn git(git_dir: &Path) -> Command {
+    let mut cmd = Command::new("git");
+    cmd.arg("--git-dir").arg(git_dir);
+    cmd.env_remove("GIT_DIR").stdin(Stdio::null());
+    cmd
+}
+
+fn spawn_error(command: &str, e: std::io::Error) -> Error {
+    Error::Io {
+        context: format!("cannot run {command}"),
+        source: e,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_estimate_is_gits() {
+        let dir = tempfile::tempdir().unwrap();
+        let seventeen = dir.path().join("17");
+        assert!(!too_many_loose_objects(dir.path(), 5), "no objects/17 yet");
+        std::fs::create_dir_all(&seventeen).unwrap();
+        let name = |i: u32| format!("{i:038x}");
+        std::fs::write(seventeen.join(name(1)), b"").unwrap();
+        assert!(
+            !too_many_loose_objects(dir.path(), 5),
+            "1 is not > ceil(5/256)"
+        );
+        std::fs::write(seventeen.join(name(2)), b"").unwrap();
+        std::fs::write(seventeen.join("tmp_obj_x"), b"").unwrap();
+        assert!(too_many_loose_objects(dir.path(), 5));
+        assert!(!too_many_loose_objects(dir.path(), 0), "0 disables");
+        assert!(!too_many_loose_objects(dir.path(), 6700));
+    }
+}
