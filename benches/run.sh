@@ -5,9 +5,10 @@
 #                  [--out DIR] [--tmp DIR] [--keep] [--no-build]
 #
 # Groups (default: all, in this order):
-#   acquire     one acquire per process, fresh issue per run: git-lease, sqlite-lease (NORMAL,
-#               FULL), one `git update-ref`, the plumbing pipeline
-#               (hash-object -w --stdin, mktree, commit-tree, update-ref with the old value)
+#   acquire     one acquire per process, fresh issue per run: git-lease (default, and with
+#               lease.fsync=true), sqlite-lease (NORMAL, FULL), one `git update-ref`, the
+#               plumbing pipeline (hash-object -w --stdin, mktree, commit-tree, update-ref with
+#               the old value)
 #   list        `git-lease list` (warm, and cold: its list cache emptied first) vs
 #               `sqlite-lease list` vs `git for-each-ref | git cat-file --batch` at each size
 #               (80% live), after `git gc`; peak RSS with /usr/bin/time -v
@@ -16,6 +17,9 @@
 #               git-lease vs SQLite NORMAL; tokens checked for repeats, for git by `git log`
 #   remote      `git-lease acquire --remote git://127.0.0.1:PORT/...` vs one plain `git push`
 #               of one ref, against a `git daemon` on 127.0.0.1 started and stopped here
+#   gc          `git lease gc` vs `git gc --quiet` on 2000 leases written loose by git-lease
+#               (a fresh copy before each run), and a cold list before and after packing;
+#               last, because it deletes thousands of files
 #
 # Every comparison alternates: each group runs hyperfine R times ("rounds") over all of its
 # commands, rotating their order each round; the report gives medians over all runs and the
@@ -32,7 +36,7 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$HERE/.." && pwd)
 SIZES="1000 10000 100000"
 ROUNDS=""
-GROUPS_WANTED="acquire list scale contention remote"
+GROUPS_WANTED="acquire list scale contention remote gc"
 OUT="$HERE/target/bench-results"
 TMPBASE="${GIT_LEASE_BENCH_TMP:-/var/tmp}"
 KEEP=0
@@ -139,7 +143,7 @@ alternate() {
             local v=$(((r + j) % k))
             args+=(-n "${names[v]}" "${cmds[v]}")
         done
-        hyperfine --style basic --runs "$runs" --warmup "$warmup" \
+        hyperfine --style basic --runs "$runs" --warmup "$warmup" ${PREPARE:+--prepare "$PREPARE"} \
             --export-json "$OUT/raw/$group.$r.json" "${args[@]}" > "$OUT/raw/$group.$r.txt"
     done
 }
@@ -157,11 +161,13 @@ counter() { echo 0 > "$W/ctr.$1"; echo "read n < $W/ctr.$1; echo \$((n+1)) > $W/
 if want acquire; then
     log "acquire: one operation per process"
     A="$W/acquire"; mkdir -p "$A"
-    git init -q "$A/gl"; git init -q "$A/ur"; git init -q "$A/pl"
+    git init -q "$A/gl"; git init -q "$A/gf"; git init -q "$A/ur"; git init -q "$A/pl"
+    git -C "$A/gf" config lease.fsync true
     C=$(git -C "$A/ur" commit-tree "$(git -C "$A/ur" mktree </dev/null)" -m seed)
     JSON='{\n  "version": 1,\n  "issue": "p%s",\n  "event": "acquire",\n  "holder": "alice@example.com",\n  "token": 1,\n  "acquired_at": "2027-01-15T08:00:00Z",\n  "expires_at": "2027-01-15T09:00:00Z",\n  "at": "2027-01-15T08:00:00Z"\n}\n'
     alternate acquire 15 3 \
         "git-lease acquire" "$(counter gl); exec $GL -C $A/gl acquire g\$n --holder alice@example.com --ttl 1h" \
+        "git-lease acquire (lease.fsync=true)" "$(counter gf); exec $GL -C $A/gf acquire f\$n --holder alice@example.com --ttl 1h" \
         "sqlite-lease acquire (NORMAL)" "$(counter sn); export SQLITE_LEASE_SYNC=normal; exec $SL $A/normal.db acquire s\$n alice@example.com 3600" \
         "sqlite-lease acquire (FULL)" "$(counter sf); export SQLITE_LEASE_SYNC=full; exec $SL $A/full.db acquire s\$n alice@example.com 3600" \
         "git update-ref" "$(counter ur); exec git -C $A/ur update-ref refs/leases/u\$n $C $ZERO" \
@@ -170,7 +176,9 @@ if want acquire; then
         "git-lease acquire:sqlite-lease acquire (NORMAL)" \
         "git-lease acquire:sqlite-lease acquire (FULL)" \
         "git-lease acquire:git update-ref" \
-        "git-lease acquire:git plumbing pipeline"
+        "git-lease acquire:git plumbing pipeline" \
+        "git-lease acquire (lease.fsync=true):sqlite-lease acquire (FULL)" \
+        "git-lease acquire (lease.fsync=true):git-lease acquire"
     # Sanity: every run made a lease.
     "$GL" -C "$A/gl" list --all --json | python3 -c 'import json,sys; print(len(json.load(sys.stdin)), "git-lease leases written")' >&2
 fi
@@ -330,6 +338,34 @@ if want remote; then
     echo "Remote refs after the run: $(git ls-remote "$URL" 'refs/leases/*' | wc -l) leases, $(git ls-remote "$URL" 'refs/pushed/*' | wc -l) plain pushes." >> "$REPORT"
     echo >> "$REPORT"
     kill "$DAEMON_PID"; wait "$DAEMON_PID" 2>/dev/null || true; DAEMON_PID=""
+fi
+
+# --- gc --------------------------------------------------------------------------------------
+if want gc; then
+    log "gc: git lease gc on 2000 leases written loose"
+    G="$W/gc"; mkdir -p "$G"
+    git init -q "$G/template"
+    git -C "$G/template" config lease.gcAuto 0   # keep it loose while it is made
+    for b in 0 1 2 3; do
+        "$GL" -C "$G/template" acquire $(seq -f "b${b}x%g" 1 500) --holder alice@example.com --ttl 1h >/dev/null
+    done
+    git -C "$G/template" config --unset lease.gcAuto
+    echo "- gc template: 2000 leases by \`git-lease acquire\` (500 per command): $(git -C "$G/template" count-objects | cut -d, -f1) loose, $(find "$G/template/.git/refs/leases" -type f | wc -l) loose lease refs" >> "$REPORT"
+    PREPARE="rm -rf $G/work && cp -a $G/template $G/work" alternate gc 3 1 \
+        "git-lease gc" "exec $GL -C $G/work gc" \
+        "git gc --quiet" "exec git -C $G/work gc --quiet"
+    summarise gc "git lease gc vs git gc on 2000 leases written loose (fresh copy before each run)" \
+        "git-lease gc:git gc --quiet"
+    echo "Before each run: \`rm -rf $G/work && cp -a $G/template $G/work\` (hyperfine --prepare, not timed)." >> "$REPORT"
+    echo >> "$REPORT"
+    cp -a "$G/template" "$G/loose"; cp -a "$G/template" "$G/packed"
+    "$GL" -C "$G/packed" gc >/dev/null
+    mkdir -p "$G/loose/.git/git-lease" "$G/packed/.git/git-lease"
+    alternate gc-list 10 2 \
+        "git-lease list --all, cold, loose" ": > $G/loose/.git/git-lease/list-cache; exec $GL -C $G/loose list --all" \
+        "git-lease list --all, cold, after git lease gc" ": > $G/packed/.git/git-lease/list-cache; exec $GL -C $G/packed list --all"
+    summarise gc-list "Cold list (no list cache) of 2000 leases, loose vs packed by git lease gc" \
+        "git-lease list --all, cold, loose:git-lease list --all, cold, after git lease gc"
 fi
 
 log "report: $REPORT"

@@ -11,6 +11,8 @@
 //!      (N = `$GIT_LEASE_BENCH_LARGE`, default 100000; packed by `git gc`);
 //!    - `list`: the whole list (80% live) in-process, git-lease (with its list cache, and cold)
 //!      against SQLite;
+//!    - `batch`: 100 acquires of new issues: `Ledger::apply_batch` (one ref transaction)
+//!      against SQLite's 100 acquires in one transaction;
 //! 2. then the paired section (skip with `GIT_LEASE_BENCH_PAIRED=0`): every comparison again,
 //!    its variants alternating round by round (A B C, B C A, ...), reported as medians and
 //!    medians of same-round ratios; written to `$GIT_LEASE_BENCH_OUT/inprocess.md` (default
@@ -26,7 +28,9 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use criterion::{BatchSize, Criterion};
-use git_lease::{Claim, Ending, IssueId, Ledger, Ttl};
+use git_lease::batch::Operation;
+use git_lease::durability::Fsync;
+use git_lease::{Claim, Ending, IssueId, Ledger, Store, Ttl};
 use git_lease_bench::floor::Floor;
 use git_lease_bench::populate::{count_leases, populate_git, Packing};
 use git_lease_bench::sqlite_lease::{SqliteLedger, Sync};
@@ -183,6 +187,8 @@ fn cold_list(ledger: &Ledger) -> usize {
 
 struct Subjects {
     git: Ledger,
+    /// The same repository as `git`, fsyncing objects and refs (`lease.fsync=true`).
+    git_fsync: Ledger,
     git_cycle: Ledger,
     normal: SqliteLedger,
     full: SqliteLedger,
@@ -214,8 +220,14 @@ impl Subjects {
         let (large_path, large) = fx.populated("leases-large", fx.large);
         let small_b = fx.populated("leases-1k-b", 1000).1;
         let large_b = fx.populated("leases-large-b", fx.large).1;
+        let git_fsync = Ledger::from_store(
+            Store::open(&fx.root.join("acquire"))
+                .expect("open")
+                .with_fsync(Fsync::ALL),
+        );
         Subjects {
             git,
+            git_fsync,
             git_cycle: fx.repo("cycle"),
             normal: fx.sqlite("normal.db", Sync::Normal),
             full: fx.sqlite("full.db", Sync::Full),
@@ -332,6 +344,44 @@ fn criterion_groups(c: &mut Criterion, fx: &Fixture, s: &mut Subjects) {
         });
         g.finish();
     }
+    {
+        let mut g = c.benchmark_group("batch");
+        g.sample_size(10);
+        let mut n = 0u64;
+        g.bench_function("git_lease_apply_batch_100", |b| {
+            b.iter_batched(
+                || {
+                    n += 1;
+                    (0..100)
+                        .map(|i| {
+                            let id = IssueId::new(&format!("cb{n}-{i}")).expect("a valid id");
+                            (id, Operation::Acquire(fx.claim.clone()))
+                        })
+                        .collect::<Vec<_>>()
+                },
+                |ops| black_box(s.git.apply_batch(&ops, fx.now).expect("batch")),
+                BatchSize::SmallInput,
+            )
+        });
+        let mut m = 0u64;
+        g.bench_function("sqlite_normal_100_in_one_transaction", |b| {
+            b.iter_batched(
+                || {
+                    m += 1;
+                    (0..100).map(|i| format!("cs{m}-{i}")).collect::<Vec<_>>()
+                },
+                |issues| {
+                    black_box(
+                        s.normal
+                            .acquire_many(&issues, "alice@example.com", Some(3600), now)
+                            .expect("batch"),
+                    )
+                },
+                BatchSize::SmallInput,
+            )
+        });
+        g.finish();
+    }
 }
 
 /// One table of the paired section.
@@ -408,7 +458,9 @@ fn paired_section(fx: &Fixture, s: &mut Subjects) -> Vec<Table> {
         let mut f3 = Fresh::new("p");
         let mut f4 = Fresh::new("p");
         let mut f5 = Fresh::new("q");
+        let mut f6 = Fresh::new("f");
         let (git, normal, full, floor) = (&s.git, &mut s.normal, &mut s.full, &mut s.floor);
+        let git_fsync = &s.git_fsync;
         let floor = std::cell::RefCell::new(floor);
         let mut vs = [
             Variant::new("git-lease acquire", || git_acquire(git, &f1.next_id(), fx)),
@@ -425,12 +477,15 @@ fn paired_section(fx: &Fixture, s: &mut Subjects) -> Vec<Table> {
                     .acquire_durable(&f5.next())
                     .expect("floor")
             }),
+            Variant::new("git-lease acquire, fsynced (lease.fsync=true)", || {
+                git_acquire(git_fsync, &f6.next_id(), fx)
+            }),
         ];
         tables.push(Table {
             title: "In-process acquire of a new issue".into(),
             unit: "op",
             figures: paired(&mut vs, rounds, 40),
-            ratios: vec![(0, 1), (0, 2), (0, 3), (0, 4)],
+            ratios: vec![(0, 1), (0, 2), (0, 3), (0, 4), (5, 4), (5, 2), (5, 0)],
             pooled: Vec::new(),
         });
     }
@@ -497,6 +552,74 @@ fn paired_section(fx: &Fixture, s: &mut Subjects) -> Vec<Table> {
                 vec![1, 3],
                 vec![0, 2],
             )],
+        });
+    }
+    {
+        // 100 acquires of new issues per operation, git-lease batched (one ref transaction),
+        // git-lease one by one, SQLite in one transaction.
+        const N: usize = 100;
+        let (git, git_fsync, normal, full) = (&s.git, &s.git_fsync, &mut s.normal, &mut s.full);
+        let claim = &fx.claim;
+        let batch_of = |prefix: &str, n: &mut u64| -> Vec<(IssueId, Operation)> {
+            *n += 1;
+            (0..N)
+                .map(|i| {
+                    let id = IssueId::new(&format!("{prefix}{n}-{i}")).expect("a valid id");
+                    (id, Operation::Acquire(claim.clone()))
+                })
+                .collect()
+        };
+        let (mut n1, mut n2, mut n3, mut n4, mut n5) = (0, 0, 0, 0, 0);
+        let mut vs = [
+            Variant::new(format!("git-lease apply_batch, {N} acquires"), || {
+                let ops = batch_of("ba", &mut n1);
+                let r = git.apply_batch(&ops, fx.now).expect("batch");
+                assert!(r.iter().all(|r| r.wrote));
+            }),
+            Variant::new(format!("git-lease {N} x acquire"), || {
+                for (issue, _) in batch_of("bs", &mut n2) {
+                    git_acquire(git, &issue, fx);
+                }
+            }),
+            Variant::new(
+                format!("sqlite NORMAL, {N} acquires in one transaction"),
+                || {
+                    n3 += 1;
+                    let issues: Vec<String> = (0..N).map(|i| format!("bn{n3}-{i}")).collect();
+                    let r = normal
+                        .acquire_many(&issues, "alice@example.com", Some(3600), now)
+                        .expect("batch");
+                    assert!(r.iter().all(|r| r.wrote));
+                },
+            ),
+            Variant::new(
+                format!("sqlite FULL, {N} acquires in one transaction"),
+                || {
+                    n4 += 1;
+                    let issues: Vec<String> = (0..N).map(|i| format!("bf{n4}-{i}")).collect();
+                    let r = full
+                        .acquire_many(&issues, "alice@example.com", Some(3600), now)
+                        .expect("batch");
+                    assert!(r.iter().all(|r| r.wrote));
+                },
+            ),
+            Variant::new(
+                format!("git-lease apply_batch, {N} acquires, fsynced"),
+                || {
+                    let ops = batch_of("bd", &mut n5);
+                    let r = git_fsync.apply_batch(&ops, fx.now).expect("batch");
+                    assert!(r.iter().all(|r| r.wrote));
+                },
+            ),
+        ];
+        tables.push(Table {
+            title: format!(
+                "In-process batch of {N} acquires of new issues (per batch; per acquire = ÷ {N})"
+            ),
+            unit: "batch",
+            figures: paired(&mut vs, rounds, 2),
+            ratios: vec![(0, 1), (0, 2), (0, 3), (4, 3), (4, 0)],
+            pooled: Vec::new(),
         });
     }
     {

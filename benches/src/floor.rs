@@ -6,7 +6,8 @@
 //! `refs/leases/<issue>.lock` (created exclusively) and renamed over `refs/leases/<issue>`.
 //! [`Floor::acquire`] does exactly that with plain `std::fs` calls and nothing else: no
 //! hashing, no compression, no reading. [`Floor::acquire_durable`] adds the fsyncs a durable
-//! write would need (each file, each directory it was renamed in), which git-lease does not do.
+//! write would need (each file, each directory it was renamed in), which git-lease does only
+//! when `core.fsync` or `lease.fsync` asks for it (docs/DURABILITY.md).
 
 use std::fs::{self, File, OpenOptions};
 use std::io::Write;

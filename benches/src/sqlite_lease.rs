@@ -184,7 +184,39 @@ impl SqliteLedger {
         let tx = self
             .conn
             .transaction_with_behavior(TransactionBehavior::Immediate)?;
-        let current = Self::read(&tx, issue)?;
+        let report = Self::acquire_in(&tx, issue, holder, ttl_secs, now)?;
+        tx.commit()?;
+        Ok(report)
+    }
+
+    /// Claims every issue of `issues` for `holder` in **one** transaction, each decided as
+    /// [`SqliteLedger::acquire`] decides it: the peer of git-lease's batch API.
+    pub fn acquire_many(
+        &mut self,
+        issues: &[String],
+        holder: &str,
+        ttl_secs: Option<i64>,
+        now: i64,
+    ) -> Result<Vec<Report>, Error> {
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let reports = issues
+            .iter()
+            .map(|issue| Self::acquire_in(&tx, issue, holder, ttl_secs, now))
+            .collect::<Result<Vec<_>, _>>()?;
+        tx.commit()?;
+        Ok(reports)
+    }
+
+    fn acquire_in(
+        tx: &Connection,
+        issue: &str,
+        holder: &str,
+        ttl_secs: Option<i64>,
+        now: i64,
+    ) -> Result<Report, Error> {
+        let current = Self::read(tx, issue)?;
         let expires_at = ttl_secs.map(|t| now + t);
         let report = match current {
             Some(row) if row.is_live(now) => {
@@ -198,7 +230,7 @@ impl SqliteLedger {
                         }
                     } else {
                         let next = Row { expires_at, ..row };
-                        Self::write(&tx, &next)?;
+                        Self::write(tx, &next)?;
                         Report {
                             outcome: Outcome::Acquired,
                             row: Some(next),
@@ -221,7 +253,7 @@ impl SqliteLedger {
                     acquired_at: Some(now),
                     expires_at,
                 };
-                Self::write(&tx, &next)?;
+                Self::write(tx, &next)?;
                 Report {
                     outcome: Outcome::Acquired,
                     row: Some(next),
@@ -229,7 +261,6 @@ impl SqliteLedger {
                 }
             }
         };
-        tx.commit()?;
         Ok(report)
     }
 
@@ -353,6 +384,21 @@ mod tests {
 
     fn ledger(dir: &tempfile::TempDir, sync: Sync) -> SqliteLedger {
         SqliteLedger::open(&dir.path().join("leases.db"), sync).unwrap()
+    }
+
+    #[test]
+    fn acquire_many_decides_each_issue_in_one_transaction() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut l = ledger(&dir, Sync::Normal);
+        l.acquire("b", "bob", Some(600), 1000).unwrap();
+        let issues: Vec<String> = ["a", "b", "c"].iter().map(|s| s.to_string()).collect();
+        let r = l.acquire_many(&issues, "alice", Some(600), 1100).unwrap();
+        let outcomes: Vec<Outcome> = r.iter().map(|r| r.outcome).collect();
+        assert_eq!(
+            outcomes,
+            [Outcome::Acquired, Outcome::Held, Outcome::Acquired]
+        );
+        assert_eq!(l.current("c").unwrap().unwrap().token, 1);
     }
 
     #[test]
