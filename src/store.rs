@@ -462,7 +462,15 @@ impl Store {
         let committer = gix::actor::Signature {
             name: "git-lease".into(),
             email: "git-lease@localhost".into(),
-            time: gix::date::Time::now_local_or_utc(),
+            // Only a reflog entry's time (written when core.logAllRefUpdates=always), in UTC:
+            // finding the local zone scans the whole time zone database, which cost more than
+            // the rest of an acquire.
+            time: gix::date::Time::new(
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(0)),
+                0,
+            ),
         };
         let mut time_buf = Default::default();
         let prepared = self.repo.refs.transaction().prepare(ref_edits, fail, fail);
