@@ -139,6 +139,33 @@ impl Run {
         );
         self
     }
+
+    /// Asserts the exit code and the `outcome` of the JSON answer; returns the answer.
+    #[track_caller]
+    pub fn outcome(&self, code: i32, want: &str) -> Value {
+        self.code(code);
+        let v = self.json();
+        assert_eq!(v["outcome"], serde_json::json!(want), "{self}");
+        v
+    }
+
+    /// Asserts that the JSON answer has every `(field, value)` of `fields`; returns the answer.
+    #[track_caller]
+    pub fn json_has(&self, fields: &[(&str, Value)]) -> Value {
+        let v = self.json();
+        for (field, want) in fields {
+            assert_eq!(&v[*field], want, "{field} of `{}`\n{self}", self.command);
+        }
+        v
+    }
+}
+
+/// Asserts that the JSON object `value` has every `(field, value)` of `fields`.
+#[track_caller]
+pub fn assert_fields(value: &Value, fields: &[(&str, Value)]) {
+    for (field, want) in fields {
+        assert_eq!(&value[*field], want, "{field} of {value}");
+    }
 }
 
 /// Returns the keys that appear more than once in one JSON object of `text` (at any depth),

@@ -10,7 +10,7 @@
 use std::path::Path;
 
 use chrono::{DateTime, Duration, Utc};
-use git_lease::{Claim, Ending, Event, FenceFailure, IssueId, Ledger, Outcome, Store, Ttl};
+use git_lease::{Claim, Ending, Event, FenceFailure, IssueId, Ledger, Outcome, Report, Store, Ttl};
 use proptest::prelude::*;
 
 use crate::env::{t0, TestRepo};
@@ -205,6 +205,16 @@ fn tenure_of(lease: &git_lease::Lease) -> Tenure {
     }
 }
 
+/// Asserts that `report` has the model's outcome and written flag.
+#[track_caller]
+fn assert_answer(report: &Report, (outcome, wrote): (Outcome, bool), context: &str) {
+    assert_eq!(
+        (report.outcome, report.wrote),
+        (outcome, wrote),
+        "{context}"
+    );
+}
+
 /// Opens the ledger without reading any configuration outside the repository.
 fn open(path: &Path) -> Ledger {
     let repo = gix::open_opts(path, gix::open::Options::isolated()).expect("open the repository");
@@ -276,6 +286,18 @@ impl World {
         );
     }
 
+    /// Asserts that `report` has the model's outcome and written flag (`want`) and reports
+    /// the model's state of `issue`.
+    #[track_caller]
+    fn assert_report(&self, issue: usize, report: &Report, want: (Outcome, bool), context: &str) {
+        assert_answer(report, want, context);
+        assert_eq!(
+            report.lease().map(tenure_of),
+            self.models[issue].state,
+            "{context}"
+        );
+    }
+
     fn step(&mut self, op: &Op) {
         let now = self.now;
         let context = format!("{op:?} at {now}");
@@ -287,12 +309,8 @@ impl World {
                     .ledger
                     .acquire(&self.ids[issue], &claim, now)
                     .expect("acquire");
-                let (outcome, wrote) = self.models[issue].acquire(HOLDERS[holder], ttl, now);
-                assert_eq!(
-                    (report.outcome, report.wrote),
-                    (outcome, wrote),
-                    "{context}"
-                );
+                let want = self.models[issue].acquire(HOLDERS[holder], ttl, now);
+                assert_answer(&report, want, &context);
                 let lease = report.lease().expect("an acquire reports the lease");
                 if report.outcome == Outcome::Acquired {
                     assert_eq!(lease.holder.as_deref(), Some(HOLDERS[holder]), "{context}");
@@ -313,17 +331,8 @@ impl World {
                     .ledger
                     .renew(&self.ids[issue], HOLDERS[holder], to_ttl(ttl), now)
                     .expect("renew");
-                let (outcome, wrote) = self.models[issue].renew(HOLDERS[holder], ttl, now);
-                assert_eq!(
-                    (report.outcome, report.wrote),
-                    (outcome, wrote),
-                    "{context}"
-                );
-                assert_eq!(
-                    report.lease().map(tenure_of),
-                    self.models[issue].state,
-                    "{context}"
-                );
+                let want = self.models[issue].renew(HOLDERS[holder], ttl, now);
+                self.assert_report(issue, &report, want, &context);
             }
             Op::Release {
                 issue,
@@ -335,17 +344,8 @@ impl World {
                     .ledger
                     .release(&self.ids[issue], HOLDERS[holder], ending, now)
                     .expect("release");
-                let (outcome, wrote) = self.models[issue].release(HOLDERS[holder], now);
-                assert_eq!(
-                    (report.outcome, report.wrote),
-                    (outcome, wrote),
-                    "{context}"
-                );
-                assert_eq!(
-                    report.lease().map(tenure_of),
-                    self.models[issue].state,
-                    "{context}"
-                );
+                let want = self.models[issue].release(HOLDERS[holder], now);
+                self.assert_report(issue, &report, want, &context);
             }
             Op::Check {
                 issue,

@@ -10,9 +10,33 @@ use serde_json::{json, Value};
 use crate::env::{at_min, Run, TestRepo};
 use crate::server::Server;
 
+const ALICE: &str = "alice@example.com";
+const BOB: &str = "bob@example.com";
+const CAROL: &str = "carol@example.com";
+
 /// Runs `git lease --json <args>` in `repo` at `min` minutes after T0.
 fn jrun(repo: &TestRepo, min: i64, args: &[&str]) -> Run {
     repo.lease().now(&at_min(min)).arg_json().args(args).run()
+}
+
+/// Runs `git lease --json <op> --remote origin <rest>` in `repo` at `min` minutes after T0.
+fn via_origin(repo: &TestRepo, min: i64, op: &str, rest: &[&str]) -> Run {
+    let mut args = vec![op, "--remote", "origin"];
+    args.extend_from_slice(rest);
+    jrun(repo, min, &args)
+}
+
+/// `acquire --remote origin <issue> --ttl 1h` in `repo` at `min` minutes after T0.
+fn claim(repo: &TestRepo, min: i64, issue: &str) -> Run {
+    via_origin(repo, min, "acquire", &[issue, "--ttl", "1h"])
+}
+
+/// `check --remote origin <issue> --token <token> [--holder <holder>]` at `min` minutes after
+/// T0.
+fn check(repo: &TestRepo, min: i64, issue: &str, token: &str, holder: Option<&str>) -> Run {
+    let mut rest = vec![issue, "--token", token];
+    rest.extend(holder.map(|h| ["--holder", h]).into_iter().flatten());
+    via_origin(repo, min, "check", &rest)
 }
 
 /// Counts the daemon's log lines that mention `service` (`upload-pack` is a fetch,
@@ -25,6 +49,12 @@ fn requests(daemon: &Server, service: &str) -> usize {
         .count()
 }
 
+/// Asserts that the server's `refs/leases/<issue>` is `tip`.
+#[track_caller]
+fn assert_server_tip(daemon: &Server, issue: &str, tip: &str) {
+    assert_eq!(daemon.tip(issue).as_deref(), Some(tip), "the server moved");
+}
+
 // ---------------------------------------------------------------------------------------------
 // The remote is the authority
 // ---------------------------------------------------------------------------------------------
@@ -32,40 +62,33 @@ fn requests(daemon: &Server, service: &str) -> usize {
 #[test]
 fn the_remote_decides_whatever_each_clone_knew() {
     let daemon = Server::daemon();
-    let a = daemon.client("alice@example.com");
-    let b = daemon.client("bob@example.com");
-    let c = daemon.client("carol@example.com");
+    let a = daemon.client(ALICE);
+    let b = daemon.client(BOB);
+    let c = daemon.client(CAROL);
 
     // A claims through the remote: the server and A's local ref agree.
-    let run = jrun(
-        &a,
-        0,
-        &["acquire", "--remote", "origin", "42", "--ttl", "1h"],
-    );
+    let run = claim(&a, 0, "42");
     run.ok();
-    let v = run.json();
-    assert_eq!(v["outcome"], json!("acquired"), "{run}");
-    assert_eq!(v["token"], json!(1), "{run}");
-    assert_eq!(v["holder"], json!("alice@example.com"), "{run}");
-    assert_eq!(v["wrote"], json!(true), "{run}");
+    let v = run.json_has(&[
+        ("outcome", json!("acquired")),
+        ("token", json!(1)),
+        ("holder", json!(ALICE)),
+        ("wrote", json!(true)),
+    ]);
     let tip1 = daemon.tip("42").expect("the server has refs/leases/42");
     assert_eq!(v["commit"], json!(tip1), "{run}");
     assert_eq!(a.tip("42").as_deref(), Some(tip1.as_str()));
 
     // B's local copy knows nothing, yet the answer reflects the remote.
     assert_eq!(b.tip("42"), None);
-    let run = jrun(
-        &b,
-        1,
-        &["acquire", "--remote", "origin", "42", "--ttl", "1h"],
-    );
-    run.code(3);
-    let v = run.json();
-    assert_eq!(v["outcome"], json!("held"), "{run}");
-    assert_eq!(v["holder"], json!("alice@example.com"), "{run}");
-    assert_eq!(v["token"], json!(1), "{run}");
-    assert_eq!(v["wrote"], json!(false), "{run}");
-    assert_eq!(daemon.tip("42").as_deref(), Some(tip1.as_str()));
+    let run = claim(&b, 1, "42");
+    run.outcome(3, "held");
+    run.json_has(&[
+        ("holder", json!(ALICE)),
+        ("token", json!(1)),
+        ("wrote", json!(false)),
+    ]);
+    assert_server_tip(&daemon, "42", &tip1);
     let human = b
         .lease()
         .now(&at_min(1))
@@ -74,7 +97,7 @@ fn the_remote_decides_whatever_each_clone_knew() {
     human
         .code(3)
         .stdout_has("held")
-        .stdout_has("alice@example.com")
+        .stdout_has(ALICE)
         .stdout_has("token 1");
     // Whatever B keeps locally, it is never something the server does not have.
     assert!(
@@ -83,54 +106,43 @@ fn the_remote_decides_whatever_each_clone_knew() {
     );
 
     // B cannot release A's lease.
-    let run = jrun(&b, 2, &["release", "--remote", "origin", "42"]);
-    run.code(3);
-    let v = run.json();
-    assert_eq!(v["outcome"], json!("not_holder"), "{run}");
-    assert_eq!(v["holder"], json!("alice@example.com"), "{run}");
-    assert_eq!(daemon.tip("42").as_deref(), Some(tip1.as_str()));
+    let run = via_origin(&b, 2, "release", &["42"]);
+    run.outcome(3, "not_holder");
+    run.json_has(&[("holder", json!(ALICE))]);
+    assert_server_tip(&daemon, "42", &tip1);
 
     // A releases; the server and A's local ref agree again.
-    let run = jrun(&a, 3, &["release", "--remote", "origin", "42"]);
-    run.ok();
-    let v = run.json();
-    assert_eq!(v["outcome"], json!("released"), "{run}");
-    assert_eq!(v["token"], json!(1), "{run}");
-    assert_eq!(v["holder"], json!(null), "{run}");
+    let run = via_origin(&a, 3, "release", &["42"]);
+    let v = run.outcome(0, "released");
+    run.json_has(&[("token", json!(1)), ("holder", json!(null))]);
     let tip2 = daemon.tip("42").unwrap();
     assert_ne!(tip2, tip1);
     assert_eq!(v["commit"], json!(tip2), "{run}");
     assert_eq!(a.tip("42").as_deref(), Some(tip2.as_str()));
 
     // B now gets the next token.
-    let run = jrun(
-        &b,
-        4,
-        &["acquire", "--remote", "origin", "42", "--ttl", "1h"],
-    );
-    run.ok();
-    let v = run.json();
-    assert_eq!(v["outcome"], json!("acquired"), "{run}");
-    assert_eq!(v["token"], json!(2), "{run}");
-    assert_eq!(v["holder"], json!("bob@example.com"), "{run}");
+    let run = claim(&b, 4, "42");
+    let v = run.outcome(0, "acquired");
+    run.json_has(&[("token", json!(2)), ("holder", json!(BOB))]);
     let tip3 = daemon.tip("42").unwrap();
     assert_eq!(v["commit"], json!(tip3), "{run}");
     assert_eq!(b.tip("42").as_deref(), Some(tip3.as_str()));
 
     // A third clone that never touched 42 sees the server's state.
-    let run = jrun(&c, 5, &["show", "--remote", "origin", "42"]);
+    let run = via_origin(&c, 5, "show", &["42"]);
     run.ok();
-    let v = run.json();
-    assert_eq!(v["holder"], json!("bob@example.com"), "{run}");
-    assert_eq!(v["token"], json!(2), "{run}");
-    assert_eq!(v["state"], json!("held"), "{run}");
-    assert_eq!(v["commit"], json!(tip3), "{run}");
+    run.json_has(&[
+        ("holder", json!(BOB)),
+        ("token", json!(2)),
+        ("state", json!("held")),
+        ("commit", json!(tip3)),
+    ]);
     c.lease()
         .now(&at_min(5))
         .args(["show", "--remote", "origin", "42"])
         .run()
         .ok()
-        .stdout_has("bob@example.com")
+        .stdout_has(BOB)
         .stdout_has(&tip3);
 
     // The server's chain, read with plain git: acquire, release, acquire.
@@ -148,9 +160,9 @@ fn the_remote_decides_whatever_each_clone_knew() {
     assert_eq!(
         events,
         vec![
-            ("acquire", json!("alice@example.com"), 1),
+            ("acquire", json!(ALICE), 1),
             ("release", json!(null), 1),
-            ("acquire", json!("bob@example.com"), 2),
+            ("acquire", json!(BOB), 2),
         ]
     );
     daemon.lease(&["verify"]).ok().stdout_has("ok");
@@ -159,8 +171,8 @@ fn the_remote_decides_whatever_each_clone_knew() {
 #[test]
 fn lease_remote_config_is_the_default_and_local_overrides_it() {
     let daemon = Server::daemon();
-    let a = daemon.client("alice@example.com");
-    let b = daemon.client("bob@example.com");
+    let a = daemon.client(ALICE);
+    let b = daemon.client(BOB);
     a.git(&["config", "lease.remote", "origin"]);
     b.git(&["config", "lease.remote", "origin"]);
 
@@ -171,19 +183,15 @@ fn lease_remote_config_is_the_default_and_local_overrides_it() {
     assert_eq!(a.tip("7").as_deref(), Some(server7.as_str()));
     let run = jrun(&b, 1, &["acquire", "7"]);
     run.code(3);
-    assert_eq!(run.json()["holder"], json!("alice@example.com"), "{run}");
+    run.json_has(&[("holder", json!(ALICE))]);
     assert_eq!(b.tip("7"), None, "a refusal wrote B's local ref");
 
     // --local: the local refs only; the server does not move.
     let server_before = daemon.lease_refs();
-    let run = jrun(&a, 2, &["--local", "acquire", "8", "--ttl", "1h"]);
-    run.ok();
-    assert_eq!(run.json()["outcome"], json!("acquired"), "{run}");
+    jrun(&a, 2, &["--local", "acquire", "8", "--ttl", "1h"]).outcome(0, "acquired");
     assert!(a.tip("8").is_some(), "the local acquire wrote nothing");
     assert_eq!(daemon.tip("8"), None, "--local acquire reached the server");
-    let run = jrun(&a, 3, &["--local", "release", "7"]);
-    run.ok();
-    assert_eq!(run.json()["outcome"], json!("released"), "{run}");
+    jrun(&a, 3, &["--local", "release", "7"]).outcome(0, "released");
     assert_ne!(a.tip("7").as_deref(), Some(server7.as_str()));
     assert_eq!(
         daemon.lease_refs(),
@@ -195,14 +203,13 @@ fn lease_remote_config_is_the_default_and_local_overrides_it() {
     jrun(&a, 4, &["show", "8"]).code(4);
     let run = jrun(&a, 4, &["--local", "show", "8"]);
     run.ok();
-    assert_eq!(run.json()["holder"], json!("alice@example.com"), "{run}");
+    run.json_has(&[("holder", json!(ALICE))]);
     let run = jrun(&a, 4, &["show", "7"]);
     run.ok();
-    assert_eq!(run.json()["holder"], json!("alice@example.com"), "{run}");
-    assert_eq!(run.json()["commit"], json!(server7), "{run}");
+    run.json_has(&[("holder", json!(ALICE)), ("commit", json!(server7))]);
     let run = jrun(&a, 4, &["--local", "show", "7"]);
     run.ok();
-    assert_eq!(run.json()["state"], json!("free"), "{run}");
+    run.json_has(&[("state", json!("free"))]);
 
     // --local with --remote is a usage error.
     a.run(&["--local", "--remote", "origin", "show", "7"])
@@ -210,9 +217,9 @@ fn lease_remote_config_is_the_default_and_local_overrides_it() {
 
     // --remote wins over the config.
     a.git(&["config", "lease.remote", "nowhere"]);
-    let run = jrun(&a, 5, &["show", "--remote", "origin", "7"]);
+    let run = via_origin(&a, 5, "show", &["7"]);
     run.ok();
-    assert_eq!(run.json()["holder"], json!("alice@example.com"), "{run}");
+    run.json_has(&[("holder", json!(ALICE))]);
     let run = jrun(&a, 5, &["show", "7"]);
     assert_ne!(
         run.code, 0,
@@ -223,23 +230,19 @@ fn lease_remote_config_is_the_default_and_local_overrides_it() {
 #[test]
 fn reads_through_the_remote_fetch_first() {
     let daemon = Server::daemon();
-    let a = daemon.client("alice@example.com");
-    let b = daemon.client("bob@example.com");
-    let c = daemon.client("carol@example.com");
+    let a = daemon.client(ALICE);
+    let b = daemon.client(BOB);
+    let c = daemon.client(CAROL);
 
     // Several issues at once through the remote: all or none.
-    let run = jrun(
-        &a,
-        0,
-        &["acquire", "--remote", "origin", "5", "6", "--ttl", "2h"],
-    );
+    let run = via_origin(&a, 0, "acquire", &["5", "6", "--ttl", "2h"]);
     run.ok();
     let v = run.json();
     assert_eq!(v.as_array().map(Vec::len), Some(2), "{run}");
     assert!(daemon.tip("5").is_some() && daemon.tip("6").is_some());
 
     // B reads once: its tracking copy now knows 5 and 6.
-    let run = jrun(&b, 1, &["list", "--remote", "origin"]);
+    let run = via_origin(&b, 1, "list", &[]);
     run.ok();
     let rows = run.json();
     let holders: Vec<(&str, &str, u64)> = rows
@@ -254,31 +257,17 @@ fn reads_through_the_remote_fetch_first() {
             )
         })
         .collect();
-    assert_eq!(
-        holders,
-        vec![("5", "alice@example.com", 1), ("6", "alice@example.com", 1)],
-        "{run}"
-    );
-    jrun(&b, 1, &["check", "--remote", "origin", "5", "--token", "1"]).ok();
+    assert_eq!(holders, vec![("5", ALICE, 1), ("6", ALICE, 1)], "{run}");
+    check(&b, 1, "5", "1", None).ok();
 
     // Another clone changes the server behind B's back.
-    jrun(&a, 2, &["release", "--remote", "origin", "5"]).ok();
-    jrun(
-        &c,
-        3,
-        &["acquire", "--remote", "origin", "5", "--ttl", "1h"],
-    )
-    .ok();
-    jrun(
-        &a,
-        3,
-        &["acquire", "--remote", "origin", "55", "--ttl", "1h"],
-    )
-    .ok();
+    via_origin(&a, 2, "release", &["5"]).ok();
+    claim(&c, 3, "5").ok();
+    claim(&a, 3, "55").ok();
     let tip5 = daemon.tip("5").unwrap();
 
     // Every read of B reflects the server, not B's earlier copy.
-    let run = jrun(&b, 4, &["list", "--remote", "origin"]);
+    let run = via_origin(&b, 4, "list", &[]);
     run.ok();
     let rows = run.json();
     let five = rows
@@ -287,7 +276,7 @@ fn reads_through_the_remote_fetch_first() {
         .iter()
         .find(|r| r["issue"] == json!("5"))
         .unwrap_or_else(|| panic!("5 is not listed\n{run}"));
-    assert_eq!(five["holder"], json!("carol@example.com"), "{run}");
+    assert_eq!(five["holder"], json!(CAROL), "{run}");
     assert_eq!(five["token"], json!(2), "{run}");
     assert!(
         rows.as_array()
@@ -297,25 +286,22 @@ fn reads_through_the_remote_fetch_first() {
         "an issue created after B's last fetch is missing\n{run}"
     );
 
-    let run = jrun(&b, 4, &["show", "--remote", "origin", "5"]);
+    let run = via_origin(&b, 4, "show", &["5"]);
     run.ok();
-    let v = run.json();
-    assert_eq!(v["holder"], json!("carol@example.com"), "{run}");
-    assert_eq!(v["token"], json!(2), "{run}");
-    assert_eq!(v["commit"], json!(tip5), "{run}");
+    run.json_has(&[
+        ("holder", json!(CAROL)),
+        ("token", json!(2)),
+        ("commit", json!(tip5)),
+    ]);
 
-    let run = jrun(&b, 4, &["log", "--remote", "origin", "5"]);
+    let run = via_origin(&b, 4, "log", &["5"]);
     run.ok();
     let log = run.json();
     let log = log.as_array().unwrap();
     let events: Vec<&str> = log.iter().map(|e| e["event"].as_str().unwrap()).collect();
     assert_eq!(events, vec!["acquire", "release", "acquire"], "{run}");
-    assert_eq!(log[0]["holder"], json!("carol@example.com"), "{run}");
-    assert_eq!(
-        log[1]["previous_holder"],
-        json!("alice@example.com"),
-        "{run}"
-    );
+    assert_eq!(log[0]["holder"], json!(CAROL), "{run}");
+    assert_eq!(log[1]["previous_holder"], json!(ALICE), "{run}");
     let server: Vec<String> = daemon
         .chain("5")
         .into_iter()
@@ -325,50 +311,22 @@ fn reads_through_the_remote_fetch_first() {
     let shown: Vec<&str> = log.iter().map(|e| e["commit"].as_str().unwrap()).collect();
     assert_eq!(shown, server, "log --remote is not the server's chain");
 
-    let run = jrun(&b, 4, &["check", "--remote", "origin", "5", "--token", "1"]);
+    let run = check(&b, 4, "5", "1", None);
     run.code(3);
-    assert_eq!(run.json()["ok"], json!(false), "{run}");
-    jrun(&b, 4, &["check", "--remote", "origin", "5", "--token", "2"]).ok();
-    jrun(
-        &b,
-        4,
-        &[
-            "check",
-            "--remote",
-            "origin",
-            "5",
-            "--token",
-            "2",
-            "--holder",
-            "carol@example.com",
-        ],
-    )
-    .ok();
-    jrun(
-        &b,
-        4,
-        &[
-            "check",
-            "--remote",
-            "origin",
-            "5",
-            "--token",
-            "2",
-            "--holder",
-            "alice@example.com",
-        ],
-    )
-    .code(3);
+    run.json_has(&[("ok", json!(false))]);
+    check(&b, 4, "5", "2", None).ok();
+    check(&b, 4, "5", "2", Some(CAROL)).ok();
+    check(&b, 4, "5", "2", Some(ALICE)).code(3);
 
     // An issue first seen on the server is found by show without a prior list.
-    let run = jrun(&c, 4, &["show", "--remote", "origin", "55"]);
+    let run = via_origin(&c, 4, "show", &["55"]);
     run.ok();
-    assert_eq!(run.json()["holder"], json!("alice@example.com"), "{run}");
+    run.json_has(&[("holder", json!(ALICE))]);
 
     // Reads do not write the server.
     let before = daemon.lease_refs();
-    jrun(&b, 5, &["list", "--remote", "origin", "--all"]).ok();
-    jrun(&b, 5, &["log", "--remote", "origin", "6"]).ok();
+    via_origin(&b, 5, "list", &["--all"]).ok();
+    via_origin(&b, 5, "log", &["6"]).ok();
     assert_eq!(daemon.lease_refs(), before);
 }
 
@@ -379,20 +337,13 @@ fn reads_through_the_remote_fetch_first() {
 #[test]
 fn an_uncontended_write_is_one_push_and_no_fetch() {
     let daemon = Server::daemon();
-    let a = daemon.client("alice@example.com");
-    jrun(
-        &a,
-        0,
-        &["acquire", "--remote", "origin", "9", "--ttl", "1h"],
-    )
-    .ok();
+    let a = daemon.client(ALICE);
+    claim(&a, 0, "9").ok();
     let (fetches, pushes) = (
         requests(&daemon, "upload-pack"),
         requests(&daemon, "receive-pack"),
     );
-    let run = jrun(&a, 1, &["renew", "--remote", "origin", "9", "--ttl", "1h"]);
-    run.ok();
-    assert_eq!(run.json()["outcome"], json!("renewed"), "{run}");
+    via_origin(&a, 1, "renew", &["9", "--ttl", "1h"]).outcome(0, "renewed");
     assert_eq!(
         requests(&daemon, "upload-pack"),
         fetches,
@@ -411,29 +362,18 @@ fn an_uncontended_write_is_one_push_and_no_fetch() {
 #[test]
 fn a_stale_tracking_copy_still_gets_the_right_answer() {
     let daemon = Server::daemon();
-    let a = daemon.client("alice@example.com");
-    let a2 = daemon.client("alice@example.com");
-    let b = daemon.client("bob@example.com");
+    let a = daemon.client(ALICE);
+    let a2 = daemon.client(ALICE);
+    let b = daemon.client(BOB);
 
-    jrun(
-        &a,
-        0,
-        &["acquire", "--remote", "origin", "9", "--ttl", "1h"],
-    )
-    .ok();
+    claim(&a, 0, "9").ok();
     let t1 = daemon.tip("9").unwrap();
 
     // Meanwhile, from other clones: alice releases (elsewhere), bob acquires.
-    let run = jrun(&a2, 1, &["release", "--remote", "origin", "9"]);
+    via_origin(&a2, 1, "release", &["9"]).outcome(0, "released");
+    let run = claim(&b, 2, "9");
     run.ok();
-    assert_eq!(run.json()["outcome"], json!("released"), "{run}");
-    let run = jrun(
-        &b,
-        2,
-        &["acquire", "--remote", "origin", "9", "--ttl", "1h"],
-    );
-    run.ok();
-    assert_eq!(run.json()["token"], json!(2), "{run}");
+    run.json_has(&[("token", json!(2))]);
     let t2 = daemon.tip("9").unwrap();
 
     // A's tracking copy still says alice holds token 1.
@@ -448,18 +388,14 @@ fn a_stale_tracking_copy_still_gets_the_right_answer() {
     );
 
     // A's renew decides from the stale copy, loses the push, fetches and decides again.
-    let run = jrun(&a, 3, &["renew", "--remote", "origin", "9", "--ttl", "1h"]);
-    run.code(3);
-    let v = run.json();
-    assert_eq!(v["outcome"], json!("not_holder"), "{run}");
-    assert_eq!(v["holder"], json!("bob@example.com"), "{run}");
-    assert_eq!(v["token"], json!(2), "{run}");
-    assert_eq!(v["wrote"], json!(false), "{run}");
-    assert_eq!(
-        daemon.tip("9").as_deref(),
-        Some(t2.as_str()),
-        "the server moved"
-    );
+    let run = via_origin(&a, 3, "renew", &["9", "--ttl", "1h"]);
+    run.outcome(3, "not_holder");
+    run.json_has(&[
+        ("holder", json!(BOB)),
+        ("token", json!(2)),
+        ("wrote", json!(false)),
+    ]);
+    assert_server_tip(&daemon, "9", &t2);
     assert_eq!(daemon.chain("9").len(), 3);
     // A's local ref is a state the server accepted, never the renew that lost.
     let local = a.tip("9").unwrap();
@@ -468,20 +404,17 @@ fn a_stale_tracking_copy_still_gets_the_right_answer() {
         "A's local ref {local} is neither {t1} nor {t2}"
     );
 
-    let run = jrun(&a, 3, &["release", "--remote", "origin", "9"]);
-    run.code(3);
-    assert_eq!(run.json()["outcome"], json!("not_holder"), "{run}");
-    let run = jrun(&a, 3, &["acquire", "--remote", "origin", "9"]);
-    run.code(3);
-    assert_eq!(run.json()["outcome"], json!("held"), "{run}");
-    assert_eq!(run.json()["holder"], json!("bob@example.com"), "{run}");
-    jrun(&a, 3, &["check", "--remote", "origin", "9", "--token", "1"]).code(3);
-    assert_eq!(daemon.tip("9").as_deref(), Some(t2.as_str()));
+    via_origin(&a, 3, "release", &["9"]).outcome(3, "not_holder");
+    let run = via_origin(&a, 3, "acquire", &["9"]);
+    run.outcome(3, "held");
+    run.json_has(&[("holder", json!(BOB))]);
+    check(&a, 3, "9", "1", None).code(3);
+    assert_server_tip(&daemon, "9", &t2);
 
     daemon.lease(&["verify"]).ok().stdout_has("ok");
     let run = daemon.lease(&["--json", "verify"]);
     run.ok();
-    assert_eq!(run.json()["clean"], json!(true), "{run}");
+    run.json_has(&[("clean", json!(true))]);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -491,14 +424,9 @@ fn a_stale_tracking_copy_still_gets_the_right_answer() {
 #[test]
 fn a_push_refused_by_a_server_hook_is_reported_and_not_retried() {
     let daemon = Server::daemon();
-    let a = daemon.client("alice@example.com");
-    let b = daemon.client("bob@example.com");
-    jrun(
-        &a,
-        0,
-        &["acquire", "--remote", "origin", "11", "--ttl", "1h"],
-    )
-    .ok();
+    let a = daemon.client(ALICE);
+    let b = daemon.client(BOB);
+    claim(&a, 0, "11").ok();
     let tip = daemon.tip("11").unwrap();
 
     let counter = daemon.root().join("hook-runs");
@@ -522,11 +450,7 @@ fn a_push_refused_by_a_server_hook_is_reported_and_not_retried() {
         .args(["release", "--remote", "origin", "11"])
         .run();
     run.code(3).stderr_has("lease policy says no");
-    assert_eq!(
-        daemon.tip("11").as_deref(),
-        Some(tip.as_str()),
-        "the server moved"
-    );
+    assert_server_tip(&daemon, "11", &tip);
     assert_eq!(
         a.tip("11").as_deref(),
         Some(tip.as_str()),
@@ -567,29 +491,25 @@ fn claims_work_over_file_urls_and_plain_paths() {
     let url = format!("file://{path}");
     let a = TestRepo::new();
     a.git(&["remote", "add", "origin", &url]);
-    a.git(&["config", "lease.holder", "alice@example.com"]);
+    a.git(&["config", "lease.holder", ALICE]);
     let b = TestRepo::new();
-    b.git(&["config", "lease.holder", "bob@example.com"]);
+    b.git(&["config", "lease.holder", BOB]);
 
-    let run = jrun(
-        &a,
-        0,
-        &["acquire", "--remote", "origin", "3", "--ttl", "1h"],
-    );
+    let run = claim(&a, 0, "3");
     run.ok();
-    assert_eq!(run.json()["token"], json!(1), "{run}");
+    run.json_has(&[("token", json!(1))]);
     assert!(server.tip("3").is_some());
     assert_eq!(a.tip("3"), server.tip("3"));
 
     // B names the server by its path, with no remote configured.
     let run = jrun(&b, 1, &["acquire", "--remote", &path, "3", "--ttl", "1h"]);
     run.code(3);
-    assert_eq!(run.json()["holder"], json!("alice@example.com"), "{run}");
+    run.json_has(&[("holder", json!(ALICE))]);
 
-    jrun(&a, 2, &["release", "--remote", "origin", "3"]).ok();
+    via_origin(&a, 2, "release", &["3"]).ok();
     let run = jrun(&b, 3, &["acquire", "--remote", &path, "3", "--ttl", "1h"]);
     run.ok();
-    assert_eq!(run.json()["token"], json!(2), "{run}");
+    run.json_has(&[("token", json!(2))]);
     assert_eq!(b.tip("3"), server.tip("3"));
     // A URL gets its own tracking namespace.
     let tracking = b.git(&["for-each-ref", "--format=%(refname)", "refs/lease-remotes/"]);
@@ -601,7 +521,7 @@ fn claims_work_over_file_urls_and_plain_paths() {
     // And by file:// URL.
     let run = jrun(&a, 4, &["show", "--remote", &url, "3"]);
     run.ok();
-    assert_eq!(run.json()["holder"], json!("bob@example.com"), "{run}");
+    run.json_has(&[("holder", json!(BOB))]);
 
     assert_eq!(server.chain("3").len(), 3);
     server.run(&["verify"]).ok().stdout_has("ok");
@@ -909,20 +829,11 @@ fn a_client_clock_behind_the_servers_last_event_never_writes_backwards() {
     // bob's push landed). Whatever alice is answered, the server's ledger must still follow
     // the rules: `at` never goes backwards.
     let daemon = Server::daemon();
-    let a = daemon.client("alice@example.com");
-    let b = daemon.client("bob@example.com");
-    jrun(
-        &b,
-        10,
-        &["acquire", "--remote", "origin", "42", "--ttl", "1h"],
-    )
-    .ok();
-    jrun(&b, 11, &["release", "--remote", "origin", "42"]).ok();
-    let run = jrun(
-        &a,
-        5,
-        &["acquire", "--remote", "origin", "42", "--ttl", "1h"],
-    );
+    let a = daemon.client(ALICE);
+    let b = daemon.client(BOB);
+    claim(&b, 10, "42").ok();
+    via_origin(&b, 11, "release", &["42"]).ok();
+    let run = claim(&a, 5, "42");
     let verify = daemon.lease(&["--json", "verify"]);
     assert_eq!(
         verify.code, 0,

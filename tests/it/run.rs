@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use crate::env::{at, at_min, Cmd, TestRepo, BIN};
+use crate::env::{assert_fields, at, at_min, Cmd, Run, TestRepo, BIN};
 use crate::server::Server;
 use crate::session::{assert_secret_shape, boot_id, sha256_hex, start_ticks, Sleeper};
 
@@ -283,13 +283,82 @@ fn events(chain: &[(String, Value)]) -> Vec<String> {
 /// Asserts `git lease verify` finds every ledger clean.
 #[track_caller]
 fn assert_verify_clean(repo: &TestRepo) {
-    let run = repo.lease().arg_json().args(["verify"]).run();
+    let run = jrun(repo, &["verify"]);
     run.ok();
-    assert_eq!(run.json()["clean"], json!(true), "{run}");
+    run.json_has(&[("clean", json!(true))]);
 }
 
 fn path_str(path: &Path) -> &str {
     path.to_str().expect("a UTF-8 path")
+}
+
+/// Runs `git lease --json <args>` in `repo` on the system clock.
+fn jrun(repo: &TestRepo, args: &[&str]) -> Run {
+    repo.lease().arg_json().args(args).run()
+}
+
+/// Runs `f`, returning what it returned and how long it took.
+fn timed<T>(f: impl FnOnce() -> T) -> (T, Duration) {
+    let started = Instant::now();
+    let value = f();
+    (value, started.elapsed())
+}
+
+/// `run <target> --ttl <ttl> --every 300ms --grace 1s`: a run that renews often and gives its
+/// child a second to stop once the lease is lost.
+fn renewing<'a>(target: &[&'a str], ttl: &'a str) -> Vec<&'a str> {
+    let mut args = vec!["run"];
+    args.extend_from_slice(target);
+    args.extend(["--ttl", ttl, "--every", "300ms", "--grace", "1s"]);
+    args
+}
+
+/// `args` followed by `-- sh -c 'touch "$1"' sh <marker>`: a child that leaves a trace.
+fn touching<'a>(args: &[&'a str], marker: &'a Path) -> Vec<&'a str> {
+    let mut all = args.to_vec();
+    all.extend(["--", "sh", "-c", "touch \"$1\"", "sh", path_str(marker)]);
+    all
+}
+
+/// `revoke <issue>` by an admin.
+fn revoke(issue: &str) -> [&str; 6] {
+    ["revoke", issue, "--reason", "test", "--holder", "admin"]
+}
+
+/// Starts `cmd` in the background with its output in `<tmp>/bg`.
+fn spawn_bg(repo: &TestRepo, cmd: Cmd, name: &str) -> Bg {
+    Bg::spawn(cmd, &repo.scratch("bg"), name)
+}
+
+/// Starts `cmd` (a `run` without its command) in the background with the child
+/// `sh -c <script> sh <ready> <marker>`; returns it with the ready and marker files.
+fn spawn_run(repo: &TestRepo, cmd: Cmd, script: &str, name: &str) -> (Bg, PathBuf, PathBuf) {
+    let dir = repo.scratch("bg");
+    let (ready, marker) = (dir.join("ready"), dir.join("marker"));
+    let cmd = cmd
+        .args(["--", "sh", "-c", script, "sh"])
+        .args([&ready, &marker]);
+    (Bg::spawn(cmd, &dir, name), ready, marker)
+}
+
+/// Asserts that the child of `run` wrote `got-<sig>` to `marker`: it got SIG`<sig>`.
+#[track_caller]
+fn assert_child_got(run: &Bg, marker: &Path, sig: &str) {
+    assert_eq!(
+        std::fs::read_to_string(marker).ok().as_deref(),
+        Some(format!("got-{sig}\n").as_str()),
+        "the child got SIG{sig}\n{}",
+        run.output()
+    );
+}
+
+/// Asserts that the tip of `issue` is the end of `WORKER`'s tenure.
+#[track_caller]
+fn assert_ended_by_worker(tip: &Value) {
+    assert_fields(
+        tip,
+        &[("holder", Value::Null), ("previous_holder", json!(WORKER))],
+    );
 }
 
 /// `sh -c` script of a child that traps `sig` (writing `got-<sig>` to `$2` and exiting 0), says
@@ -302,7 +371,7 @@ fn trapping_child(sig: &str) -> String {
 }
 
 /// `sh -c` script of a child that ignores SIGTERM, says it is ready (its pid) in `$1`, and
-/// loops forever.
+/// loops forever (whatever else it is given).
 const STUBBORN_CHILD: &str = "trap '' TERM; echo $$ > \"$1\"; while :; do sleep 0.1; done";
 
 // ---------------------------------------------------------------------------------------------
@@ -319,15 +388,14 @@ fn a_child_that_outlives_several_ttls_keeps_its_lease_through_renewals() {
            i=$((i+1)); sleep 1; \
          done"
     );
-    let started = Instant::now();
-    let run = repo
-        .lease()
-        .args([
-            "run", "5", "--holder", WORKER, "--ttl", "2s", "--every", "500ms", "--", "sh", "-c",
-            &script,
-        ])
-        .run();
-    let took = started.elapsed();
+    let (run, took) = timed(|| {
+        repo.lease()
+            .args([
+                "run", "5", "--holder", WORKER, "--ttl", "2s", "--every", "500ms",
+            ])
+            .args(["--", "sh", "-c", &script])
+            .run()
+    });
     run.ok();
     assert!(
         took >= Duration::from_secs(4),
@@ -371,9 +439,7 @@ fn a_child_that_outlives_several_ttls_keeps_its_lease_through_renewals() {
     );
     assert_eq!(first["process"]["boot_id"], json!(boot_id()), "{first}");
     assert_eq!(first["previous_holder"], Value::Null);
-    let tip = &chain.last().expect("a tip").1;
-    assert_eq!(tip["holder"], Value::Null, "{tip}");
-    assert_eq!(tip["previous_holder"], json!(WORKER), "{tip}");
+    assert_ended_by_worker(&chain.last().expect("a tip").1);
     assert_verify_clean(&repo);
 }
 
@@ -426,8 +492,7 @@ fn the_childs_exit_code_is_passed_through_and_decides_the_end_state() {
         assert_eq!(events(&chain), vec!["acquire", end], "{issue}\n{run}");
         let tip = &chain[1].1;
         assert_eq!(tip["token"], json!(1), "{tip}");
-        assert_eq!(tip["holder"], Value::Null, "{tip}");
-        assert_eq!(tip["previous_holder"], json!(WORKER), "{tip}");
+        assert_ended_by_worker(tip);
         assert_eq!(tip["by"], Value::Null, "the holder itself ended it: {tip}");
     }
     // A child killed by a signal: 128 + the signal, and a failure.
@@ -481,20 +546,8 @@ env -u GIT_LEASE_SECRET "{BIN}" --json renew "$GIT_LEASE_ISSUE" --holder "$GIT_L
     );
     let run = repo
         .lease()
-        .args([
-            "run",
-            "12",
-            "--holder",
-            WORKER,
-            "--ttl",
-            "1h",
-            "--",
-            "sh",
-            "-c",
-            &script,
-            "sh",
-            path_str(&out),
-        ])
+        .args(["run", "12", "--holder", WORKER, "--ttl", "1h"])
+        .args(["--", "sh", "-c", &script, "sh", path_str(&out)])
         .run();
     run.ok();
     let read = |name: &str| std::fs::read_to_string(out.join(name)).expect("the child wrote it");
@@ -539,10 +592,9 @@ fn run_on_an_issue_held_by_someone_else_is_refused_and_never_starts_the_child() 
     repo.run(&["acquire", "13", "--holder", BOB, "--ttl", "1h"])
         .ok();
     // The same holder name over a session lease it cannot prove is refused too.
-    let v = repo
-        .lease()
-        .arg_json()
-        .args([
+    jrun(
+        &repo,
+        &[
             "acquire",
             "14",
             "--holder",
@@ -550,27 +602,13 @@ fn run_on_an_issue_held_by_someone_else_is_refused_and_never_starts_the_child() 
             "--ttl",
             "1h",
             "--session",
-        ])
-        .run();
-    v.ok();
+        ],
+    )
+    .ok();
     let marker = repo.scratch("out").join("ran");
     let before = repo.snapshot();
     for issue in ["13", "14"] {
-        let run = repo
-            .lease()
-            .args([
-                "run",
-                issue,
-                "--holder",
-                WORKER,
-                "--",
-                "sh",
-                "-c",
-                "touch \"$1\"",
-                "sh",
-                path_str(&marker),
-            ])
-            .run();
+        let run = repo.run(&touching(&["run", issue, "--holder", WORKER], &marker));
         run.code(3);
         assert!(!marker.exists(), "the child ran on {issue}\n{run}");
         assert_eq!(
@@ -590,12 +628,11 @@ fn run_on_an_issue_held_by_someone_else_is_refused_and_never_starts_the_child() 
 #[test]
 fn a_run_killed_by_sigkill_leaves_a_lease_taken_over_at_once_on_this_machine() {
     let repo = TestRepo::new();
-    let dir = repo.scratch("bg");
-    let mut run = Bg::spawn(
+    let mut run = spawn_bg(
+        &repo,
         repo.lease().args([
             "run", "9", "--holder", WORKER, "--ttl", "1h", "--", "sleep", "300",
         ]),
-        &dir,
         "run",
     );
     let run_pid = run.pid();
@@ -611,13 +648,7 @@ fn a_run_killed_by_sigkill_leaves_a_lease_taken_over_at_once_on_this_machine() {
     );
 
     // While it runs: held.
-    let held = repo
-        .lease()
-        .arg_json()
-        .args(["acquire", "9", "--holder", BOB])
-        .run();
-    held.code(3);
-    assert_eq!(held.json()["outcome"], json!("held"), "{held}");
+    jrun(&repo, &["acquire", "9", "--holder", BOB]).outcome(3, "held");
 
     // SIGKILL: no chance to release.
     let status = run.kill_and_reap();
@@ -626,18 +657,16 @@ fn a_run_killed_by_sigkill_leaves_a_lease_taken_over_at_once_on_this_machine() {
 
     let shown = show(&repo, "9", None);
     assert_eq!(shown["held"], json!(false), "{shown}");
-    let taken = repo
-        .lease()
-        .arg_json()
-        .args(["acquire", "9", "--holder", BOB, "--ttl", "1h"])
-        .run();
-    taken.ok();
-    let v = taken.json();
-    assert_eq!(v["outcome"], json!("acquired"), "{taken}");
-    assert_eq!(v["token"], json!(2), "{taken}");
-    let tip = repo.lease_json("9");
-    assert_eq!(tip["takeover"], json!("process_gone"), "{tip}");
-    assert_eq!(tip["previous_holder"], json!(WORKER), "{tip}");
+    let taken = jrun(&repo, &["acquire", "9", "--holder", BOB, "--ttl", "1h"]);
+    taken.outcome(0, "acquired");
+    taken.json_has(&[("token", json!(2))]);
+    assert_fields(
+        &repo.lease_json("9"),
+        &[
+            ("takeover", json!("process_gone")),
+            ("previous_holder", json!(WORKER)),
+        ],
+    );
     assert_eq!(events(&repo.chain("9")), vec!["acquire", "acquire"]);
     assert_verify_clean(&repo);
 }
@@ -645,31 +674,10 @@ fn a_run_killed_by_sigkill_leaves_a_lease_taken_over_at_once_on_this_machine() {
 #[test]
 fn a_revoked_run_stops_its_child_with_sigterm_and_exits_6() {
     let repo = TestRepo::new();
-    let dir = repo.scratch("bg");
-    let (ready, marker) = (dir.join("ready"), dir.join("marker"));
-    let mut run = Bg::spawn(
-        repo.lease().args([
-            "run",
-            "11",
-            "--holder",
-            WORKER,
-            "--ttl",
-            "1h",
-            "--every",
-            "300ms",
-            "--grace",
-            "1s",
-            "--",
-            "sh",
-            "-c",
-            &trapping_child("TERM"),
-            "sh",
-            path_str(&ready),
-            path_str(&marker),
-        ]),
-        &dir,
-        "run",
-    );
+    let cmd = repo
+        .lease()
+        .args(renewing(&["11", "--holder", WORKER], "1h"));
+    let (mut run, ready, marker) = spawn_run(&repo, cmd, &trapping_child("TERM"), "run");
     wait_held(&repo, "11", WORKER, None);
     wait_file(&ready);
     assert!(
@@ -678,15 +686,9 @@ fn a_revoked_run_stops_its_child_with_sigterm_and_exits_6() {
         run.output()
     );
 
-    repo.run(&["revoke", "11", "--reason", "test", "--holder", "admin"])
-        .ok();
+    repo.run(&revoke("11")).ok();
     run.expect_exit(6);
-    assert_eq!(
-        std::fs::read_to_string(&marker).ok().as_deref(),
-        Some("got-TERM\n"),
-        "the child got SIGTERM\n{}",
-        run.output()
-    );
+    assert_child_got(&run, &marker, "TERM");
     let chain = repo.chain("11");
     let tip = &chain.last().expect("a tip").1;
     assert_eq!(
@@ -701,40 +703,17 @@ fn a_revoked_run_stops_its_child_with_sigterm_and_exits_6() {
 #[test]
 fn a_child_that_ignores_sigterm_is_killed_after_the_grace_period() {
     let repo = TestRepo::new();
-    let dir = repo.scratch("bg");
-    let ready = dir.join("ready");
-    let mut run = Bg::spawn(
-        repo.lease().args([
-            "run",
-            "11",
-            "--holder",
-            WORKER,
-            "--ttl",
-            "1h",
-            "--every",
-            "300ms",
-            "--grace",
-            "1s",
-            "--",
-            "sh",
-            "-c",
-            STUBBORN_CHILD,
-            "sh",
-            path_str(&ready),
-        ]),
-        &dir,
-        "run",
-    );
+    let cmd = repo
+        .lease()
+        .args(renewing(&["11", "--holder", WORKER], "1h"));
+    let (mut run, ready, _) = spawn_run(&repo, cmd, STUBBORN_CHILD, "run");
     wait_held(&repo, "11", WORKER, None);
     let child: u32 = wait_file(&ready).trim().parse().expect("the child's pid");
     let _stray = Stray::new(child);
     assert!(start_ticks(child).is_some(), "the child runs");
 
-    repo.run(&["revoke", "11", "--reason", "test", "--holder", "admin"])
-        .ok();
-    let revoked = Instant::now();
-    run.expect_exit(6);
-    let took = revoked.elapsed();
+    repo.run(&revoke("11")).ok();
+    let ((), took) = timed(|| run.expect_exit(6));
     assert!(
         took >= Duration::from_secs(1),
         "run must give the child its grace period before SIGKILL ({took:?})"
@@ -754,32 +733,12 @@ fn a_child_that_ignores_sigterm_is_killed_after_the_grace_period() {
 #[test]
 fn a_run_whose_renewer_was_paused_past_expiry_and_taken_over_stops_its_child() {
     let repo = TestRepo::new();
-    let dir = repo.scratch("bg");
-    let (ready, marker) = (dir.join("ready"), dir.join("marker"));
     // The run's clock starts at T0 (and runs on with the machine's): its lease lasts a minute.
-    let mut run = Bg::spawn(
-        repo.lease().now(&at(0)).args([
-            "run",
-            "16",
-            "--holder",
-            WORKER,
-            "--ttl",
-            "1m",
-            "--every",
-            "300ms",
-            "--grace",
-            "1s",
-            "--",
-            "sh",
-            "-c",
-            &trapping_child("TERM"),
-            "sh",
-            path_str(&ready),
-            path_str(&marker),
-        ]),
-        &dir,
-        "run",
-    );
+    let cmd = repo
+        .lease()
+        .now(&at(0))
+        .args(renewing(&["16", "--holder", WORKER], "1m"));
+    let (mut run, ready, marker) = spawn_run(&repo, cmd, &trapping_child("TERM"), "run");
     wait_held(&repo, "16", WORKER, Some(&at(0)));
     wait_file(&ready);
     // The renewer stops (the process is still there: liveness does not free it) ...
@@ -793,16 +752,11 @@ fn a_run_whose_renewer_was_paused_past_expiry_and_taken_over_stops_its_child() {
         .run();
     signal(run.pid(), libc::SIGCONT);
     taken.ok();
-    assert_eq!(taken.json()["token"], json!(2), "{taken}");
+    taken.json_has(&[("token", json!(2))]);
     assert_eq!(repo.lease_json("16")["takeover"], json!("expired"));
 
     run.expect_exit(6);
-    assert_eq!(
-        std::fs::read_to_string(&marker).ok().as_deref(),
-        Some("got-TERM\n"),
-        "the child got SIGTERM\n{}",
-        run.output()
-    );
+    assert_child_got(&run, &marker, "TERM");
     let tip = repo.lease_json("16");
     assert_eq!(
         tip["holder"],
@@ -817,27 +771,10 @@ fn a_run_whose_renewer_was_paused_past_expiry_and_taken_over_stops_its_child() {
 fn signals_to_run_are_forwarded_to_the_child() {
     for (sig, name, issue) in [(libc::SIGTERM, "TERM", "17"), (libc::SIGINT, "INT", "18")] {
         let repo = TestRepo::new();
-        let dir = repo.scratch("bg");
-        let (ready, marker) = (dir.join("ready"), dir.join("marker"));
-        let mut run = Bg::spawn(
-            repo.lease().args([
-                "run",
-                issue,
-                "--holder",
-                WORKER,
-                "--ttl",
-                "1h",
-                "--",
-                "sh",
-                "-c",
-                &trapping_child(name),
-                "sh",
-                path_str(&ready),
-                path_str(&marker),
-            ]),
-            &dir,
-            name,
-        );
+        let cmd = repo
+            .lease()
+            .args(["run", issue, "--holder", WORKER, "--ttl", "1h"]);
+        let (mut run, ready, marker) = spawn_run(&repo, cmd, &trapping_child(name), name);
         wait_held(&repo, issue, WORKER, None);
         wait_file(&ready);
         let pid = run.pid();
@@ -845,12 +782,7 @@ fn signals_to_run_are_forwarded_to_the_child() {
 
         signal(pid, sig);
         run.expect_exit(0);
-        assert_eq!(
-            std::fs::read_to_string(&marker).ok().as_deref(),
-            Some(format!("got-{name}\n").as_str()),
-            "the child got SIG{name}\n{}",
-            run.output()
-        );
+        assert_child_got(&run, &marker, name);
         let chain = repo.chain(issue);
         assert_eq!(
             events(&chain),
@@ -875,9 +807,8 @@ fn run_works_through_a_remote() {
     );
     let run = repo
         .lease()
-        .args([
-            "run", "--remote", "origin", "15", "--ttl", "1h", "--", "sh", "-c", &script,
-        ])
+        .args(["run", "--remote", "origin", "15", "--ttl", "1h"])
+        .args(["--", "sh", "-c", &script])
         .run();
     run.ok();
     run.stdout_has("ok: token 1 is the live tenure of 15");
@@ -895,21 +826,7 @@ fn run_works_through_a_remote() {
         .ok();
     let marker = repo.scratch("out").join("ran");
     let before = daemon.lease_refs();
-    let run = repo
-        .lease()
-        .args([
-            "run",
-            "--remote",
-            "origin",
-            "16",
-            "--",
-            "sh",
-            "-c",
-            "touch \"$1\"",
-            "sh",
-            path_str(&marker),
-        ])
-        .run();
+    let run = repo.run(&touching(&["run", "--remote", "origin", "16"], &marker));
     run.code(3);
     assert!(!marker.exists(), "the child ran\n{run}");
     assert_eq!(daemon.lease_refs(), before);
@@ -920,43 +837,15 @@ fn run_works_through_a_remote() {
 fn a_run_through_a_remote_whose_lease_is_revoked_on_the_server_exits_6() {
     let daemon = Server::daemon();
     let repo = daemon.client(WORKER);
-    let dir = repo.scratch("bg");
-    let (ready, marker) = (dir.join("ready"), dir.join("marker"));
-    let mut run = Bg::spawn(
-        repo.lease().args([
-            "run",
-            "--remote",
-            "origin",
-            "19",
-            "--ttl",
-            "1h",
-            "--every",
-            "300ms",
-            "--grace",
-            "1s",
-            "--",
-            "sh",
-            "-c",
-            &trapping_child("TERM"),
-            "sh",
-            path_str(&ready),
-            path_str(&marker),
-        ]),
-        &dir,
-        "run",
-    );
+    let cmd = repo
+        .lease()
+        .args(renewing(&["--remote", "origin", "19"], "1h"));
+    let (mut run, ready, marker) = spawn_run(&repo, cmd, &trapping_child("TERM"), "run");
     wait_file(&ready);
     poll_until("19 on the server", || daemon.tip("19"));
-    daemon
-        .lease(&["revoke", "19", "--reason", "test", "--holder", "admin"])
-        .ok();
+    daemon.lease(&revoke("19")).ok();
     run.expect_exit(6);
-    assert_eq!(
-        std::fs::read_to_string(&marker).ok().as_deref(),
-        Some("got-TERM\n"),
-        "{}",
-        run.output()
-    );
+    assert_child_got(&run, &marker, "TERM");
     let chain = daemon.chain("19");
     assert_eq!(
         chain.last().map(|(_, l)| l["event"].clone()),
@@ -976,11 +865,10 @@ fn wait_on_a_free_issue_returns_at_once() {
     repo.run(&["release", "w2", "--holder", ALICE]).ok();
     let before = repo.snapshot();
     for issue in ["never-leased", "w2"] {
-        let started = Instant::now();
-        let run = repo.run(&["wait", issue, "--timeout", "30s"]);
+        let (run, took) = timed(|| repo.run(&["wait", issue, "--timeout", "30s"]));
         run.ok();
         assert!(
-            started.elapsed() < Duration::from_secs(5),
+            took < Duration::from_secs(5),
             "wait on a free issue returns at once\n{run}"
         );
     }
@@ -990,7 +878,7 @@ fn wait_on_a_free_issue_returns_at_once() {
         "wait without --acquire writes nothing"
     );
     // With --acquire: taken at once.
-    let run = repo.run(&[
+    repo.run(&[
         "wait",
         "w2",
         "--acquire",
@@ -998,8 +886,8 @@ fn wait_on_a_free_issue_returns_at_once() {
         BOB,
         "--timeout",
         "30s",
-    ]);
-    run.ok();
+    ])
+    .ok();
     let tip = repo.lease_json("w2");
     assert_eq!(
         (tip["holder"].clone(), tip["token"].clone()),
@@ -1013,15 +901,13 @@ fn wait_on_a_held_issue_times_out_with_exit_3() {
     repo.run(&["acquire", "w1", "--holder", ALICE, "--ttl", "1h"])
         .ok();
     let before = repo.snapshot();
-    let started = Instant::now();
-    let run = repo.run(&["wait", "w1", "--timeout", "1s"]);
-    let took = started.elapsed();
+    let (run, took) = timed(|| repo.run(&["wait", "w1", "--timeout", "1s"]));
     run.code(3);
     assert!(
         took >= Duration::from_secs(1) && took < Duration::from_secs(10),
         "wait --timeout 1s took {took:?}\n{run}"
     );
-    let run = repo.run(&[
+    repo.run(&[
         "wait",
         "w1",
         "--timeout",
@@ -1029,8 +915,8 @@ fn wait_on_a_held_issue_times_out_with_exit_3() {
         "--acquire",
         "--holder",
         BOB,
-    ]);
-    run.code(3);
+    ])
+    .code(3);
     assert_eq!(
         repo.snapshot(),
         before,
@@ -1043,20 +929,11 @@ fn wait_acquire_takes_the_issue_once_its_holder_releases_it() {
     let repo = TestRepo::new();
     repo.run(&["acquire", "w3", "--holder", ALICE, "--ttl", "1h"])
         .ok();
-    let dir = repo.scratch("bg");
-    let mut wait = Bg::spawn(
-        repo.lease().args([
-            "wait",
-            "w3",
-            "--acquire",
-            "--holder",
-            BOB,
-            "--ttl",
-            "1h",
-            "--timeout",
-            "30s",
-        ]),
-        &dir,
+    let mut wait = spawn_bg(
+        &repo,
+        repo.lease()
+            .args(["wait", "w3", "--acquire", "--holder", BOB])
+            .args(["--ttl", "1h", "--timeout", "30s"]),
         "wait",
     );
     // It blocks while the issue is held.
@@ -1073,9 +950,7 @@ fn wait_acquire_takes_the_issue_once_its_holder_releases_it() {
     wait.expect_exit(0);
     let chain = repo.chain("w3");
     assert_eq!(events(&chain), vec!["acquire", "release", "acquire"]);
-    let tip = &chain[2].1;
-    assert_eq!(tip["holder"], json!(BOB), "{tip}");
-    assert_eq!(tip["token"], json!(2), "{tip}");
+    assert_fields(&chain[2].1, &[("holder", json!(BOB)), ("token", json!(2))]);
     assert_verify_clean(&repo);
 }
 
@@ -1083,19 +958,13 @@ fn wait_acquire_takes_the_issue_once_its_holder_releases_it() {
 fn wait_acquire_takes_over_once_the_holder_process_is_gone() {
     let repo = TestRepo::new();
     let mut holder = Sleeper::start();
+    let pid = holder.pid().to_string();
     repo.run(&[
-        "acquire",
-        "w4",
-        "--holder",
-        ALICE,
-        "--ttl",
-        "1h",
-        "--pid",
-        &holder.pid().to_string(),
+        "acquire", "w4", "--holder", ALICE, "--ttl", "1h", "--pid", &pid,
     ])
     .ok();
-    let dir = repo.scratch("bg");
-    let mut wait = Bg::spawn(
+    let mut wait = spawn_bg(
+        &repo,
         repo.lease().args([
             "wait",
             "w4",
@@ -1105,16 +974,19 @@ fn wait_acquire_takes_over_once_the_holder_process_is_gone() {
             "--timeout",
             "30s",
         ]),
-        &dir,
         "wait",
     );
     assert!(wait.try_wait().is_none(), "{}", wait.output());
     holder.kill_and_reap();
     wait.expect_exit(0);
-    let tip = repo.lease_json("w4");
-    assert_eq!(tip["holder"], json!(BOB), "{tip}");
-    assert_eq!(tip["token"], json!(2), "{tip}");
-    assert_eq!(tip["takeover"], json!("process_gone"), "{tip}");
+    assert_fields(
+        &repo.lease_json("w4"),
+        &[
+            ("holder", json!(BOB)),
+            ("token", json!(2)),
+            ("takeover", json!("process_gone")),
+        ],
+    );
     assert_verify_clean(&repo);
 }
 
@@ -1124,9 +996,7 @@ fn wait_returns_when_the_lease_expires() {
     repo.run_at(&at(0), &["acquire", "w5", "--holder", ALICE, "--ttl", "2s"])
         .ok();
     // wait's clock starts at T0 and runs with the machine's: the lease ends 2s later.
-    let started = Instant::now();
-    let run = repo.run_at(&at(0), &["wait", "w5", "--timeout", "20s"]);
-    let took = started.elapsed();
+    let (run, took) = timed(|| repo.run_at(&at(0), &["wait", "w5", "--timeout", "20s"]));
     run.ok();
     assert!(
         took >= Duration::from_secs(2) && took < Duration::from_secs(15),

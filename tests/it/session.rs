@@ -21,7 +21,7 @@ use std::sync::{Arc, Barrier};
 
 use serde_json::{json, Value};
 
-use crate::env::{at_min, Run, TestRepo};
+use crate::env::{assert_fields, at_min, Run, TestRepo};
 use crate::server::Server;
 
 const ALICE: &str = "alice@example.com";
@@ -225,6 +225,78 @@ fn assert_verify_clean(repo: &TestRepo, min: i64) {
     assert_eq!(run.json()["clean"], json!(true), "{run}");
 }
 
+/// `acquire <issue> --holder <holder> --ttl <ttl>` at `min` minutes after T0.
+fn acquire(repo: &TestRepo, min: i64, issue: &str, holder: &str, ttl: &str) -> Run {
+    jrun(
+        repo,
+        min,
+        &["acquire", issue, "--holder", holder, "--ttl", ttl],
+    )
+}
+
+/// The entry of `issue` in a `list --json` answer.
+#[track_caller]
+fn listed<'a>(list: &'a Value, issue: &str) -> &'a Value {
+    list.as_array()
+        .expect("an array")
+        .iter()
+        .find(|v| v["issue"] == json!(issue))
+        .unwrap_or_else(|| panic!("{issue} is listed: {list}"))
+}
+
+/// `acquire <issue> --holder alice --ttl <ttl> --session`.
+fn session_claim<'a>(issue: &'a str, ttl: &'a str) -> Vec<&'a str> {
+    vec![
+        "acquire",
+        issue,
+        "--holder",
+        ALICE,
+        "--ttl",
+        ttl,
+        "--session",
+    ]
+}
+
+/// Starts a session lease of `issue` for alice at T0 ([`session_claim`]); returns its secret.
+#[track_caller]
+fn alice_session(repo: &TestRepo, issue: &str, ttl: &str) -> String {
+    let v = repo.json_at(&at_min(0), 0, &session_claim(issue, ttl));
+    v["secret"].as_str().expect("a secret").to_owned()
+}
+
+/// `args` followed by `--secret <secret>`.
+fn with_secret<'a>(args: &[&'a str], secret: &'a str) -> Vec<&'a str> {
+    let mut all = args.to_vec();
+    all.extend(["--secret", secret]);
+    all
+}
+
+/// Like [`jrun`], with the secret given by `GIT_LEASE_SECRET`.
+fn jrun_env_secret(repo: &TestRepo, min: i64, args: &[&str], secret: &str) -> Run {
+    repo.lease()
+        .now(&at_min(min))
+        .arg_json()
+        .args(args)
+        .env("GIT_LEASE_SECRET", secret)
+        .run()
+}
+
+/// `field` of every answer of a multi-issue `--json` answer, in order.
+#[track_caller]
+fn each(answers: &Value, field: &str) -> Vec<Value> {
+    answers
+        .as_array()
+        .unwrap_or_else(|| panic!("an array: {answers}"))
+        .iter()
+        .map(|a| a[field].clone())
+        .collect()
+}
+
+/// The `sha256:<hex>` a lease records for the session of `secret`.
+fn session_hash(secret: &str) -> Value {
+    json!(format!("sha256:{}", sha256_hex(secret)))
+}
+
 /// The issues of a `list --json` answer, in order.
 fn issues_of(list: &Value) -> Vec<String> {
     list.as_array()
@@ -241,22 +313,8 @@ fn issues_of(list: &Value) -> Vec<String> {
 #[test]
 fn a_session_secret_is_printed_once_and_only_its_hash_is_stored() {
     let repo = TestRepo::new();
-    let run = jrun(
-        &repo,
-        0,
-        &[
-            "acquire",
-            "s1",
-            "--holder",
-            ALICE,
-            "--ttl",
-            "1h",
-            "--session",
-        ],
-    );
-    run.ok();
-    let v = run.json();
-    assert_eq!(v["outcome"], json!("acquired"), "{run}");
+    let run = jrun(&repo, 0, &session_claim("s1", "1h"));
+    let v = run.outcome(0, "acquired");
     let secret = v["secret"]
         .as_str()
         .unwrap_or_else(|| panic!("acquire --session --json gives a secret\n{run}"))
@@ -273,19 +331,7 @@ fn a_session_secret_is_printed_once_and_only_its_hash_is_stored() {
     );
 
     // A second session gets another secret.
-    let other = jrun(
-        &repo,
-        0,
-        &[
-            "acquire",
-            "s2",
-            "--holder",
-            ALICE,
-            "--ttl",
-            "1h",
-            "--session",
-        ],
-    );
+    let other = jrun(&repo, 0, &session_claim("s2", "1h"));
     other.ok();
     let other_secret = other.json()["secret"]
         .as_str()
@@ -295,18 +341,7 @@ fn a_session_secret_is_printed_once_and_only_its_hash_is_stored() {
     assert_ne!(other_secret, secret, "every session has its own secret");
 
     // The human form prints it once too.
-    let human = repo.run_at(
-        &at_min(0),
-        &[
-            "acquire",
-            "s3",
-            "--holder",
-            ALICE,
-            "--ttl",
-            "1h",
-            "--session",
-        ],
-    );
+    let human = repo.run_at(&at_min(0), &session_claim("s3", "1h"));
     human.ok();
     let lines: Vec<&str> = human
         .stdout
@@ -317,25 +352,9 @@ fn a_session_secret_is_printed_once_and_only_its_hash_is_stored() {
 
     // The same holder acquiring again with the secret: a re-acquire, no new secret, same
     // session.
-    let again = jrun(
-        &repo,
-        1,
-        &[
-            "acquire",
-            "s1",
-            "--holder",
-            ALICE,
-            "--ttl",
-            "1h",
-            "--session",
-            "--secret",
-            &secret,
-        ],
-    );
-    again.ok();
-    let a = again.json();
-    assert_eq!(a["outcome"], json!("acquired"), "{again}");
-    assert_eq!(a["token"], json!(1), "{again}");
+    let again = jrun(&repo, 1, &with_secret(&session_claim("s1", "1h"), &secret));
+    again.outcome(0, "acquired");
+    let a = again.json_has(&[("token", json!(1))]);
     assert!(
         a.get("secret").is_none(),
         "a re-acquire does not start a session, so prints no secret\n{again}"
@@ -377,38 +396,10 @@ fn a_missing_or_wrong_secret_is_refused_even_for_the_same_holder_and_writes_noth
     let repo = TestRepo::new();
     let mut secrets = BTreeMap::new();
     for issue in ["renew", "release", "complete", "abandon"] {
-        let v = repo.json_at(
-            &at_min(0),
-            0,
-            &[
-                "acquire",
-                issue,
-                "--holder",
-                ALICE,
-                "--ttl",
-                "1h",
-                "--session",
-            ],
-        );
-        secrets.insert(issue, v["secret"].as_str().expect("a secret").to_owned());
+        secrets.insert(issue, alice_session(&repo, issue, "1h"));
     }
     // A well-formed secret of another session.
-    let foreign = repo.json_at(
-        &at_min(0),
-        0,
-        &[
-            "acquire",
-            "other",
-            "--holder",
-            ALICE,
-            "--ttl",
-            "1h",
-            "--session",
-        ],
-    )["secret"]
-        .as_str()
-        .expect("a secret")
-        .to_owned();
+    let foreign = alice_session(&repo, "other", "1h");
 
     for op in ["renew", "release", "complete", "abandon"] {
         let before = repo.snapshot();
@@ -451,71 +442,19 @@ fn a_missing_or_wrong_secret_is_refused_even_for_the_same_holder_and_writes_noth
     }
 
     // With the secret, by flag or by environment, each works.
-    let r = repo
-        .lease()
-        .now(&at_min(10))
-        .arg_json()
-        .args(["renew", "renew", "--holder", ALICE, "--ttl", "1h"])
-        .env("GIT_LEASE_SECRET", &secrets["renew"])
-        .run();
-    r.ok();
-    assert_eq!(r.json()["outcome"], json!("renewed"), "{r}");
-    assert_eq!(r.json()["expires_at"], json!(at_min(70)), "{r}");
-    let r = jrun(
-        &repo,
-        11,
-        &[
-            "renew",
-            "renew",
-            "--holder",
-            ALICE,
-            "--ttl",
-            "1h",
-            "--secret",
-            &secrets["renew"],
-        ],
-    );
-    r.ok();
-    assert_eq!(r.json()["outcome"], json!("renewed"), "{r}");
+    let renew = ["renew", "renew", "--holder", ALICE, "--ttl", "1h"];
+    let r = jrun_env_secret(&repo, 10, &renew, &secrets["renew"]);
+    r.outcome(0, "renewed");
+    r.json_has(&[("expires_at", json!(at_min(70)))]);
+    jrun(&repo, 11, &with_secret(&renew, &secrets["renew"])).outcome(0, "renewed");
     assert_eq!(events(&repo, "renew"), vec!["acquire", "renew", "renew"]);
 
-    let r = jrun(
-        &repo,
-        12,
-        &[
-            "release",
-            "release",
-            "--holder",
-            ALICE,
-            "--secret",
-            &secrets["release"],
-        ],
-    );
-    r.ok();
-    assert_eq!(r.json()["outcome"], json!("released"), "{r}");
-    let r = repo
-        .lease()
-        .now(&at_min(12))
-        .arg_json()
-        .args(["complete", "complete", "--holder", ALICE])
-        .env("GIT_LEASE_SECRET", &secrets["complete"])
-        .run();
-    r.ok();
-    assert_eq!(r.json()["outcome"], json!("released"), "{r}");
-    let r = jrun(
-        &repo,
-        12,
-        &[
-            "abandon",
-            "abandon",
-            "--holder",
-            ALICE,
-            "--secret",
-            &secrets["abandon"],
-        ],
-    );
-    r.ok();
-    assert_eq!(r.json()["outcome"], json!("released"), "{r}");
+    let release = ["release", "release", "--holder", ALICE];
+    jrun(&repo, 12, &with_secret(&release, &secrets["release"])).outcome(0, "released");
+    let complete = ["complete", "complete", "--holder", ALICE];
+    jrun_env_secret(&repo, 12, &complete, &secrets["complete"]).outcome(0, "released");
+    let abandon = ["abandon", "abandon", "--holder", ALICE];
+    jrun(&repo, 12, &with_secret(&abandon, &secrets["abandon"])).outcome(0, "released");
     for op in ["release", "complete", "abandon"] {
         assert_eq!(events(&repo, op), vec!["acquire", op]);
         let tip = repo.lease_json(op);
@@ -540,85 +479,47 @@ fn another_holder_is_not_the_holder_whatever_secret_it_gives() {
     let secret = v["secret"].as_str().expect("a secret").to_owned();
     let before = repo.snapshot();
     for op in ["renew", "release", "complete", "abandon"] {
-        let run = jrun(&repo, 1, &[op, "42", "--holder", BOB, "--secret", &secret]);
-        run.code(3);
-        assert_eq!(run.json()["outcome"], json!("not_holder"), "{run}");
+        jrun(&repo, 1, &[op, "42", "--holder", BOB, "--secret", &secret]).outcome(3, "not_holder");
     }
-    let run = jrun(
-        &repo,
-        1,
-        &["acquire", "42", "--holder", BOB, "--secret", &secret],
-    );
-    run.code(3);
-    assert_eq!(run.json()["outcome"], json!("held"), "{run}");
+    let claim = ["acquire", "42", "--holder", BOB];
+    jrun(&repo, 1, &with_secret(&claim, &secret)).outcome(3, "held");
     assert_eq!(repo.snapshot(), before);
 }
 
 #[test]
 fn a_reacquire_by_the_same_holder_needs_the_secret() {
     let repo = TestRepo::new();
-    let v = repo.json_at(
-        &at_min(0),
-        0,
-        &[
-            "acquire",
-            "42",
-            "--holder",
-            ALICE,
-            "--ttl",
-            "1h",
-            "--session",
-        ],
-    );
-    let secret = v["secret"].as_str().expect("a secret").to_owned();
-    let hash = sha256_hex(&secret);
+    let secret = alice_session(&repo, "42", "1h");
     let before = repo.snapshot();
 
-    let run = jrun(&repo, 5, &["acquire", "42", "--holder", ALICE]);
-    run.code(3);
-    assert_eq!(run.json()["outcome"], json!("wrong_secret"), "{run}");
+    jrun(&repo, 5, &["acquire", "42", "--holder", ALICE]).outcome(3, "wrong_secret");
     // Asking for a new session does not help either.
     let run = jrun(&repo, 5, &["acquire", "42", "--holder", ALICE, "--session"]);
-    run.code(3);
-    let v = run.json();
-    assert_eq!(v["outcome"], json!("wrong_secret"), "{run}");
+    let v = run.outcome(3, "wrong_secret");
     assert!(
         v.get("secret").is_none(),
         "a refused call shows no secret\n{run}"
     );
-    let run = repo
-        .lease()
-        .now(&at_min(5))
-        .arg_json()
-        .args(["acquire", "42", "--holder", ALICE])
-        .env(
-            "GIT_LEASE_SECRET",
-            format!("gls_{}", "0".repeat(64)).as_str(),
-        )
-        .run();
-    run.code(3);
-    assert_eq!(run.json()["outcome"], json!("wrong_secret"), "{run}");
+    let zeros = format!("gls_{}", "0".repeat(64));
+    jrun_env_secret(&repo, 5, &["acquire", "42", "--holder", ALICE], &zeros)
+        .outcome(3, "wrong_secret");
     assert_eq!(
         repo.snapshot(),
         before,
         "refused re-acquires wrote something"
     );
 
-    let run = repo
-        .lease()
-        .now(&at_min(5))
-        .arg_json()
-        .args(["acquire", "42", "--holder", ALICE, "--ttl", "1h"])
-        .env("GIT_LEASE_SECRET", &secret)
-        .run();
-    run.ok();
-    let v = run.json();
-    assert_eq!(v["outcome"], json!("acquired"), "{run}");
-    assert_eq!(v["token"], json!(1), "{run}");
-    assert_eq!(v["expires_at"], json!(at_min(65)), "{run}");
-    let tip = repo.lease_json("42");
-    assert_eq!(tip["event"], json!("reacquire"));
-    assert_eq!(tip["session"], json!(format!("sha256:{hash}")));
+    let claim = ["acquire", "42", "--holder", ALICE, "--ttl", "1h"];
+    let run = jrun_env_secret(&repo, 5, &claim, &secret);
+    run.outcome(0, "acquired");
+    run.json_has(&[("token", json!(1)), ("expires_at", json!(at_min(65)))]);
+    assert_fields(
+        &repo.lease_json("42"),
+        &[
+            ("event", json!("reacquire")),
+            ("session", session_hash(&secret)),
+        ],
+    );
     assert_eq!(events(&repo, "42"), vec!["acquire", "reacquire"]);
 }
 
@@ -626,37 +527,23 @@ fn a_reacquire_by_the_same_holder_needs_the_secret() {
 fn an_expired_session_lease_can_be_freed_by_anyone_without_the_secret() {
     let repo = TestRepo::new();
     for issue in ["e1", "e2", "e3"] {
-        repo.json_at(
-            &at_min(0),
-            0,
-            &[
-                "acquire",
-                issue,
-                "--holder",
-                ALICE,
-                "--ttl",
-                "10m",
-                "--session",
-            ],
-        );
+        alice_session(&repo, issue, "10m");
     }
     // Before expiry: refused.
-    let run = jrun(&repo, 9, &["release", "e1", "--holder", ALICE]);
-    run.code(3);
-    assert_eq!(run.json()["outcome"], json!("wrong_secret"), "{run}");
+    jrun(&repo, 9, &["release", "e1", "--holder", ALICE]).outcome(3, "wrong_secret");
 
     // At expiry: anyone, no secret.
-    let run = jrun(&repo, 10, &["release", "e1", "--holder", BOB]);
-    run.ok();
-    assert_eq!(run.json()["outcome"], json!("released"), "{run}");
-    let tip = repo.lease_json("e1");
-    assert_eq!(tip["previous_holder"], json!(ALICE));
-    assert_eq!(tip["by"], json!(BOB));
-    assert_eq!(tip["token"], json!(1));
+    jrun(&repo, 10, &["release", "e1", "--holder", BOB]).outcome(0, "released");
+    assert_fields(
+        &repo.lease_json("e1"),
+        &[
+            ("previous_holder", json!(ALICE)),
+            ("by", json!(BOB)),
+            ("token", json!(1)),
+        ],
+    );
     // The holder itself without its secret, too.
-    let run = jrun(&repo, 10, &["release", "e2", "--holder", ALICE]);
-    run.ok();
-    assert_eq!(run.json()["outcome"], json!("released"), "{run}");
+    jrun(&repo, 10, &["release", "e2", "--holder", ALICE]).outcome(0, "released");
     // And a takeover needs no secret.
     let run = jrun(&repo, 10, &["acquire", "e3", "--holder", BOB]);
     run.ok();
@@ -700,37 +587,20 @@ fn the_secret_never_reaches_any_object_ref_reflog_or_file() {
     let secret = v[0]["secret"].as_str().expect("a secret").to_owned();
     assert_eq!(v[1]["secret"], json!(secret), "one session for the claim");
     let hash = sha256_hex(&secret);
-    assert_eq!(
-        repo.lease_json("y")["session"],
-        json!(format!("sha256:{hash}"))
-    );
+    assert_eq!(repo.lease_json("y")["session"], session_hash(&secret));
 
     // Every way of giving the secret, refusals included.
-    jrun(&repo, 1, &["renew", "x", "--holder", ALICE]).code(3);
-    jrun(
-        &repo,
-        1,
-        &["renew", "x", "--holder", ALICE, "--secret", &secret],
-    )
-    .ok();
-    repo.lease()
-        .now(&at_min(2))
-        .args(["acquire", "x", "--holder", ALICE])
-        .env("GIT_LEASE_SECRET", &secret)
-        .run()
-        .ok();
+    let renew = ["renew", "x", "--holder", ALICE];
+    jrun(&repo, 1, &renew).code(3);
+    jrun(&repo, 1, &with_secret(&renew, &secret)).ok();
+    jrun_env_secret(&repo, 2, &["acquire", "x", "--holder", ALICE], &secret).ok();
     jrun(
         &repo,
         3,
-        &["complete", "x", "--holder", ALICE, "--secret", &secret],
+        &with_secret(&["complete", "x", "--holder", ALICE], &secret),
     )
     .ok();
-    repo.lease()
-        .now(&at_min(3))
-        .args(["abandon", "y", "--holder", ALICE])
-        .env("GIT_LEASE_SECRET", &secret)
-        .run()
-        .ok();
+    jrun_env_secret(&repo, 3, &["abandon", "y", "--holder", ALICE], &secret).ok();
     assert_eq!(
         events(&repo, "x"),
         vec!["acquire", "renew", "reacquire", "complete"]
@@ -762,11 +632,7 @@ fn the_secret_never_reaches_any_object_ref_reflog_or_file() {
     assert_secret_shape(&run_secret);
     let run_hash = sha256_hex(&run_secret);
     let first = &repo.chain("z")[0].1;
-    assert_eq!(
-        first["session"],
-        json!(format!("sha256:{run_hash}")),
-        "{first}"
-    );
+    assert_eq!(first["session"], session_hash(&run_secret), "{first}");
     assert_eq!(events(&repo, "z"), vec!["acquire", "complete"]);
 
     assert_secret_nowhere(&repo, &secret, &hash);
@@ -795,7 +661,7 @@ fn a_gone_holder_process_frees_the_lease_at_once_on_this_machine() {
         ],
     );
     run.ok();
-    assert_eq!(run.json()["token"], json!(1), "{run}");
+    run.json_has(&[("token", json!(1))]);
     let stored = repo.lease_json("7");
     assert_eq!(stored["process"]["pid"], json!(pid), "{stored}");
     assert_eq!(stored["process"]["boot_id"], json!(boot_id()), "{stored}");
@@ -807,16 +673,13 @@ fn a_gone_holder_process_frees_the_lease_at_once_on_this_machine() {
 
     // While the process lives: held, for every command.
     let run = jrun(&repo, 5, &["acquire", "7", "--holder", BOB]);
-    run.code(3);
-    assert_eq!(run.json()["outcome"], json!("held"), "{run}");
-    assert_eq!(run.json()["holder"], json!(ALICE), "{run}");
+    run.outcome(3, "held");
+    run.json_has(&[("holder", json!(ALICE))]);
     let shown = repo.json_at(&at_min(5), 0, &["show", "7"]);
     assert_eq!(shown["held"], json!(true), "{shown}");
     jrun(&repo, 5, &["check", "7", "--token", "1"]).ok();
     assert_eq!(issues_of(&repo.json_at(&at_min(5), 0, &["list"])), ["7"]);
-    let run = jrun(&repo, 5, &["release", "7", "--holder", BOB]);
-    run.code(3);
-    assert_eq!(run.json()["outcome"], json!("not_holder"), "{run}");
+    jrun(&repo, 5, &["release", "7", "--holder", BOB]).outcome(3, "not_holder");
 
     // Gone (killed and reaped): not live, at the same instant, long before the expiry.
     worker.kill_and_reap();
@@ -832,15 +695,17 @@ fn a_gone_holder_process_frees_the_lease_at_once_on_this_machine() {
     assert_eq!(repo.snapshot(), before, "reads wrote nothing");
 
     let run = jrun(&repo, 5, &["acquire", "7", "--holder", BOB, "--ttl", "1h"]);
-    run.ok();
-    let v = run.json();
-    assert_eq!(v["outcome"], json!("acquired"), "{run}");
-    assert_eq!(v["token"], json!(2), "{run}");
-    assert_eq!(v["holder"], json!(BOB), "{run}");
+    run.outcome(0, "acquired");
+    run.json_has(&[("token", json!(2)), ("holder", json!(BOB))]);
     let tip = repo.lease_json("7");
-    assert_eq!(tip["takeover"], json!("process_gone"), "{tip}");
-    assert_eq!(tip["previous_holder"], json!(ALICE), "{tip}");
-    assert_eq!(tip["at"], json!(at_min(5)), "{tip}");
+    assert_fields(
+        &tip,
+        &[
+            ("takeover", json!("process_gone")),
+            ("previous_holder", json!(ALICE)),
+            ("at", json!(at_min(5))),
+        ],
+    );
     assert!(
         tip.get("process").is_none(),
         "bob recorded no process: {tip}"
@@ -887,16 +752,13 @@ fn a_gone_session_holder_can_be_freed_without_its_secret() {
         ],
     );
     assert_secret_shape(v["secret"].as_str().expect("a secret"));
-    let run = jrun(&repo, 1, &["release", "8", "--holder", ALICE]);
-    run.code(3);
-    assert_eq!(run.json()["outcome"], json!("wrong_secret"), "{run}");
+    jrun(&repo, 1, &["release", "8", "--holder", ALICE]).outcome(3, "wrong_secret");
     worker.kill_and_reap();
-    let run = jrun(&repo, 1, &["release", "8", "--holder", BOB]);
-    run.ok();
-    assert_eq!(run.json()["outcome"], json!("released"), "{run}");
-    let tip = repo.lease_json("8");
-    assert_eq!(tip["by"], json!(BOB), "{tip}");
-    assert_eq!(tip["previous_holder"], json!(ALICE), "{tip}");
+    jrun(&repo, 1, &["release", "8", "--holder", BOB]).outcome(0, "released");
+    assert_fields(
+        &repo.lease_json("8"),
+        &[("by", json!(BOB)), ("previous_holder", json!(ALICE))],
+    );
     assert_verify_clean(&repo, 1);
 }
 
@@ -956,9 +818,7 @@ fn a_process_recorded_on_another_machine_is_judged_by_the_ttl_only() {
     // Another machine's process: live until the TTL ends, whatever this machine's pids say.
     let shown = repo.json_at(&at_min(5), 0, &["show", "remote-box"]);
     assert_eq!(shown["held"], json!(true), "{shown}");
-    let run = jrun(&repo, 5, &["acquire", "remote-box", "--holder", BOB]);
-    run.code(3);
-    assert_eq!(run.json()["outcome"], json!("held"), "{run}");
+    jrun(&repo, 5, &["acquire", "remote-box", "--holder", BOB]).outcome(3, "held");
     jrun(&repo, 9, &["check", "remote-box", "--token", "1"]).ok();
 
     // This machine's gone process: not live.
@@ -966,7 +826,7 @@ fn a_process_recorded_on_another_machine_is_judged_by_the_ttl_only() {
     assert_eq!(shown["held"], json!(false), "{shown}");
     let run = jrun(&repo, 5, &["acquire", "this-box", "--holder", BOB]);
     run.ok();
-    assert_eq!(run.json()["token"], json!(2), "{run}");
+    run.json_has(&[("token", json!(2))]);
     assert_eq!(
         repo.lease_json("this-box")["takeover"],
         json!("process_gone")
@@ -975,10 +835,14 @@ fn a_process_recorded_on_another_machine_is_judged_by_the_ttl_only() {
     // At the expiry, the other machine's lease is free like any other.
     let run = jrun(&repo, 10, &["acquire", "remote-box", "--holder", BOB]);
     run.ok();
-    assert_eq!(run.json()["token"], json!(2), "{run}");
-    let tip = repo.lease_json("remote-box");
-    assert_eq!(tip["takeover"], json!("expired"), "{tip}");
-    assert_eq!(tip["previous_holder"], json!(ALICE), "{tip}");
+    run.json_has(&[("token", json!(2))]);
+    assert_fields(
+        &repo.lease_json("remote-box"),
+        &[
+            ("takeover", json!("expired")),
+            ("previous_holder", json!(ALICE)),
+        ],
+    );
     assert_verify_clean(&repo, 10);
 }
 
@@ -990,11 +854,7 @@ fn a_process_recorded_on_another_machine_is_judged_by_the_ttl_only() {
 fn complete_and_abandon_are_recorded_as_their_own_events_and_keep_the_token() {
     let repo = TestRepo::new();
     for issue in ["done", "dropped", "freed"] {
-        repo.json_at(
-            &at_min(0),
-            0,
-            &["acquire", issue, "--holder", ALICE, "--ttl", "1h"],
-        );
+        acquire(&repo, 0, issue, ALICE, "1h").ok();
     }
     for (op, issue) in [
         ("complete", "done"),
@@ -1002,19 +862,23 @@ fn complete_and_abandon_are_recorded_as_their_own_events_and_keep_the_token() {
         ("release", "freed"),
     ] {
         let run = jrun(&repo, 1, &[op, issue, "--holder", ALICE]);
-        run.ok();
-        let v = run.json();
-        assert_eq!(v["outcome"], json!("released"), "{run}");
-        assert_eq!(v["event"], json!(op), "{run}");
-        assert_eq!(v["token"], json!(1), "{run}");
-        assert_eq!(v["held"], json!(false), "{run}");
+        run.outcome(0, "released");
+        run.json_has(&[
+            ("event", json!(op)),
+            ("token", json!(1)),
+            ("held", json!(false)),
+        ]);
 
         let log = repo.json_at(&at_min(1), 0, &["log", issue]);
-        let newest = &log[0];
-        assert_eq!(newest["event"], json!(op), "{log}");
-        assert_eq!(newest["token"], json!(1), "{log}");
-        assert_eq!(newest["holder"], Value::Null, "{log}");
-        assert_eq!(newest["previous_holder"], json!(ALICE), "{log}");
+        assert_fields(
+            &log[0],
+            &[
+                ("event", json!(op)),
+                ("token", json!(1)),
+                ("holder", Value::Null),
+                ("previous_holder", json!(ALICE)),
+            ],
+        );
         assert_eq!(log[1]["event"], json!("acquire"), "{log}");
         let human = repo.run_at(&at_min(1), &["log", issue]);
         human.ok();
@@ -1023,9 +887,7 @@ fn complete_and_abandon_are_recorded_as_their_own_events_and_keep_the_token() {
             "log shows {op} first\n{human}"
         );
         // A second end of the same tenure is a release of nothing.
-        let again = jrun(&repo, 2, &[op, issue, "--holder", ALICE]);
-        again.ok();
-        assert_eq!(again.json()["outcome"], json!("not_held"), "{again}");
+        jrun(&repo, 2, &[op, issue, "--holder", ALICE]).outcome(0, "not_held");
         assert_eq!(events(&repo, issue), vec!["acquire", op]);
     }
 
@@ -1068,7 +930,7 @@ fn complete_and_abandon_are_recorded_as_their_own_events_and_keep_the_token() {
     // The next tenure counts on.
     let run = jrun(&repo, 3, &["acquire", "done", "--holder", BOB]);
     run.ok();
-    assert_eq!(run.json()["token"], json!(2), "{run}");
+    run.json_has(&[("token", json!(2))]);
     assert_verify_clean(&repo, 3);
 }
 
@@ -1089,7 +951,7 @@ fn note_and_task_are_stored_with_the_claim_and_shown_everywhere() {
         (v["note"].clone(), v["task"].clone()),
         (json!(note), json!("JOB-42"))
     );
-    jrun(&repo, 0, &["acquire", "n2", "--holder", BOB, "--ttl", "1h"]).ok();
+    acquire(&repo, 0, "n2", BOB, "1h").ok();
 
     let stored = repo.lease_json("n1");
     assert_eq!(stored["note"], json!(note), "{stored}");
@@ -1103,20 +965,10 @@ fn note_and_task_are_stored_with_the_claim_and_shown_everywhere() {
     human.stdout_has(note).stdout_has("JOB-42");
 
     let list = repo.json_at(&at_min(1), 0, &["list"]);
-    let n1 = list
-        .as_array()
-        .expect("an array")
-        .iter()
-        .find(|v| v["issue"] == json!("n1"))
-        .unwrap_or_else(|| panic!("n1 is listed: {list}"));
+    let n1 = listed(&list, "n1");
     assert_eq!(n1["note"], json!(note), "{list}");
     assert_eq!(n1["task"], json!("JOB-42"), "{list}");
-    let n2 = list
-        .as_array()
-        .expect("an array")
-        .iter()
-        .find(|v| v["issue"] == json!("n2"))
-        .unwrap_or_else(|| panic!("n2 is listed: {list}"));
+    let n2 = listed(&list, "n2");
     assert!(
         n2.get("note").is_none() && n2.get("task").is_none(),
         "{list}"
@@ -1151,37 +1003,12 @@ fn note_and_task_are_stored_with_the_claim_and_shown_everywhere() {
 #[test]
 fn list_filters_by_holder_state_and_prefix() {
     let repo = TestRepo::new();
-    jrun(
-        &repo,
-        0,
-        &["acquire", "gh/1", "--holder", ALICE, "--ttl", "1h"],
-    )
-    .ok();
-    jrun(
-        &repo,
-        0,
-        &["acquire", "gh/2", "--holder", ALICE, "--ttl", "10m"],
-    )
-    .ok();
-    jrun(
-        &repo,
-        0,
-        &["acquire", "gh/3", "--holder", BOB, "--ttl", "1h"],
-    )
-    .ok();
-    jrun(
-        &repo,
-        0,
-        &["acquire", "jira/9", "--holder", ALICE, "--ttl", "1h"],
-    )
-    .ok();
+    acquire(&repo, 0, "gh/1", ALICE, "1h").ok();
+    acquire(&repo, 0, "gh/2", ALICE, "10m").ok();
+    acquire(&repo, 0, "gh/3", BOB, "1h").ok();
+    acquire(&repo, 0, "jira/9", ALICE, "1h").ok();
     jrun(&repo, 1, &["complete", "jira/9", "--holder", ALICE]).ok();
-    jrun(
-        &repo,
-        1,
-        &["acquire", "jira/10", "--holder", BOB, "--ttl", "1h"],
-    )
-    .ok();
+    acquire(&repo, 1, "jira/10", BOB, "1h").ok();
     // At +20m: gh/1 held (alice), gh/2 expired (alice), gh/3 held (bob), jira/9 free (was
     // alice), jira/10 held (bob).
     let list = |args: &[&str]| -> Vec<String> {
@@ -1233,23 +1060,9 @@ fn list_filters_by_holder_state_and_prefix() {
 #[test]
 fn acquire_of_several_issues_takes_all_of_them_in_one_answer() {
     let repo = TestRepo::new();
-    let run = jrun(
-        &repo,
-        0,
-        &[
-            "acquire",
-            "a",
-            "b",
-            "c",
-            "--holder",
-            ALICE,
-            "--ttl",
-            "1h",
-            "--session",
-            "--task",
-            "T",
-        ],
-    );
+    let mut claim = vec!["acquire", "a", "b", "c"];
+    claim.extend(["--holder", ALICE, "--ttl", "1h", "--session", "--task", "T"]);
+    let run = jrun(&repo, 0, &claim);
     run.ok();
     let v = run.json();
     let answers = v.as_array().unwrap_or_else(|| panic!("an array\n{run}"));
@@ -1257,17 +1070,20 @@ fn acquire_of_several_issues_takes_all_of_them_in_one_answer() {
     let secret = answers[0]["secret"].as_str().expect("a secret").to_owned();
     for (answer, issue) in answers.iter().zip(["a", "b", "c"]) {
         assert_eq!(answer["issue"], json!(issue), "in the order given\n{run}");
-        assert_eq!(answer["outcome"], json!("acquired"), "{run}");
-        assert_eq!(answer["wrote"], json!(true), "{run}");
-        assert_eq!(answer["holder"], json!(ALICE), "{run}");
-        assert_eq!(answer["token"], json!(1), "{run}");
-        assert_eq!(answer["secret"], json!(secret), "{run}");
+        assert_fields(
+            answer,
+            &[
+                ("outcome", json!("acquired")),
+                ("wrote", json!(true)),
+                ("holder", json!(ALICE)),
+                ("token", json!(1)),
+                ("secret", json!(secret)),
+            ],
+        );
         assert_eq!(repo.commit_count(issue), 1);
-        let stored = repo.lease_json(issue);
-        assert_eq!(stored["task"], json!("T"));
-        assert_eq!(
-            stored["session"],
-            json!(format!("sha256:{}", sha256_hex(&secret)))
+        assert_fields(
+            &repo.lease_json(issue),
+            &[("task", json!("T")), ("session", session_hash(&secret))],
         );
         assert_eq!(answer["commit"], json!(repo.tip(issue).expect("a ledger")));
     }
@@ -1277,7 +1093,7 @@ fn acquire_of_several_issues_takes_all_of_them_in_one_answer() {
         jrun(
             &repo,
             1,
-            &["complete", issue, "--holder", ALICE, "--secret", &secret],
+            &with_secret(&["complete", issue, "--holder", ALICE], &secret),
         )
         .ok();
     }
@@ -1306,27 +1122,15 @@ fn acquire_of_several_issues_takes_all_of_them_in_one_answer() {
 fn a_refused_multi_claim_writes_nothing_and_reports_the_others_skipped() {
     let repo = TestRepo::new();
     // `a` has a history (free now), `b` is held by bob, `c` was never leased.
-    jrun(&repo, 0, &["acquire", "a", "--holder", BOB, "--ttl", "1h"]).ok();
+    acquire(&repo, 0, "a", BOB, "1h").ok();
     jrun(&repo, 1, &["release", "a", "--holder", BOB]).ok();
-    jrun(&repo, 1, &["acquire", "b", "--holder", BOB, "--ttl", "1h"]).ok();
+    acquire(&repo, 1, "b", BOB, "1h").ok();
     let before = repo.snapshot();
     let refs_before = repo.lease_refs();
 
-    let run = jrun(
-        &repo,
-        5,
-        &[
-            "acquire",
-            "a",
-            "b",
-            "c",
-            "--holder",
-            ALICE,
-            "--ttl",
-            "1h",
-            "--session",
-        ],
-    );
+    let mut claim = vec!["acquire", "a", "b", "c"];
+    claim.extend(["--holder", ALICE, "--ttl", "1h", "--session"]);
+    let run = jrun(&repo, 5, &claim);
     run.code(3);
     let v = run.json();
     let answers = v.as_array().unwrap_or_else(|| panic!("an array\n{run}"));
@@ -1361,13 +1165,7 @@ fn a_refused_multi_claim_writes_nothing_and_reports_the_others_skipped() {
     jrun(&repo, 6, &["release", "b", "--holder", BOB]).ok();
     let run = jrun(&repo, 7, &["acquire", "a", "b", "c", "--holder", ALICE]);
     run.ok();
-    let tokens: Vec<Value> = run
-        .json()
-        .as_array()
-        .expect("an array")
-        .iter()
-        .map(|a| a["token"].clone())
-        .collect();
+    let tokens = each(&run.json(), "token");
     assert_eq!(tokens, vec![json!(2), json!(2), json!(1)], "{run}");
     assert_verify_clean(&repo, 7);
 }
@@ -1614,13 +1412,7 @@ fn a_multi_claim_through_a_remote_is_one_atomic_push() {
         ],
     );
     run.code(3);
-    let outcomes: Vec<Value> = run
-        .json()
-        .as_array()
-        .expect("an array")
-        .iter()
-        .map(|a| a["outcome"].clone())
-        .collect();
+    let outcomes = each(&run.json(), "outcome");
     assert_eq!(
         outcomes,
         vec![json!("skipped"), json!("held"), json!("skipped")],
@@ -1753,12 +1545,8 @@ fn a_multi_claim_that_loses_its_atomic_push_to_a_concurrent_write_fetches_and_de
     let daemon = Server::daemon();
     let alice = daemon.client(ALICE);
     let bob = daemon.client(BOB);
-    jrun(
-        &bob,
-        0,
-        &["acquire", "--remote", "origin", "k1", "--ttl", "1h"],
-    )
-    .ok();
+    let k1 = ["acquire", "--remote", "origin", "k1", "--ttl", "1h"];
+    jrun(&bob, 0, &k1).ok();
     jrun(&bob, 1, &["release", "--remote", "origin", "k1"]).ok();
 
     // Between alice's fetches and her push, bob takes k1 and frees it again on the server:
@@ -1807,13 +1595,7 @@ fn a_multi_claim_that_loses_its_atomic_push_to_a_concurrent_write_fetches_and_de
         "a partial claim landed\n{run}"
     );
     run.ok();
-    let tokens: Vec<Value> = run
-        .json()
-        .as_array()
-        .expect("an array")
-        .iter()
-        .map(|a| a["token"].clone())
-        .collect();
+    let tokens = each(&run.json(), "token");
     assert_eq!(tokens, vec![json!(3), json!(1)], "{run}");
     let chain = daemon.chain("k1");
     assert_eq!(chain.len(), 5, "{chain:?}");
