@@ -239,12 +239,7 @@ impl Ledger {
 /// Refuses a new issue whose ref would clash, as file versus directory, with an existing
 /// ref or with another issue of the batch.
 fn check_clash(ledger: &Ledger, issue: &IssueId, ops: &[(IssueId, Operation)]) -> Result<()> {
-    if let Some(existing) = ledger.store().clash(issue)? {
-        return Err(Error::RefClash {
-            issue: issue.to_string(),
-            existing,
-        });
-    }
+    ledger.store().ensure_no_clash(issue)?;
     let below = format!("{issue}/");
     for (other, _) in ops {
         if other.as_str().starts_with(&below) || issue.ancestors().any(|a| a == other.as_str()) {

@@ -244,41 +244,13 @@ fn check_lease_update(
     }
     // The chain is legitimate by the recorded times; now judge the new commits by the
     // server's clock and the pusher's identity, oldest first.
-    let mut segment = Vec::new();
-    let mut next = Some(update.new);
-    while let Some(commit) = next {
-        if Some(commit) == base {
-            break;
-        }
-        match store.entry(issue, commit) {
-            Ok(entry) => {
-                next = entry.parent;
-                segment.push(entry);
-            }
-            Err(e) => {
-                refuse(commit, "json", e.to_string());
-                return;
-            }
-        }
-    }
-    segment.reverse();
-    let mut prev: Option<Lease> = match base {
-        Some(b) => match store.entry(issue, b) {
-            Ok(e) => Some(e.lease),
-            Err(e) => {
-                refuse(b, "json", e.to_string());
-                return;
-            }
-        },
-        None => None,
-    };
-    for entry in segment {
-        let lease = &entry.lease;
-        if let Some((rule, detail)) = server_rules(policy, pusher, prev.as_ref(), lease, now) {
-            refuse(entry.commit, rule, detail);
+    let mut prev = check.base.as_ref();
+    for (commit, lease) in &check.steps {
+        if let Some((rule, detail)) = server_rules(policy, pusher, prev, lease, now) {
+            refuse(*commit, rule, detail);
             return;
         }
-        prev = Some(entry.lease);
+        prev = Some(lease);
     }
 }
 

@@ -206,14 +206,7 @@ impl Ledger {
 
     /// Returns the ledger of `issue`, newest entry first: one entry per event.
     pub fn log(&self, issue: &IssueId) -> Result<Vec<Entry>> {
-        let mut out = Vec::new();
-        let mut next = self.store.tip(issue)?;
-        while let Some(commit) = next {
-            let entry = self.store.entry(issue.as_str(), commit)?;
-            next = entry.parent;
-            out.push(entry);
-        }
-        Ok(out)
+        self.store.history(issue.as_str(), self.store.tip(issue)?)
     }
 
     /// Applies one rule under compare-and-swap: read the tip, decide, write, swap; on a lost
@@ -236,12 +229,7 @@ impl Ledger {
             };
             let parent = current.as_ref().map(|e| e.commit);
             if parent.is_none() {
-                if let Some(existing) = self.store.clash(issue)? {
-                    return Err(Error::RefClash {
-                        issue: issue.to_string(),
-                        existing,
-                    });
-                }
+                self.store.ensure_no_clash(issue)?;
             }
             let commit = self.store.write(&next, parent)?;
             match self
@@ -305,12 +293,7 @@ impl Ledger {
                 match t.next {
                     Some(next) => {
                         if parent.is_none() {
-                            if let Some(existing) = self.store.clash(issue)? {
-                                return Err(Error::RefClash {
-                                    issue: issue.to_string(),
-                                    existing,
-                                });
-                            }
+                            self.store.ensure_no_clash(issue)?;
                         }
                         let commit = self.store.write(&next, parent)?;
                         edits.push((issue.clone(), commit, parent));

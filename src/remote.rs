@@ -190,15 +190,8 @@ impl<'a> Remote<'a> {
 
     /// Fetches `issue` and returns its ledger on the remote, newest first.
     pub fn log(&self, issue: &IssueId) -> Result<Vec<Entry>> {
-        let store = self.ledger.store();
-        let mut out = Vec::new();
-        let mut next = self.fetch_one(issue)?;
-        while let Some(commit) = next {
-            let entry = store.entry(issue.as_str(), commit)?;
-            next = entry.parent;
-            out.push(entry);
-        }
-        Ok(out)
+        let tip = self.fetch_one(issue)?;
+        self.ledger.store().history(issue.as_str(), tip)
     }
 
     /// Resolves an id or unique prefix against the remote's leases: first against the copy

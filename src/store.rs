@@ -332,11 +332,33 @@ impl Store {
         }
         let below = format!("{}/", issue.ref_name());
         Ok(self
-            .refs_under(&below)
-            .map_err(|_| ())
-            .ok()
-            .and_then(|refs| refs.into_iter().next())
+            .refs_under(&below)?
+            .into_iter()
+            .next()
             .map(|(rest, _)| format!("{below}{rest}")))
+    }
+
+    /// Returns [`Error::RefClash`] if a new ref for `issue` would clash with an existing one.
+    pub(crate) fn ensure_no_clash(&self, issue: &IssueId) -> Result<()> {
+        match self.clash(issue)? {
+            Some(existing) => Err(Error::RefClash {
+                issue: issue.to_string(),
+                existing,
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// Returns the ledger of `issue` from `tip` back to its first commit, newest first.
+    pub fn history(&self, issue: &str, tip: Option<ObjectId>) -> Result<Vec<Entry>> {
+        let mut out = Vec::new();
+        let mut next = tip;
+        while let Some(commit) = next {
+            let entry = self.entry(issue, commit)?;
+            next = entry.parent;
+            out.push(entry);
+        }
+        Ok(out)
     }
 
     /// Returns the ref path that makes `issue`'s loose ref impossible on disk right now: a

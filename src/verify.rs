@@ -124,6 +124,16 @@ pub fn check_step(prev: Option<&Lease>, next: &Lease) -> Vec<Violation> {
         ));
     }
     let prev_live = is_live(prev, next.at);
+    // Only a new tenure moves the token; every other event keeps it.
+    if next.event != Event::Acquire && next.token != prev.token {
+        found.push((
+            Rule::TokenStep,
+            format!(
+                "a {} keeps token {}, but records {}",
+                next.event, prev.token, next.token
+            ),
+        ));
+    }
     match next.event {
         Event::Acquire => {
             // A takeover because the holder's process was gone (local liveness) is legitimate
@@ -163,15 +173,6 @@ pub fn check_step(prev: Option<&Lease>, next: &Lease) -> Vec<Violation> {
             }
         }
         Event::Reacquire | Event::Renew => {
-            if next.token != prev.token {
-                found.push((
-                    Rule::TokenStep,
-                    format!(
-                        "a {} keeps token {}, but records {}",
-                        next.event, prev.token, next.token
-                    ),
-                ));
-            }
             if prev.holder != next.holder {
                 found.push((
                     Rule::HolderChange,
@@ -200,15 +201,6 @@ pub fn check_step(prev: Option<&Lease>, next: &Lease) -> Vec<Violation> {
             }
         }
         Event::Release | Event::Complete | Event::Abandon | Event::Revoke => {
-            if next.token != prev.token {
-                found.push((
-                    Rule::TokenStep,
-                    format!(
-                        "a {} keeps token {}, but records {}",
-                        next.event, prev.token, next.token
-                    ),
-                ));
-            }
             match prev.holder.as_deref() {
                 None => found.push((
                     Rule::Event,
@@ -298,6 +290,11 @@ pub struct SegmentCheck {
     pub findings: Vec<Finding>,
     /// How many commits were checked.
     pub commits: usize,
+    /// The state at the base (`None` for a check from the root).
+    pub base: Option<Lease>,
+    /// Every checked commit and the state it records, oldest first, so that a caller with
+    /// rules of its own (the server hook) need not read them again.
+    pub steps: Vec<(ObjectId, Lease)>,
 }
 
 /// Verifies the commits from `tip` back to (not including) `base`, each against its parent,
@@ -374,7 +371,7 @@ pub fn verify_segment(
         ));
         return result;
     }
-    let mut prev: Option<Lease> = match base {
+    result.base = match base {
         None => None,
         Some(b) => match store.entry(issue, b) {
             Ok(e) => Some(e.lease),
@@ -397,10 +394,11 @@ pub fn verify_segment(
                 return result;
             }
             Ok(lease) => {
-                for (rule, detail) in check_step(prev.as_ref(), &lease) {
+                let prev = result.steps.last().map(|(_, l)| l).or(result.base.as_ref());
+                for (rule, detail) in check_step(prev, &lease) {
                     result.findings.push(finding(commit, rule, detail));
                 }
-                prev = Some(lease);
+                result.steps.push((commit, lease));
             }
         }
     }

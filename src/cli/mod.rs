@@ -374,7 +374,8 @@ impl Target<'_> {
         }
     }
 
-    /// Resolves for a write: an id that matches nothing is taken as an exact, never-leased id.
+    /// Resolves for a write or a fencing check: an id that matches nothing is taken as an
+    /// exact, never-leased id.
     fn resolve_for_write(&self, prefix: &str) -> Result<IssueId, Error> {
         match self.resolve(prefix) {
             Err(Error::NoSuchLease(_)) => IssueId::new(prefix),
@@ -701,10 +702,7 @@ fn dispatch(ctx: &Context, command: Command, out: &mut dyn Write) -> Result<u8, 
             token,
             holder,
         } => {
-            let issue = match target.resolve(&issue) {
-                Err(Error::NoSuchLease(p)) => IssueId::new(&p)?,
-                other => other?,
-            };
+            let issue = target.resolve_for_write(&issue)?;
             let entry = target.current(&issue)?;
             let verdict = rules::check(
                 entry.as_ref().map(|e| &e.lease),
