@@ -55,7 +55,7 @@ impl Report {
 /// match report.outcome {
 ///     Outcome::Acquired => println!("token {}", report.lease().unwrap().token),
 ///     Outcome::Held => println!("held by {:?}", report.lease().unwrap().holder),
-///     _ => unreachable!("acquire answers acquired or held"),
+///     other => println!("refused: {}", other.as_str()), // wrong_secret, for a session lease
 /// }
 /// # Ok::<(), git_lease::Error>(())
 /// ```
@@ -259,8 +259,9 @@ impl Ledger {
 
     /// Claims every issue in `issues` for `claim.holder`, all or none, in one ref transaction.
     ///
-    /// Returns one report per issue; if any is [`Outcome::Held`], nothing was written and
-    /// every report says what it found.
+    /// Returns one report per issue; if any issue is refused ([`Outcome::Held`] or
+    /// [`Outcome::WrongSecret`]), nothing was written, the refused ones say what they found
+    /// and the others are [`Outcome::Skipped`].
     pub fn acquire_all(
         &self,
         issues: &[IssueId],
