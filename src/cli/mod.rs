@@ -441,6 +441,10 @@ fn run(cli: Cli) -> Result<u8, Failure> {
     })?;
     let ledger = match &cli.command {
         Command::InstallHook { repo: Some(repo) } => Ledger::open(repo)?,
+        // A hook reads the pushed objects from git's quarantine as well.
+        Command::Hook { .. } => {
+            Ledger::from_store(git_lease::Store::discover(&cwd)?.with_push_quarantine()?)
+        }
         _ => Ledger::discover(&cwd)?,
     }
     .with_local_liveness();

@@ -7,7 +7,7 @@ use std::process::Command;
 
 use git_lease::hook::{self, Policy, Pusher, RefUpdate};
 use git_lease::remote::Remote;
-use git_lease::{Error, IssueId, Store};
+use git_lease::{Error, IssueId};
 
 use super::{exit, Context, Failure, HolderArg, HookKind};
 
@@ -17,12 +17,8 @@ const MARKER: &str = "# installed by git lease install-hook";
 /// Runs git's `update` or `pre-receive` hook protocol; refusals go to stderr, one line each,
 /// which git relays to the pusher as `remote: …`.
 pub(crate) fn hook(ctx: &Context, kind: &HookKind) -> Result<u8, Failure> {
-    let cwd = std::env::current_dir().map_err(|e| Error::Io {
-        context: "cannot read the current directory".into(),
-        source: e,
-    })?;
-    let store = Store::discover(&cwd)?.with_push_quarantine()?;
-    let policy = Policy::from_config(&store)?;
+    let store = ctx.ledger.store();
+    let policy = Policy::from_config(store)?;
     let pusher = Pusher::from_env(&policy.identity);
     let parse = |name: &str, old: &str, new: &str| -> Result<RefUpdate, Error> {
         let id = |hex: &str| {
@@ -60,7 +56,7 @@ pub(crate) fn hook(ctx: &Context, kind: &HookKind) -> Result<u8, Failure> {
         }
     };
     let refusals = hook::check_push(
-        &store,
+        store,
         &policy,
         &pusher,
         options.as_deref(),
