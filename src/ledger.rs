@@ -270,53 +270,11 @@ impl Ledger {
     ) -> Result<Vec<Report>> {
         crate::lease::validate_holder(&claim.holder)?;
         for _ in 0..LOCAL_ATTEMPTS {
-            let mut plans = Vec::with_capacity(issues.len());
-            for issue in issues {
-                let current = self.current(issue)?;
-                let t = rules::acquire(issue, current.as_ref().map(|e| &e.lease), claim, now);
-                plans.push((issue, current, t));
-            }
-            if plans.iter().any(|(_, _, t)| t.outcome != Outcome::Acquired) {
-                return Ok(plans
-                    .into_iter()
-                    .map(|(issue, current, t)| Report {
-                        outcome: skipped_unless_refused(t.outcome),
-                        issue: issue.clone(),
-                        entry: current,
-                        wrote: false,
-                    })
-                    .collect());
-            }
-            let mut edits = Vec::new();
-            let mut reports = Vec::new();
-            for (issue, current, t) in plans {
-                let parent = current.as_ref().map(|e| e.commit);
-                match t.next {
-                    Some(next) => {
-                        if parent.is_none() {
-                            self.store.ensure_no_clash(issue)?;
-                        }
-                        let commit = self.store.write(&next, parent)?;
-                        edits.push((issue.clone(), commit, parent));
-                        reports.push(Report {
-                            outcome: t.outcome,
-                            issue: issue.clone(),
-                            entry: Some(Entry {
-                                commit,
-                                parent,
-                                lease: next,
-                            }),
-                            wrote: true,
-                        });
-                    }
-                    None => reports.push(Report {
-                        outcome: t.outcome,
-                        issue: issue.clone(),
-                        entry: current,
-                        wrote: false,
-                    }),
-                }
-            }
+            let currents = issues
+                .iter()
+                .map(|issue| self.current(issue))
+                .collect::<Result<Vec<_>>>()?;
+            let (reports, edits) = self.write_planned(issues, currents, claim, now, true)?;
             if edits.is_empty() {
                 return Ok(reports);
             }
@@ -334,17 +292,59 @@ impl Ledger {
             attempts: LOCAL_ATTEMPTS,
         })
     }
-}
 
-/// In an all-or-none claim that was refused, the issues that would have been taken were not:
-/// they are reported as [`Outcome::Skipped`], the refused ones as they are.
-pub fn skipped_unless_refused(outcome: Outcome) -> Outcome {
-    if outcome == Outcome::Acquired {
-        Outcome::Skipped
-    } else {
-        outcome
+    /// Decides an all-or-none claim on `currents` (one per issue) and writes the commits of
+    /// the acquires, returning one report per issue and the ref edits still to be made, as
+    /// `(issue, new, expected old)`. Nothing is written when the claim is refused.
+    pub(crate) fn write_planned(
+        &self,
+        issues: &[IssueId],
+        currents: Vec<Option<Entry>>,
+        claim: &Claim,
+        now: DateTime<Utc>,
+        check_clashes: bool,
+    ) -> Result<(Vec<Report>, Vec<SwapEdit>)> {
+        let states: Vec<(&IssueId, Option<&Lease>)> = issues
+            .iter()
+            .zip(&currents)
+            .map(|(issue, current)| (issue, current.as_ref().map(|e| &e.lease)))
+            .collect();
+        let transitions = rules::acquire_all(&states, claim, now);
+        let mut reports = Vec::with_capacity(issues.len());
+        let mut edits = Vec::new();
+        for ((issue, current), t) in issues.iter().zip(currents).zip(transitions) {
+            let Some(next) = t.next else {
+                reports.push(Report {
+                    outcome: t.outcome,
+                    issue: issue.clone(),
+                    entry: current,
+                    wrote: false,
+                });
+                continue;
+            };
+            let parent = current.as_ref().map(|e| e.commit);
+            if parent.is_none() && check_clashes {
+                self.store.ensure_no_clash(issue)?;
+            }
+            let commit = self.store.write(&next, parent)?;
+            edits.push((issue.clone(), commit, parent));
+            reports.push(Report {
+                outcome: t.outcome,
+                issue: issue.clone(),
+                entry: Some(Entry {
+                    commit,
+                    parent,
+                    lease: next,
+                }),
+                wrote: true,
+            });
+        }
+        Ok((reports, edits))
     }
 }
+
+/// A ref edit of a transaction or push: `(issue, new tip, expected old tip)`.
+pub(crate) type SwapEdit = (IssueId, gix::ObjectId, Option<gix::ObjectId>);
 
 /// Resolves `prefix` among `names`: exact match first, then a unique prefix match.
 pub fn resolve_among<'a>(prefix: &str, names: impl Iterator<Item = &'a str>) -> Result<IssueId> {

@@ -281,50 +281,16 @@ impl<'a> Remote<'a> {
         now: chrono::DateTime<chrono::Utc>,
     ) -> Result<Vec<Report>> {
         crate::lease::validate_holder(&claim.holder)?;
-        let store = self.ledger.store();
         for attempt in 0..self.attempts {
-            let mut plans = Vec::new();
-            for issue in issues {
-                let current = self.current(issue)?;
-                let t =
-                    crate::rules::acquire(issue, current.as_ref().map(|e| &e.lease), claim, now);
-                plans.push((issue.clone(), current, t));
-            }
-            let refused = plans
+            let currents = issues
                 .iter()
-                .any(|(_, _, t)| t.outcome != crate::rules::Outcome::Acquired);
-            let mut edits = Vec::new();
-            let mut reports = Vec::new();
-            for (issue, current, t) in plans {
-                match t.next {
-                    Some(next) if !refused => {
-                        let parent = current.as_ref().map(|e| e.commit);
-                        let commit = store.write(&next, parent)?;
-                        edits.push((issue.clone(), commit, parent));
-                        reports.push(Report {
-                            outcome: t.outcome,
-                            issue,
-                            entry: Some(Entry {
-                                commit,
-                                parent,
-                                lease: next,
-                            }),
-                            wrote: true,
-                        });
-                    }
-                    _ => reports.push(Report {
-                        outcome: if refused {
-                            crate::ledger::skipped_unless_refused(t.outcome)
-                        } else {
-                            t.outcome
-                        },
-                        issue,
-                        entry: current,
-                        wrote: false,
-                    }),
-                }
-            }
-            if refused || edits.is_empty() {
+                .map(|issue| self.current(issue))
+                .collect::<Result<Vec<_>>>()?;
+            // The remote's own refs decide clashes: its push refuses them.
+            let (reports, edits) = self
+                .ledger
+                .write_planned(issues, currents, claim, now, false)?;
+            if edits.is_empty() {
                 return Ok(reports);
             }
             match self.push(&edits)? {

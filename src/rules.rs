@@ -277,6 +277,31 @@ pub fn acquire(
     }
 }
 
+/// Decides an all-or-none claim of several issues, each given with its current state.
+///
+/// Returns one transition per issue: the acquires, if every issue can be taken; otherwise
+/// nothing is written, the refused issues say why and the others are [`Outcome::Skipped`].
+pub fn acquire_all(
+    claims: &[(&IssueId, Option<&Lease>)],
+    claim: &Claim,
+    now: DateTime<Utc>,
+) -> Vec<Transition> {
+    let decided: Vec<Transition> = claims
+        .iter()
+        .map(|(issue, current)| acquire(issue, *current, claim, now))
+        .collect();
+    if decided.iter().all(|t| t.outcome == Outcome::Acquired) {
+        return decided;
+    }
+    decided
+        .into_iter()
+        .map(|t| match t.outcome {
+            Outcome::Acquired => Transition::answer(Outcome::Skipped),
+            refused => Transition::answer(refused),
+        })
+        .collect()
+}
+
 /// Decides a renew: only the live holder may extend; same token, expiry from `ttl`.
 pub fn renew<'a>(
     current: Option<&Lease>,
@@ -597,6 +622,25 @@ mod tests {
         assert_eq!(next.acquired_at, Some(t(11)));
         assert_eq!(next.expires_at, Some(t(71)));
         assert!(crate::verify::check_step(Some(&freed), &next).is_empty());
+    }
+
+    #[test]
+    fn an_all_or_none_claim_takes_everything_or_nothing() {
+        let (a, b) = (IssueId::new("a").unwrap(), IssueId::new("b").unwrap());
+        let claim = Claim::new("me", ttl(10));
+        let taken = acquire_all(&[(&a, None), (&b, None)], &claim, t(0));
+        assert!(taken
+            .iter()
+            .all(|t| t.outcome == Outcome::Acquired && t.next.is_some()));
+        let held_b = held("other", 1, 0, Some(10));
+        let refused = acquire_all(&[(&a, None), (&b, Some(&held_b))], &claim, t(1));
+        assert_eq!(
+            refused,
+            vec![
+                Transition::answer(Outcome::Skipped),
+                Transition::answer(Outcome::Held)
+            ]
+        );
     }
 
     #[test]
