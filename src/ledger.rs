@@ -36,6 +36,36 @@ pub struct Report {
 }
 
 impl Report {
+    /// Returns the report of an operation that wrote nothing: `entry` is the state it found.
+    pub fn unchanged(outcome: Outcome, issue: &IssueId, entry: Option<Entry>) -> Report {
+        Report {
+            outcome,
+            issue: issue.clone(),
+            entry,
+            wrote: false,
+        }
+    }
+
+    /// Returns the report of an operation that recorded `lease` as `commit` on `parent`.
+    pub fn written(
+        outcome: Outcome,
+        issue: &IssueId,
+        commit: gix::ObjectId,
+        parent: Option<gix::ObjectId>,
+        lease: Lease,
+    ) -> Report {
+        Report {
+            outcome,
+            issue: issue.clone(),
+            entry: Some(Entry {
+                commit,
+                parent,
+                lease,
+            }),
+            wrote: true,
+        }
+    }
+
     /// Returns the recorded state, if any.
     pub fn lease(&self) -> Option<&Lease> {
         self.entry.as_ref().map(|e| &e.lease)
@@ -220,12 +250,7 @@ impl Ledger {
             let current = self.current(issue)?;
             let transition = decide(current.as_ref().map(|e| &e.lease));
             let Some(next) = transition.next else {
-                return Ok(Report {
-                    outcome: transition.outcome,
-                    issue: issue.clone(),
-                    entry: current,
-                    wrote: false,
-                });
+                return Ok(Report::unchanged(transition.outcome, issue, current));
             };
             let parent = current.as_ref().map(|e| e.commit);
             if parent.is_none() {
@@ -237,16 +262,13 @@ impl Ledger {
                 .swap(issue, commit, parent, &format!("git-lease: {}", next.event))?
             {
                 Swap::Done => {
-                    return Ok(Report {
-                        outcome: transition.outcome,
-                        issue: issue.clone(),
-                        entry: Some(Entry {
-                            commit,
-                            parent,
-                            lease: next,
-                        }),
-                        wrote: true,
-                    })
+                    return Ok(Report::written(
+                        transition.outcome,
+                        issue,
+                        commit,
+                        parent,
+                        next,
+                    ))
                 }
                 Swap::Lost => continue,
             }
@@ -314,12 +336,7 @@ impl Ledger {
         let mut edits = Vec::new();
         for ((issue, current), t) in issues.iter().zip(currents).zip(transitions) {
             let Some(next) = t.next else {
-                reports.push(Report {
-                    outcome: t.outcome,
-                    issue: issue.clone(),
-                    entry: current,
-                    wrote: false,
-                });
+                reports.push(Report::unchanged(t.outcome, issue, current));
                 continue;
             };
             let parent = current.as_ref().map(|e| e.commit);
@@ -328,16 +345,7 @@ impl Ledger {
             }
             let commit = self.store.write(&next, parent)?;
             edits.push((issue.clone(), commit, parent));
-            reports.push(Report {
-                outcome: t.outcome,
-                issue: issue.clone(),
-                entry: Some(Entry {
-                    commit,
-                    parent,
-                    lease: next,
-                }),
-                wrote: true,
-            });
+            reports.push(Report::written(t.outcome, issue, commit, parent, next));
         }
         Ok((reports, edits))
     }

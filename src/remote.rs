@@ -229,28 +229,20 @@ impl<'a> Remote<'a> {
                     fresh = true;
                     continue;
                 }
-                return Ok(Report {
-                    outcome: transition.outcome,
-                    issue: issue.clone(),
-                    entry: current,
-                    wrote: false,
-                });
+                return Ok(Report::unchanged(transition.outcome, issue, current));
             };
             let parent = current.as_ref().map(|e| e.commit);
             let commit = store.write(&next, parent)?;
             match self.push(&[(issue.clone(), commit, parent)])? {
                 PushResult::Done => {
                     self.record_accepted(issue, commit, &next)?;
-                    return Ok(Report {
-                        outcome: transition.outcome,
-                        issue: issue.clone(),
-                        entry: Some(Entry {
-                            commit,
-                            parent,
-                            lease: next,
-                        }),
-                        wrote: true,
-                    });
+                    return Ok(Report::written(
+                        transition.outcome,
+                        issue,
+                        commit,
+                        parent,
+                        next,
+                    ));
                 }
                 PushResult::Refused(message) => {
                     return Err(Error::PushRefused {

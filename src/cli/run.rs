@@ -366,12 +366,7 @@ pub(crate) fn wait(
         }
         let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
         if left.is_some_and(|l| l.is_zero()) {
-            let report = Report {
-                outcome: Outcome::Held,
-                issue: issue.clone(),
-                entry: current,
-                wrote: false,
-            };
+            let report = Report::unchanged(Outcome::Held, &issue, current);
             writeln!(out, "{}", output::report_line(&report, now))?;
             return Ok(exit::REFUSED);
         }
