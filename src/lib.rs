@@ -57,6 +57,7 @@ pub mod issue;
 pub mod lease;
 pub mod ledger;
 pub mod liveness;
+mod loose;
 pub mod mirror;
 pub mod remote;
 pub mod rules;

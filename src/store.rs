@@ -392,11 +392,7 @@ impl Store {
         lease: &Lease,
         parent: Option<ObjectId>,
     ) -> Result<[ObjectId; 3]> {
-        let blob = self
-            .repo
-            .write_blob(lease.to_json())
-            .map_err(|e| Error::git("cannot write lease.json", e))?
-            .detach();
+        let blob = self.write_object(gix::objs::Kind::Blob, &lease.to_json())?;
         let tree = gix::objs::Tree {
             entries: vec![gix::objs::tree::Entry {
                 mode: gix::objs::tree::EntryKind::Blob.into(),
@@ -404,11 +400,7 @@ impl Store {
                 oid: blob,
             }],
         };
-        let tree = self
-            .repo
-            .write_object(&tree)
-            .map_err(|e| Error::git("cannot write the ledger tree", e))?
-            .detach();
+        let tree = self.write_object(gix::objs::Kind::Tree, &encode(&tree)?)?;
         let time = gix::date::Time::new(lease.at.timestamp(), 0);
         let actor = lease.actor().unwrap_or("git-lease");
         let commit = gix::objs::Commit {
@@ -424,12 +416,18 @@ impl Store {
             message: commit_message(lease).into(),
             extra_headers: Vec::new(),
         };
-        let commit = self
-            .repo
-            .write_object(&commit)
-            .map_err(|e| Error::git("cannot write the ledger commit", e))?
-            .detach();
+        let commit = self.write_object(gix::objs::Kind::Commit, &encode(&commit)?)?;
         Ok([blob, tree, commit])
+    }
+
+    fn write_object(&self, kind: gix::objs::Kind, data: &[u8]) -> Result<ObjectId> {
+        let objects = self.repo.objects.store_ref().path();
+        crate::loose::write(objects, self.repo.object_hash(), kind, data).map_err(|message| {
+            Error::Git {
+                context: format!("cannot write a ledger {kind}"),
+                message,
+            }
+        })
     }
 
     /// Makes written objects durable when the configuration asks for it (see
@@ -627,6 +625,15 @@ fn commit_message(lease: &Lease) -> String {
         "{} {}: {} token {}{}\n",
         lease.event, lease.issue, who, lease.token, until
     )
+}
+
+/// Serialises a tree or commit the way git hashes it.
+fn encode(object: &dyn gix::objs::WriteTo) -> Result<Vec<u8>> {
+    let mut out = Vec::new();
+    object
+        .write_to(&mut out)
+        .map_err(|e| Error::git("cannot encode a ledger object", e))?;
+    Ok(out)
 }
 
 fn first_line(text: &str) -> String {
