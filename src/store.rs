@@ -514,6 +514,17 @@ impl Store {
                 {
                     return Ok(Swap::Lost);
                 }
+                // A directory this transaction created for a new ref's lock was removed before
+                // the lock file went in: a concurrent writer of a ref with the directory's name
+                // clears an empty directory out of its way, as git does. Decide again: by then
+                // that ref exists (a clash) or it gave up (and this one can go ahead).
+                if edits.iter().any(|(_, _, expected)| expected.is_none())
+                    && err
+                        .downcast_any_ref::<std::io::Error>()
+                        .is_some_and(|e| e.kind() == std::io::ErrorKind::NotFound)
+                {
+                    return Ok(Swap::Lost);
+                }
                 if err.classify().is_retryable() {
                     let issue = edits
                         .iter()
