@@ -26,7 +26,7 @@ use crate::issue::IssueId;
 use crate::lease::Lease;
 use crate::ledger::{Ledger, Report};
 use crate::rules::{self, Claim, Credentials, Ending, Transition};
-use crate::store::{Entry, Swap};
+use crate::store::{Entry, Staged, Swap};
 use crate::time::Ttl;
 
 /// How many times a batch re-reads and decides again after losing its ref transaction before
@@ -175,7 +175,7 @@ impl Ledger {
                 }
             }
             let mut reports = Vec::with_capacity(ops.len());
-            let mut written: Vec<ObjectId> = Vec::new();
+            let mut staged = Staged::default();
             for (issue, op) in ops {
                 let slot = slots.get_mut(issue).expect("every issue has a slot");
                 let transition = op.decide(issue, slot.state.as_ref().map(|e| &e.lease), now);
@@ -192,10 +192,9 @@ impl Ledger {
                 if slot.read.is_none() && parent.is_none() {
                     check_clash(self, issue, ops)?;
                 }
-                let ids = store.write_unsynced(&next, parent)?;
-                written.extend_from_slice(&ids);
+                let commit = store.stage(&mut staged, &next, parent)?;
                 let entry = Entry {
-                    commit: ids[2],
+                    commit,
                     parent,
                     lease: next,
                 };
@@ -222,7 +221,7 @@ impl Ledger {
             // Lock in a stable order, as git does, so two batches never wait on each other
             // in opposite orders.
             edits.sort_by(|a, b| a.0.cmp(&b.0));
-            store.sync_objects(&written)?;
+            let _pack = store.write_staged(&staged)?;
             before_commit(attempt);
             match store.swap_many(&edits, "git-lease: batch")? {
                 Swap::Done => return Ok(reports),

@@ -46,6 +46,9 @@ pub struct Fsync {
     pub objects: bool,
     /// Fsync ref files and their directories after a ref moves.
     pub refs: bool,
+    /// Fsync a pack and its index, and `objects/pack`, before a ref moves (batches write
+    /// their objects as one pack: [`crate::pack`]).
+    pub packs: bool,
 }
 
 impl Fsync {
@@ -53,12 +56,14 @@ impl Fsync {
     pub const NONE: Fsync = Fsync {
         objects: false,
         refs: false,
+        packs: false,
     };
 
     /// Objects and refs.
     pub const ALL: Fsync = Fsync {
         objects: true,
         refs: true,
+        packs: true,
     };
 
     /// Decides from the three settings, as described in the module documentation.
@@ -79,6 +84,7 @@ impl Fsync {
         Fsync {
             objects: components & LOOSE_OBJECT != 0 || fsync_object_files == Some(true),
             refs: components & REFERENCE != 0,
+            packs: components & PACK != 0,
         }
     }
 
@@ -123,6 +129,23 @@ impl Fsync {
             sync_dir(dir)?;
         }
         sync_dir(objects_dir)
+    }
+
+    /// Fsyncs a pack and its index and the directory they were renamed into, when packs
+    /// are synced (git's default).
+    pub(crate) fn sync_pack(&self, pack: &Path, index: &Path) -> Result<()> {
+        if !self.packs {
+            return Ok(());
+        }
+        for file in [pack, index] {
+            File::open(file)
+                .and_then(|f| f.sync_all())
+                .map_err(|e| io_error("cannot fsync", file, e))?;
+        }
+        match pack.parent() {
+            Some(dir) => sync_dir(dir),
+            None => Ok(()),
+        }
     }
 
     /// Fsyncs the loose ref files `names` (full names, `refs/…`) under `common_dir`, and every
@@ -245,6 +268,18 @@ mod tests {
         assert_eq!(decide(Some("none"), None, None), (false, false));
         assert_eq!(decide(Some("none, Reference"), None, None), (false, true));
         assert_eq!(decide(Some("bogus"), None, None), (false, false));
+    }
+
+    #[test]
+    fn packs_are_synced_by_default_as_git_does() {
+        let packs = |core, lease| Fsync::from_settings(core, None, lease).packs;
+        assert!(packs(None, None), "git's default has pack");
+        assert!(packs(Some("reference"), None), "a list adds to the default");
+        assert!(!packs(Some("none"), None));
+        assert!(!packs(Some("-pack"), None));
+        assert!(packs(Some("none,objects"), None));
+        assert!(!packs(None, Some(false)));
+        assert!(packs(Some("none"), Some(true)));
     }
 
     #[test]

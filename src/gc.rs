@@ -18,7 +18,11 @@
 //!   `git -c gc.auto=<threshold> gc --auto --quiet` is started in the background (git's own
 //!   `gc.pid` lock keeps concurrent ones out) and not waited for, so a claim is never blocked
 //!   by packing. The threshold is `lease.gcAuto`, else git's `gc.auto`, else 6700; 0 disables
-//!   it. `GIT_LEASE_GC_SYNC=1` runs it in the foreground and waits (for tests and scripts).
+//!   it. Writes of several events at once (multi-issue claims, batches) add one pack each
+//!   ([`crate::pack`]) instead; after those, the trigger counts the packs without a `.keep`
+//!   as `git gc --auto` does, and past `gc.autoPackLimit` (default 50) starts it the same
+//!   way, to consolidate them. `GIT_LEASE_GC_SYNC=1` runs it in the foreground and waits
+//!   (for tests and scripts).
 
 use std::cell::Cell;
 use std::path::{Path, PathBuf};
@@ -37,12 +41,18 @@ pub const DEFAULT_GC_AUTO: u64 = 6700;
 /// The environment variable that makes the automatic trigger wait for git (`1`).
 pub const GC_SYNC_ENV: &str = "GIT_LEASE_GC_SYNC";
 
+/// git's default `gc.autoPackLimit`: the number of packs past which `git gc --auto`
+/// consolidates them.
+pub const DEFAULT_AUTO_PACK_LIMIT: u64 = 50;
+
 /// The write path's automatic packing trigger.
 #[derive(Debug)]
 pub struct AutoGc {
     threshold: u64,
+    pack_limit: u64,
     foreground: bool,
-    pending: Cell<bool>,
+    loose_pending: Cell<bool>,
+    pack_pending: Cell<bool>,
 }
 
 impl AutoGc {
@@ -54,10 +64,15 @@ impl AutoGc {
             .integer("lease.gcAuto")
             .or_else(|| config.integer("gc.auto"))
             .map_or(DEFAULT_GC_AUTO, |n| u64::try_from(n).unwrap_or(0));
+        let pack_limit = config
+            .integer("gc.autoPackLimit")
+            .map_or(DEFAULT_AUTO_PACK_LIMIT, |n| u64::try_from(n).unwrap_or(0));
         AutoGc {
             threshold,
+            pack_limit,
             foreground: std::env::var_os(GC_SYNC_ENV).is_some_and(|v| v == "1"),
-            pending: Cell::new(false),
+            loose_pending: Cell::new(false),
+            pack_pending: Cell::new(false),
         }
     }
 
@@ -69,19 +84,28 @@ impl AutoGc {
     /// Notes objects just written: one in `objects/17` may have crossed the threshold.
     pub(crate) fn note_written(&self, ids: &[ObjectId]) {
         if ids.iter().any(|id| id.as_slice().first() == Some(&0x17)) {
-            self.pending.set(true);
+            self.loose_pending.set(true);
         }
+    }
+
+    /// Notes a pack just written: it may have made too many packs.
+    pub(crate) fn note_pack_written(&self) {
+        self.pack_pending.set(true);
     }
 
     /// Called after a ref update landed: when a write went into `objects/17` since the last
     /// check and the estimate is past the threshold, starts git's packing. Never fails the
     /// write: a trigger that cannot run is skipped, and the next one tries again.
     pub(crate) fn after_write(&self, store: &Store) {
-        if !self.pending.replace(false) || self.threshold == 0 {
+        let loose = self.loose_pending.replace(false);
+        let packs = self.pack_pending.replace(false);
+        if self.threshold == 0 || !(loose || packs) {
             return;
         }
         let objects = store.repo().objects.store_ref().path().to_owned();
-        if !too_many_loose_objects(&objects, self.threshold) {
+        let due = (loose && too_many_loose_objects(&objects, self.threshold))
+            || (packs && too_many_packs(&objects, self.pack_limit));
+        if !due {
             return;
         }
         let _ = spawn_auto_gc(store.git_dir(), self.threshold, self.foreground);
@@ -103,6 +127,29 @@ pub fn too_many_loose_objects(objects_dir: &Path, threshold: u64) -> bool {
         let name = entry.file_name();
         let name = name.as_encoded_bytes();
         if name.len() >= 38 && name.iter().all(u8::is_ascii_hexdigit) {
+            found += 1;
+            if found > limit {
+                return true;
+            }
+        }
+    }
+    false
+}
+
+/// Returns true if `objects_dir/pack` holds more than `limit` packs that have no `.keep`
+/// file, as `git gc --auto` counts them (a `limit` of 0: never).
+pub fn too_many_packs(objects_dir: &Path, limit: u64) -> bool {
+    if limit == 0 {
+        return false;
+    }
+    let pack_dir = objects_dir.join("pack");
+    let Ok(dir) = std::fs::read_dir(&pack_dir) else {
+        return false;
+    };
+    let mut found = 0u64;
+    for entry in dir.flatten() {
+        let path = pack_dir.join(entry.file_name());
+        if path.extension().is_some_and(|e| e == "pack") && !path.with_extension("keep").exists() {
             found += 1;
             if found > limit {
                 return true;

@@ -11,8 +11,9 @@ use crate::error::{Error, Result};
 use crate::issue::IssueId;
 use crate::lease::Lease;
 use crate::liveness::LocalHost;
+use crate::pack::WrittenPack;
 use crate::rules::{self, Claim, Credentials, Ending, FenceFailure, Outcome, Transition};
-use crate::store::{Entry, Store, Swap};
+use crate::store::{Entry, Staged, Store, Swap};
 use crate::time::Ttl;
 use chrono::{DateTime, Utc};
 
@@ -296,7 +297,7 @@ impl Ledger {
                 .iter()
                 .map(|issue| self.current(issue))
                 .collect::<Result<Vec<_>>>()?;
-            let (reports, edits) = self.write_planned(issues, currents, claim, now, true)?;
+            let (reports, edits, _pack) = self.write_planned(issues, currents, claim, now, true)?;
             if edits.is_empty() {
                 return Ok(reports);
             }
@@ -317,7 +318,8 @@ impl Ledger {
 
     /// Decides an all-or-none claim on `currents` (one per issue) and writes the commits of
     /// the acquires, returning one report per issue and the ref edits still to be made, as
-    /// `(issue, new, expected old)`. Nothing is written when the claim is refused.
+    /// `(issue, new, expected old)`, and the pack of the commits when there are several
+    /// (keep it until the refs have moved). Nothing is written when the claim is refused.
     pub(crate) fn write_planned(
         &self,
         issues: &[IssueId],
@@ -325,7 +327,7 @@ impl Ledger {
         claim: &Claim,
         now: DateTime<Utc>,
         check_clashes: bool,
-    ) -> Result<(Vec<Report>, Vec<SwapEdit>)> {
+    ) -> Result<(Vec<Report>, Vec<SwapEdit>, Option<WrittenPack>)> {
         let states: Vec<(&IssueId, Option<&Lease>)> = issues
             .iter()
             .zip(&currents)
@@ -334,6 +336,7 @@ impl Ledger {
         let transitions = rules::acquire_all(&states, claim, now);
         let mut reports = Vec::with_capacity(issues.len());
         let mut edits = Vec::new();
+        let mut staged = Staged::default();
         for ((issue, current), t) in issues.iter().zip(currents).zip(transitions) {
             let Some(next) = t.next else {
                 reports.push(Report::unchanged(t.outcome, issue, current));
@@ -343,11 +346,12 @@ impl Ledger {
             if parent.is_none() && check_clashes {
                 self.store.ensure_no_clash(issue)?;
             }
-            let commit = self.store.write(&next, parent)?;
+            let commit = self.store.stage(&mut staged, &next, parent)?;
             edits.push((issue.clone(), commit, parent));
             reports.push(Report::written(t.outcome, issue, commit, parent, next));
         }
-        Ok((reports, edits))
+        let pack = self.store.write_staged(&staged)?;
+        Ok((reports, edits, pack))
     }
 }
 

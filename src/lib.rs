@@ -59,6 +59,7 @@ pub mod ledger;
 pub mod liveness;
 mod loose;
 pub mod mirror;
+mod pack;
 pub mod remote;
 pub mod rules;
 pub mod session;

@@ -15,6 +15,7 @@ use gix::ObjectId;
 use crate::error::{Error, Result};
 use crate::issue::{IssueId, REF_PREFIX};
 use crate::lease::{self, Lease, LEASE_FILE};
+use crate::pack::WrittenPack;
 
 /// One commit of a tenure ledger, decoded.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -34,6 +35,38 @@ pub(crate) enum Swap {
     Done,
     /// The ref was not at the expected value: someone else moved it first.
     Lost,
+}
+
+/// The objects of one event: blob, tree and commit.
+const OBJECTS_PER_EVENT: usize = 3;
+
+/// Ledger objects encoded and hashed but not yet written: [`Store::stage`] adds an event's,
+/// [`Store::write_staged`] writes them all at once.
+#[derive(Debug, Default)]
+pub(crate) struct Staged {
+    objects: Vec<(gix::objs::Kind, Vec<u8>)>,
+    ids: Vec<ObjectId>,
+    seen: std::collections::HashSet<ObjectId>,
+}
+
+impl Staged {
+    /// Adds an object unless it is already staged, and returns its id.
+    fn add(
+        &mut self,
+        hash: gix::hash::Kind,
+        kind: gix::objs::Kind,
+        data: Vec<u8>,
+    ) -> Result<ObjectId> {
+        let id = gix::objs::compute_hash(hash, kind, &data).map_err(|e| Error::Git {
+            context: format!("cannot hash a ledger {kind}"),
+            message: e.to_string(),
+        })?;
+        if self.seen.insert(id) {
+            self.objects.push((kind, data));
+            self.ids.push(id);
+        }
+        Ok(id)
+    }
 }
 
 /// A repository's lease refs and objects.
@@ -375,24 +408,27 @@ impl Store {
             .find(|name| root.join(name).is_file())
     }
 
-    /// Writes the blob, tree and commit recording `lease` on top of `parent`.
+    /// Writes the blob, tree and commit recording `lease` on top of `parent`, as loose
+    /// objects, made durable when the configuration asks for it.
     ///
     /// The commit is authored by the actor (the holder, or whoever acted) and committed by
     /// git-lease, both at the event's own time, so a ledger is reproducible from its inputs.
     pub(crate) fn write(&self, lease: &Lease, parent: Option<ObjectId>) -> Result<ObjectId> {
-        let ids = self.write_unsynced(lease, parent)?;
-        self.sync_objects(&ids)?;
-        Ok(ids[2])
+        let mut staged = Staged::default();
+        let commit = self.stage(&mut staged, lease, parent)?;
+        self.write_staged(&staged)?;
+        Ok(commit)
     }
 
-    /// Writes what [`Store::write`] writes without making it durable, and returns the blob,
-    /// tree and commit ids: [`Store::sync_objects`] them before any ref points at the commit.
-    pub(crate) fn write_unsynced(
+    /// Encodes and hashes the blob, tree and commit of an event into `staged`, without
+    /// writing anything, and returns the commit id.
+    pub(crate) fn stage(
         &self,
+        staged: &mut Staged,
         lease: &Lease,
         parent: Option<ObjectId>,
-    ) -> Result<[ObjectId; 3]> {
-        let blob = self.write_object(gix::objs::Kind::Blob, &lease.to_json())?;
+    ) -> Result<ObjectId> {
+        let blob = staged.add(self.object_hash(), gix::objs::Kind::Blob, lease.to_json())?;
         let tree = gix::objs::Tree {
             entries: vec![gix::objs::tree::Entry {
                 mode: gix::objs::tree::EntryKind::Blob.into(),
@@ -400,7 +436,7 @@ impl Store {
                 oid: blob,
             }],
         };
-        let tree = self.write_object(gix::objs::Kind::Tree, &encode(&tree)?)?;
+        let tree = staged.add(self.object_hash(), gix::objs::Kind::Tree, encode(&tree)?)?;
         let time = gix::date::Time::new(lease.at.timestamp(), 0);
         let actor = lease.actor().unwrap_or("git-lease");
         let commit = gix::objs::Commit {
@@ -416,26 +452,50 @@ impl Store {
             message: commit_message(lease).into(),
             extra_headers: Vec::new(),
         };
-        let commit = self.write_object(gix::objs::Kind::Commit, &encode(&commit)?)?;
-        Ok([blob, tree, commit])
+        staged.add(
+            self.object_hash(),
+            gix::objs::Kind::Commit,
+            encode(&commit)?,
+        )
     }
 
-    fn write_object(&self, kind: gix::objs::Kind, data: &[u8]) -> Result<ObjectId> {
-        let objects = self.repo.objects.store_ref().path();
-        crate::loose::write(objects, self.repo.object_hash(), kind, data).map_err(|message| {
-            Error::Git {
-                context: format!("cannot write a ledger {kind}"),
-                message,
+    /// Writes `staged` and makes it durable when the configuration asks for it: one event's
+    /// objects as loose objects, more as one pack ([`crate::pack`]). Keep the returned pack
+    /// until the refs that reach its objects have moved: dropping it removes its `.keep`.
+    pub(crate) fn write_staged(&self, staged: &Staged) -> Result<Option<WrittenPack>> {
+        let objects_dir = self.repo.objects.store_ref().path();
+        if staged.objects.len() <= OBJECTS_PER_EVENT {
+            for ((kind, data), id) in staged.objects.iter().zip(&staged.ids) {
+                crate::loose::write(objects_dir, *id, *kind, data).map_err(|message| {
+                    Error::Git {
+                        context: format!("cannot write a ledger {kind}"),
+                        message,
+                    }
+                })?;
             }
-        })
+            self.auto_gc.note_written(&staged.ids);
+            self.fsync.sync_objects(objects_dir, &staged.ids)?;
+            return Ok(None);
+        }
+        let objects: Vec<(gix::objs::Kind, &[u8])> = staged
+            .objects
+            .iter()
+            .map(|(kind, data)| (*kind, data.as_slice()))
+            .collect();
+        let pack =
+            crate::pack::write(objects_dir, self.object_hash(), &objects).map_err(|message| {
+                Error::Git {
+                    context: format!("cannot write {} ledger objects", objects.len()),
+                    message,
+                }
+            })?;
+        self.fsync.sync_pack(&pack.pack, &pack.index)?;
+        self.auto_gc.note_pack_written();
+        Ok(Some(pack))
     }
 
-    /// Makes written objects durable when the configuration asks for it (see
-    /// [`crate::durability`]), and notes them for the automatic packing ([`crate::gc`]).
-    pub(crate) fn sync_objects(&self, ids: &[ObjectId]) -> Result<()> {
-        self.auto_gc.note_written(ids);
-        self.fsync
-            .sync_objects(self.repo.objects.store_ref().path(), ids)
+    fn object_hash(&self) -> gix::hash::Kind {
+        self.repo.object_hash()
     }
 
     /// Moves `refs/leases/<issue>` from `expected` (absent when `None`) to `new`, atomically.

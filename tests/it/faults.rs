@@ -343,6 +343,27 @@ fn end_to_end(repo: &TestRepo, hex_len: usize) {
     assert_eq!(repo.lease_json("42")["holder"], "bob");
     assert_eq!(repo.commit_count("42"), 4);
     repo.assert_fsck();
+
+    // A multi-claim writes its objects as one pack, which git verifies and reads.
+    repo.json_at(
+        &at_min(7),
+        0,
+        &["acquire", "7", "8", "9", "--holder", "carol"],
+    );
+    let pack_dir = repo.git_dir().join("objects").join("pack");
+    let indexes: Vec<_> = std::fs::read_dir(&pack_dir)
+        .expect("objects/pack")
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "idx"))
+        .collect();
+    assert_eq!(indexes.len(), 1, "{indexes:?}");
+    let verified = repo.git(&["verify-pack", "-v", indexes[0].to_str().expect("UTF-8")]);
+    assert!(verified.contains("non delta: 9 objects"), "{verified}");
+    for issue in ["7", "8", "9"] {
+        assert_eq!(repo.lease_json(issue)["holder"], "carol");
+    }
+    repo.assert_fsck();
 }
 
 #[test]

@@ -229,8 +229,11 @@ fn gc_packs_lease_objects_and_refs_and_everything_still_reads() {
         .ok();
     repo.run_at(&at_min(2), &["acquire", "gh/1", "--holder", "bob"])
         .ok();
-    let (loose, _) = count_objects(&repo);
-    assert!(loose >= 66, "{loose} loose objects before");
+    assert_eq!(
+        count_objects(&repo),
+        (6, 1),
+        "a multi-claim's objects are one pack, single events' are loose"
+    );
     assert_eq!(loose_lease_refs(&repo), 21);
     let before = listing(&repo, &at_min(3));
     let log_before = repo.run_at(&at_min(3), &["log", "g3"]).stdout;
@@ -256,15 +259,17 @@ fn gc_packs_lease_objects_and_refs_and_everything_still_reads() {
     repo.assert_fsck();
 }
 
-/// Acquires batches of 60 new issues until `done` says so, at most `limit` commands.
+/// Runs commands acquiring `per_command` new issues each (one: loose objects; more: one pack
+/// per command) until `done` says so, at most `limit` commands; returns how many ran.
 fn acquire_until(
     repo: &TestRepo,
+    per_command: usize,
     env: &[(&str, &str)],
     limit: usize,
     mut done: impl FnMut() -> bool,
 ) -> usize {
     for round in 0..limit {
-        let issues: Vec<String> = (0..60).map(|i| format!("r{round}x{i}")).collect();
+        let issues: Vec<String> = (0..per_command).map(|i| format!("r{round}x{i}")).collect();
         let mut cmd = repo.lease().now(&at_min(0)).args(["acquire"]);
         cmd = cmd.args(&issues).args(["--holder", "alice"]);
         for (k, v) in env {
@@ -279,56 +284,86 @@ fn acquire_until(
 }
 
 #[test]
-fn the_write_path_packs_automatically_past_the_threshold() {
-    // Synchronous (GIT_LEASE_GC_SYNC=1): deterministic.
+fn the_write_path_packs_loose_objects_automatically_past_the_threshold() {
+    // Synchronous (GIT_LEASE_GC_SYNC=1): deterministic. git's estimate needs more than
+    // ceil(5 / 256) = 1 object in objects/17: a few hundred objects of single claims.
     let repo = TestRepo::new();
     repo.git(&["config", "lease.gcAuto", "5"]);
-    let rounds = acquire_until(&repo, &[("GIT_LEASE_GC_SYNC", "1")], 10, || {
-        count_objects(&repo).1 > 0
-    });
-    let (loose, packs) = count_objects(&repo);
-    assert!(packs >= 1);
-    assert!(loose < 180, "{loose} loose objects after {rounds} rounds");
+    let sync = [("GIT_LEASE_GC_SYNC", "1")];
+    let commands = acquire_until(&repo, 1, &sync, 2000, || count_objects(&repo).1 > 0);
+    let (loose, _) = count_objects(&repo);
+    assert!(loose < 3, "{loose} loose objects after {commands} claims");
     assert_eq!(loose_lease_refs(&repo), 0, "git gc --auto packs refs too");
-    assert_eq!(
-        repo.json_at(&at_min(1), 0, &["list"])
-            .as_array()
-            .unwrap()
-            .len(),
-        60 * rounds
-    );
-    repo.assert_fsck();
-
-    // In the background: the claim returns at once; poll (bounded) until git is done.
-    let repo = TestRepo::new();
-    repo.git(&["config", "lease.gcAuto", "5"]);
-    let gc_pid = repo.git_dir().join("gc.pid");
-    acquire_until(&repo, &[], 10, || {
-        (0..600).any(|_| {
-            if count_objects(&repo).1 > 0 && !gc_pid.exists() {
-                return true;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(50));
-            false
-        })
-    });
+    let listed = repo.json_at(&at_min(1), 0, &["list"]);
+    assert_eq!(listed.as_array().unwrap().len(), commands);
     repo.assert_fsck();
 
     // lease.gcAuto=0 disables it.
     let repo = TestRepo::new();
     repo.git(&["config", "lease.gcAuto", "0"]);
-    for round in 0..4 {
-        let issues: Vec<String> = (0..60).map(|i| format!("s{round}x{i}")).collect();
+    for i in 0..300 {
         repo.lease()
             .now(&at_min(0))
             .env("GIT_LEASE_GC_SYNC", "1")
-            .args(["acquire"])
-            .args(&issues)
-            .args(["--holder", "alice"])
+            .args(["acquire", &format!("s{i}"), "--holder", "alice"])
             .run()
             .ok();
     }
-    assert_eq!(count_objects(&repo), (720, 0));
+    assert_eq!(count_objects(&repo), (900, 0));
+}
+
+#[test]
+fn the_write_path_consolidates_packs_past_gc_auto_pack_limit() {
+    // Each multi-claim writes one pack; past gc.autoPackLimit unkept packs, git gc --auto
+    // consolidates them (the pack of the claim that triggers it is still kept meanwhile).
+    let repo = TestRepo::new();
+    repo.git(&["config", "gc.autoPackLimit", "3"]);
+    let sync = [("GIT_LEASE_GC_SYNC", "1")];
+    let mut packs_seen = Vec::new();
+    let commands = acquire_until(&repo, 60, &sync, 10, || {
+        packs_seen.push(count_objects(&repo).1);
+        loose_lease_refs(&repo) == 0
+    });
+    assert_eq!(
+        packs_seen[..4],
+        [1, 2, 3, 4],
+        "one pack per claim, none loose"
+    );
+    assert_eq!(
+        commands, 5,
+        "the fifth claim sees four unkept packs, one past the limit"
+    );
+    assert!(count_objects(&repo).1 <= 2, "{:?}", count_objects(&repo));
+    assert_eq!(count_objects(&repo).0, 0);
+    let listed = repo.json_at(&at_min(1), 0, &["list"]);
+    assert_eq!(listed.as_array().unwrap().len(), 60 * commands);
+    repo.assert_fsck();
+    let keeps = std::fs::read_dir(repo.git_dir().join("objects/pack"))
+        .unwrap()
+        .flatten()
+        .filter(|e| e.path().extension().is_some_and(|x| x == "keep"))
+        .count();
+    assert_eq!(keeps, 0, "no .keep outlives its claim");
+
+    // In the background: the claim returns at once; the fourth claim starts git (three
+    // unkept packs, one past the limit). Poll (bounded) until git is done.
+    let repo = TestRepo::new();
+    repo.git(&["config", "gc.autoPackLimit", "2"]);
+    let mut claims = 0;
+    acquire_until(&repo, 60, &[], 4, || {
+        claims += 1;
+        claims == 4
+    });
+    let gc_pid = repo.git_dir().join("gc.pid");
+    let done = (0..600).any(|_| {
+        if loose_lease_refs(&repo) == 0 && !gc_pid.exists() {
+            return true;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        false
+    });
+    assert!(done, "git gc --auto did not finish within 30 s");
+    repo.assert_fsck();
 }
 
 #[test]
