@@ -509,7 +509,86 @@ impl Store {
         expected: Option<ObjectId>,
         log_message: &str,
     ) -> Result<Swap> {
-        self.swap_many(&[(issue.clone(), new, expected)], log_message)
+        let edit = [(issue.clone(), new, expected)];
+        if self.writes_reflog(issue) {
+            return self.swap_many(&edit, log_message);
+        }
+        let swapped = match self.swap_loose(issue, new, expected)? {
+            Ok(swapped) => swapped,
+            Err(err) => return self.failed_swap(&edit, err),
+        };
+        if swapped == Swap::Done {
+            self.after_swap(&edit)?;
+        }
+        Ok(swapped)
+    }
+
+    /// Returns true if moving `issue`'s ref writes a reflog entry: with
+    /// `core.logAllRefUpdates=always`, or when its reflog exists (git appends to it).
+    fn writes_reflog(&self, issue: &IssueId) -> bool {
+        self.repo.refs.write_reflog == gix::refs::store::WriteReflog::Always
+            || self
+                .repo
+                .common_dir()
+                .join("logs")
+                .join(issue.ref_name())
+                .exists()
+    }
+
+    /// The compare-and-swap of one lease ref, done the way git's files backend does it: lock
+    /// the loose ref, read its value under the lock (the loose file, else `packed-refs`),
+    /// compare, write the lock file and rename it over the ref.
+    ///
+    /// A gix transaction also locks `packed-refs` and reads it again for every update: one
+    /// more file created and deleted per claim, a re-read of `packed-refs` that grows with
+    /// the number of leases, and one lock that every claim in the repository contends for.
+    /// git does without, because everything that changes a ref, `git pack-refs` included,
+    /// holds the ref's own lock first; so does this.
+    fn swap_loose(
+        &self,
+        issue: &IssueId,
+        new: ObjectId,
+        expected: Option<ObjectId>,
+    ) -> Result<std::result::Result<Swap, gix::Error>> {
+        use std::io::Write;
+        let common = self.repo.common_dir();
+        let path = common.join(issue.ref_name());
+        let fail = gix::lock::acquire::Fail::AfterDurationWithBackoff(self.lock_wait);
+        let mut lock = match gix::lock::File::acquire_to_update_resource(
+            &path,
+            fail,
+            Some(common.join("refs")),
+            0,
+        ) {
+            Ok(lock) => lock,
+            Err(err) => return Ok(Err(err)),
+        };
+        let current = self.tip_of(&issue.ref_name())?;
+        if current == Some(new) {
+            return Ok(Ok(Swap::Done));
+        }
+        if current != expected {
+            return Ok(Ok(Swap::Lost));
+        }
+        if let Err(err) = lock.write_all(format!("{new}\n").as_bytes()) {
+            return Ok(Err(gix::Error::from_error(err)));
+        }
+        Ok(match lock.commit() {
+            Ok(_) => Ok(Swap::Done),
+            // An empty directory where the ref goes (left by refs that were beneath it) is
+            // cleared, as git does; a directory with refs in it is a clash.
+            Err(err) if path.is_dir() => {
+                match gix::lock::tempfile::remove_dir::empty_depth_first(path.clone()) {
+                    Ok(()) => err
+                        .instance
+                        .commit()
+                        .map(|_| Swap::Done)
+                        .map_err(|e| gix::Error::from_error(e.error)),
+                    Err(_) => Err(gix::Error::from_error(err.error)),
+                }
+            }
+            Err(err) => Err(gix::Error::from_error(err.error)),
+        })
     }
 
     /// Moves several lease refs in one transaction: all are locked and checked first, and
@@ -557,65 +636,78 @@ impl Store {
         let result = prepared.and_then(|t| t.commit(Some(committer.to_ref(&mut time_buf))));
         match result {
             Ok(_) => {
-                let names: Vec<String> = edits.iter().map(|(i, _, _)| i.ref_name()).collect();
-                self.fsync
-                    .sync_refs(self.repo.common_dir(), names.iter().map(String::as_str))?;
-                self.auto_gc.after_write(self);
+                self.after_swap(edits)?;
                 Ok(Swap::Done)
             }
-            Err(err) => {
-                if err
-                    .downcast_any_ref::<gix::refs::file::transaction::prepare::ReferenceOutOfDate>()
-                    .is_some()
-                    || err
-                        .downcast_any_ref::<gix::refs::file::transaction::prepare::MustNotExist>()
-                        .is_some()
-                    || err.classify().is_conflict()
-                {
-                    return Ok(Swap::Lost);
-                }
-                // A directory this transaction created for a new ref's lock was removed before
-                // the lock file went in: a concurrent writer of a ref with the directory's name
-                // clears an empty directory out of its way, as git does. Decide again: by then
-                // that ref exists (a clash) or it gave up (and this one can go ahead).
-                if edits.iter().any(|(_, _, expected)| expected.is_none())
-                    && err
-                        .downcast_any_ref::<std::io::Error>()
-                        .is_some_and(|e| e.kind() == std::io::ErrorKind::NotFound)
-                {
-                    return Ok(Swap::Lost);
-                }
-                if err.classify().is_retryable() {
-                    let issue = edits
-                        .iter()
-                        .find(|(i, _, _)| self.lock_path(i).exists())
-                        .map(|(i, _, _)| i)
-                        .unwrap_or(&edits[0].0);
-                    return Err(Error::Locked {
-                        path: self.lock_path(issue),
-                        waited_ms: self.lock_wait.as_millis(),
+            Err(err) => self.failed_swap(edits, err),
+        }
+    }
+
+    /// What follows a successful swap: the refs made durable when configured, and the
+    /// automatic packing check.
+    fn after_swap(&self, edits: &[(IssueId, ObjectId, Option<ObjectId>)]) -> Result<()> {
+        let names: Vec<String> = edits.iter().map(|(i, _, _)| i.ref_name()).collect();
+        self.fsync
+            .sync_refs(self.repo.common_dir(), names.iter().map(String::as_str))?;
+        self.auto_gc.after_write(self);
+        Ok(())
+    }
+
+    /// Turns the error of a swap into its answer: a lost race, a lock held too long, a ref
+    /// clash, or a git error.
+    fn failed_swap(
+        &self,
+        edits: &[(IssueId, ObjectId, Option<ObjectId>)],
+        err: gix::Error,
+    ) -> Result<Swap> {
+        if err
+            .downcast_any_ref::<gix::refs::file::transaction::prepare::ReferenceOutOfDate>()
+            .is_some()
+            || err
+                .downcast_any_ref::<gix::refs::file::transaction::prepare::MustNotExist>()
+                .is_some()
+            || err.classify().is_conflict()
+        {
+            return Ok(Swap::Lost);
+        }
+        // A directory this transaction created for a new ref's lock was removed before
+        // the lock file went in: a concurrent writer of a ref with the directory's name
+        // clears an empty directory out of its way, as git does. Decide again: by then
+        // that ref exists (a clash) or it gave up (and this one can go ahead).
+        if edits.iter().any(|(_, _, expected)| expected.is_none())
+            && err
+                .downcast_any_ref::<std::io::Error>()
+                .is_some_and(|e| e.kind() == std::io::ErrorKind::NotFound)
+        {
+            return Ok(Swap::Lost);
+        }
+        if err.classify().is_retryable() {
+            let issue = edits
+                .iter()
+                .find(|(i, _, _)| self.lock_path(i).exists())
+                .map(|(i, _, _)| i)
+                .unwrap_or(&edits[0].0);
+            return Err(Error::Locked {
+                path: self.lock_path(issue),
+                waited_ms: self.lock_wait.as_millis(),
+            });
+        }
+        // A ref created meanwhile by another process as a file where this one needs a
+        // directory (or the reverse) fails late, as an I/O error: name the clash.
+        for (issue, _, expected) in edits {
+            if expected.is_none() {
+                if let Some(existing) = self.clash(issue)?.or_else(|| self.clash_on_disk(issue)) {
+                    return Err(Error::RefClash {
+                        issue: issue.to_string(),
+                        existing,
                     });
                 }
-                // A ref created meanwhile by another process as a file where this one needs a
-                // directory (or the reverse) fails late, as an I/O error: name the clash.
-                for (issue, _, expected) in edits {
-                    if expected.is_none() {
-                        if let Some(existing) =
-                            self.clash(issue)?.or_else(|| self.clash_on_disk(issue))
-                        {
-                            return Err(Error::RefClash {
-                                issue: issue.to_string(),
-                                existing,
-                            });
-                        }
-                    }
-                }
-                Err(Error::git(
-                    format!("cannot update {}", edits[0].0.ref_name()),
-                    err,
-                ))
             }
         }
+        Err(Error::git(
+            format!("cannot update {}", edits[0].0.ref_name()),
+            err,
+        ))
     }
 
     /// Returns the path of the lock file git uses for `refs/leases/<issue>`.

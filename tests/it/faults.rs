@@ -254,6 +254,35 @@ fn a_stale_lock_on_an_existing_ledger_leaves_it_untouched() {
     repo.json_at(&at_min(1), 3, &["acquire", "gh/7", "--holder", "bob"]);
 }
 
+#[test]
+fn a_held_packed_refs_lock_does_not_block_claims() {
+    // As in git, a claim locks only its own ref: `git pack-refs` or `git gc` holding
+    // packed-refs.lock meanwhile neither blocks it nor is disturbed by it.
+    let repo = TestRepo::new();
+    repo.git(&["config", "lease.lockTimeout", "300ms"]);
+    repo.json_at(T0, 0, &["acquire", "packed", "--holder", "alice"]);
+    repo.git(&["pack-refs", "--all", "--prune"]);
+    assert!(!repo.git_dir().join("refs/leases/packed").exists());
+    let lock = repo.git_dir().join("packed-refs.lock");
+    std::fs::write(&lock, b"held by a packer\n").expect("create packed-refs.lock");
+
+    let v = repo.json_at(&at_min(1), 0, &["acquire", "fresh", "--holder", "bob"]);
+    assert_eq!(v["token"], 1);
+    // The old value of a packed ref is checked under the ref's own lock.
+    let v = repo.json_at(&at_min(2), 0, &["renew", "packed", "--holder", "alice"]);
+    assert_eq!(v["token"], 1);
+    assert_eq!(repo.commit_count("packed"), 2);
+    repo.json_at(&at_min(3), 3, &["acquire", "packed", "--holder", "bob"]);
+
+    assert_eq!(
+        std::fs::read(&lock).expect("the lock is still there"),
+        b"held by a packer\n"
+    );
+    std::fs::remove_file(&lock).expect("release packed-refs.lock");
+    repo.assert_fsck();
+    repo.run_at(&at_min(4), &["verify"]).ok();
+}
+
 // ---------------------------------------------------------------------------------------------
 // Ref clashes
 
