@@ -4,6 +4,7 @@
 mod exit;
 mod gc;
 mod output;
+mod progress;
 mod run;
 mod server;
 
@@ -560,7 +561,7 @@ fn dispatch(ctx: &Context, command: Command, out: &mut dyn Write) -> Result<u8, 
                 }
                 chosen
             };
-            let bar = progress_bar(refs.len() as u64, "verifying");
+            let bar = progress::Progress::new(refs.len() as u64, "verifying");
             let audit = git_lease::verify::audit(ctx.ledger.store(), &refs, &mut |done, _| {
                 bar.set_position(done as u64)
             });
@@ -760,7 +761,7 @@ fn sync(ctx: &Context, remote_name: Option<&str>, out: &mut dyn Write) -> Result
         .or_else(|| ctx.remote.clone())
         .unwrap_or_else(|| "origin".to_owned());
     let remote = Remote::new(&ctx.ledger, &name)?;
-    let bar = progress_bar(0, "syncing");
+    let bar = progress::Progress::new(0, "syncing");
     let report = git_lease::mirror::sync(&ctx.ledger, &remote, &mut |done, total| {
         bar.set_length(total as u64);
         bar.set_position(done as u64);
@@ -835,22 +836,6 @@ fn distinct_issues(ids: &[String]) -> Result<Vec<IssueId>, Error> {
 fn parse_duration(text: &str) -> Result<std::time::Duration, Error> {
     humantime::parse_duration(text)
         .map_err(|e| Error::InvalidInput(format!("invalid duration {text:?}: {e}")))
-}
-
-/// Returns a progress bar on stderr when it is a terminal, a hidden one otherwise.
-fn progress_bar(len: u64, what: &'static str) -> indicatif::ProgressBar {
-    use std::io::IsTerminal;
-    if !std::io::stderr().is_terminal() {
-        return indicatif::ProgressBar::hidden();
-    }
-    let bar = indicatif::ProgressBar::new(len);
-    if let Ok(style) =
-        indicatif::ProgressStyle::with_template("{msg} {bar:30} {pos}/{len} ledgers ({eta})")
-    {
-        bar.set_style(style);
-    }
-    bar.set_message(what);
-    bar
 }
 
 fn end(
