@@ -47,7 +47,7 @@ pub struct Fsync {
     /// Fsync ref files and their directories after a ref moves.
     pub refs: bool,
     /// Fsync a pack and its index, and `objects/pack`, before a ref moves (batches write
-    /// their objects as one pack: [`crate::pack`]).
+    /// their objects as one pack: `src/pack.rs`).
     pub packs: bool,
 }
 
