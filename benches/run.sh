@@ -346,11 +346,13 @@ if want gc; then
     G="$W/gc"; mkdir -p "$G"
     git init -q "$G/template"
     git -C "$G/template" config lease.gcAuto 0   # keep it loose while it is made
-    for b in 0 1 2 3; do
-        "$GL" -C "$G/template" acquire $(seq -f "b${b}x%g" 1 500) --holder alice@example.com --ttl 1h >/dev/null
+    # One issue per command: single claims write loose objects (a multi-issue claim would
+    # write one pack).
+    for i in $(seq 1 2000); do
+        "$GL" -C "$G/template" acquire "b$i" --holder alice@example.com --ttl 1h >/dev/null
     done
     git -C "$G/template" config --unset lease.gcAuto
-    echo "- gc template: 2000 leases by \`git-lease acquire\` (500 per command): $(git -C "$G/template" count-objects | cut -d, -f1) loose, $(find "$G/template/.git/refs/leases" -type f | wc -l) loose lease refs" >> "$REPORT"
+    echo "- gc template: 2000 leases by \`git-lease acquire\` (one per command): $(git -C "$G/template" count-objects | cut -d, -f1) loose, $(find "$G/template/.git/refs/leases" -type f | wc -l) loose lease refs" >> "$REPORT"
     PREPARE="rm -rf $G/work && cp -a $G/template $G/work" alternate gc 3 1 \
         "git-lease gc" "exec $GL -C $G/work gc" \
         "git gc --quiet" "exec git -C $G/work gc --quiet"
