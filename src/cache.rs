@@ -434,7 +434,11 @@ pub fn list(
         refs: refs.len(),
         ..ListStats::default()
     };
-    let mut out = Vec::with_capacity(refs.len());
+    // Hits in place; misses as holes, decoded together afterwards (on several threads when
+    // there are many) and put in their places.
+    let mut out: Vec<Option<Entry>> = Vec::with_capacity(refs.len());
+    let mut misses: Vec<(String, ObjectId)> = Vec::new();
+    let mut holes: Vec<usize> = Vec::new();
     for (issue, tip) in refs {
         let mut matched = None;
         // Merge: skip records of issues before this one; among records of this issue (one,
@@ -455,7 +459,7 @@ pub fn list(
             Some(raw) => match raw.decode(issue, tip) {
                 Ok(entry) => {
                     stats.hits += 1;
-                    out.push(entry);
+                    out.push(Some(entry));
                     continue;
                 }
                 Err(issue) => issue,
@@ -463,8 +467,14 @@ pub fn list(
             None => issue,
         };
         stats.misses += 1;
-        out.push(store.entry(&issue, tip)?);
+        holes.push(out.len());
+        out.push(None);
+        misses.push((issue, tip));
     }
+    for (hole, entry) in holes.into_iter().zip(store.entries(&misses)?) {
+        out[hole] = Some(entry);
+    }
+    let out: Vec<Entry> = out.into_iter().flatten().collect();
     drop(snapshot);
     if stats.misses > rewrite_threshold(stats.refs) {
         stats.rewritten = cache.save(&out).is_ok();

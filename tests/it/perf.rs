@@ -222,6 +222,63 @@ fn loose_lease_refs(repo: &TestRepo) -> usize {
 }
 
 #[test]
+fn a_cold_listing_of_many_leases_decodes_on_threads_with_the_same_answers() {
+    let repo = TestRepo::new();
+    populate(&repo, "m", 1500, "30m");
+    repo.run_at(&at_min(1), &["release", "m7", "--holder", "alice"])
+        .ok();
+    let ledger = open(repo.path());
+    let store = ledger.store();
+    let refs = store.lease_refs().unwrap();
+    assert_eq!(refs.len(), 1500);
+    let serial: Vec<_> = refs
+        .iter()
+        .map(|(issue, tip)| store.entry(issue, *tip).unwrap())
+        .collect();
+    assert_eq!(store.entries(&refs).unwrap(), serial);
+    let (listed, stats) = git_lease::cache::list_namespace(store, "refs/leases/").unwrap();
+    assert_eq!(
+        (stats.misses, stats.hits),
+        (1500, 0),
+        "no cache yet: all decoded"
+    );
+    assert_eq!(listed, serial);
+}
+
+#[test]
+fn a_corrupt_ledger_among_many_is_reported_first_in_order() {
+    let repo = TestRepo::new();
+    populate(&repo, "m", 1500, "30m");
+    // Two refs pointed at a commit that is not a ledger commit (an empty tree), far apart in
+    // name order so that different threads decode them.
+    let names: Vec<String> = open(repo.path())
+        .store()
+        .lease_refs()
+        .unwrap()
+        .into_iter()
+        .map(|(issue, _)| issue)
+        .collect();
+    let (first_bad, later_bad) = (names[100].clone(), names[1400].clone());
+    let empty_tree = repo.git_stdin(&["mktree"], b"");
+    let bogus = repo.git(&["commit-tree", &empty_tree, "-m", "not a ledger"]);
+    for issue in [&later_bad, &first_bad] {
+        repo.git(&["update-ref", &format!("refs/leases/{issue}"), &bogus]);
+    }
+    let ledger = open(repo.path());
+    let refs = ledger.store().lease_refs().unwrap();
+    match ledger.store().entries(&refs) {
+        Err(git_lease::Error::Corrupt { issue, commit, .. }) => {
+            assert_eq!((&issue, &commit), (&first_bad, &bogus));
+        }
+        other => panic!("expected the corrupt {first_bad}, got {other:?}"),
+    }
+    repo.run_at(&at_min(1), &["list"])
+        .code(1)
+        .stderr_has(&first_bad)
+        .stderr_has(&bogus);
+}
+
+#[test]
 fn gc_packs_lease_objects_and_refs_and_everything_still_reads() {
     let repo = TestRepo::new();
     populate(&repo, "g", 20, "1h");
