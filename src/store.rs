@@ -76,7 +76,13 @@ pub struct Store {
     quarantine: Option<gix::odb::Handle>,
     fsync: crate::durability::Fsync,
     auto_gc: crate::gc::AutoGc,
+    /// The identity, size and times of `packed-refs` (`None`: absent) when gix last read it
+    /// for [`Store::swap`]; see [`Store::refresh_packed_refs`].
+    packed_refs_seen: std::cell::Cell<Option<Option<PackedRefsStat>>>,
 }
+
+/// `(dev, ino, size, mtime, mtime_nsec, ctime_nsec)` of `packed-refs`.
+type PackedRefsStat = (u64, u64, u64, i64, i64, i64);
 
 /// Below this many ledgers to decode, [`Store::entries`] stays on one thread.
 const PARALLEL_DECODE_MIN: usize = 1024;
@@ -131,6 +137,7 @@ impl Store {
             repo,
             lock_wait,
             quarantine: None,
+            packed_refs_seen: std::cell::Cell::new(None),
         })
     }
 
@@ -572,7 +579,7 @@ impl Store {
         log_message: &str,
     ) -> Result<Swap> {
         let edit = [(issue.clone(), new, expected)];
-        if self.writes_reflog(issue) {
+        if self.writes_reflog(issue) || self.repo.refs.namespace.is_some() {
             return self.swap_many(&edit, log_message);
         }
         let swapped = match self.swap_loose(issue, new, expected)? {
@@ -625,6 +632,21 @@ impl Store {
             Ok(lock) => lock,
             Err(err) => return Ok(Err(err)),
         };
+        // Under the lock, as git does: a ref only in packed-refs is read from the file on
+        // disk now, and a new ref must not clash with one packed meanwhile.
+        if !path.exists() {
+            if let Err(err) = self.refresh_packed_refs() {
+                return Ok(Err(err));
+            }
+        }
+        if expected.is_none() {
+            if let Some(existing) = self.clash(issue)? {
+                return Err(Error::RefClash {
+                    issue: issue.to_string(),
+                    existing,
+                });
+            }
+        }
         let current = self.tip_of(&issue.ref_name())?;
         if current == Some(new) {
             return Ok(Ok(Swap::Done));
@@ -705,6 +727,35 @@ impl Store {
         }
     }
 
+    /// Makes gix read `packed-refs` again if the file changed since this store last made
+    /// sure of it. gix reloads it only when its modification time is newer, which a rewrite
+    /// within the same clock tick (or with an older time) does not show; git compares the
+    /// file's identity, size and times, and so does this.
+    fn refresh_packed_refs(&self) -> std::result::Result<(), gix::Error> {
+        use std::os::unix::fs::MetadataExt;
+        let path = self.repo.refs.packed_refs_path();
+        let now = match std::fs::metadata(&path) {
+            Ok(m) => Some((
+                m.dev(),
+                m.ino(),
+                m.size(),
+                m.mtime(),
+                m.mtime_nsec(),
+                m.ctime_nsec(),
+            )),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Err(e) => return Err(gix::Error::from_error(e)),
+        };
+        if self.packed_refs_seen.get() == Some(now) {
+            return Ok(());
+        }
+        if now.is_some() {
+            self.repo.refs.force_refresh_packed_buffer()?;
+        }
+        self.packed_refs_seen.set(Some(now));
+        Ok(())
+    }
+
     /// What follows a successful swap: the refs made durable when configured, and the
     /// automatic packing check.
     fn after_swap(&self, edits: &[(IssueId, ObjectId, Option<ObjectId>)]) -> Result<()> {
@@ -732,14 +783,14 @@ impl Store {
         {
             return Ok(Swap::Lost);
         }
-        // A directory this transaction created for a new ref's lock was removed before
-        // the lock file went in: a concurrent writer of a ref with the directory's name
-        // clears an empty directory out of its way, as git does. Decide again: by then
-        // that ref exists (a clash) or it gave up (and this one can go ahead).
-        if edits.iter().any(|(_, _, expected)| expected.is_none())
-            && err
-                .downcast_any_ref::<std::io::Error>()
-                .is_some_and(|e| e.kind() == std::io::ErrorKind::NotFound)
+        // A directory made for a ref's lock was removed before the lock file went in: a
+        // concurrent writer of a ref with the directory's name clears an empty directory out
+        // of its way, as git does, and so do `git pack-refs --prune` and a lock dropped
+        // without a commit. Decide again, as git retries: by then the way is clear, or the
+        // clash is there to see.
+        if err
+            .downcast_any_ref::<std::io::Error>()
+            .is_some_and(|e| e.kind() == std::io::ErrorKind::NotFound)
         {
             return Ok(Swap::Lost);
         }

@@ -574,3 +574,31 @@ fn a_lease_ref_to_a_missing_object_is_a_failure_naming_it() {
         "the ref is untouched"
     );
 }
+
+#[test]
+fn git_namespace_keeps_ledgers_inside_the_namespace() {
+    let repo = TestRepo::new();
+    let ns = |args: &[&str], min: i64| {
+        repo.lease()
+            .now(&at_min(min))
+            .env("GIT_NAMESPACE", "team")
+            .args(args)
+            .run()
+    };
+    ns(&["acquire", "x", "--holder", "alice"], 0).ok();
+    ns(&["renew", "x", "--holder", "alice"], 1).ok();
+    ns(&["release", "x", "--holder", "alice"], 2).ok();
+    let refs = repo.git(&["for-each-ref", "--format=%(refname)"]);
+    assert!(
+        refs.lines()
+            .any(|r| r == "refs/namespaces/team/refs/leases/x"),
+        "{refs}"
+    );
+    assert!(!refs.lines().any(|r| r == "refs/leases/x"), "{refs}");
+    assert_eq!(
+        repo.git(&["rev-list", "--count", "refs/namespaces/team/refs/leases/x"]),
+        "3"
+    );
+    // Outside the namespace there is no such lease.
+    repo.run_at(&at_min(3), &["show", "x"]).code(4);
+}

@@ -279,6 +279,63 @@ fn a_corrupt_ledger_among_many_is_reported_first_in_order() {
 }
 
 #[test]
+fn a_packed_refs_rewrite_that_keeps_its_time_is_still_seen_by_a_claim() {
+    // gix reloads packed-refs only when its modification time is newer. Another writer's
+    // update, packed by `git pack-refs` into a file with the old time, must still be the old
+    // value a claim compares against, or that update would be lost.
+    let repo = TestRepo::new();
+    repo.run_at(&at_min(0), &["acquire", "p", "--holder", "alice"])
+        .ok();
+    repo.git(&["pack-refs", "--all", "--prune"]);
+    let ledger = open(repo.path());
+    let now = t0();
+    // A first claim: this store has now read packed-refs as it is.
+    ledger
+        .acquire(&id("q"), &claim("bob"), now + Duration::minutes(1))
+        .unwrap();
+    assert_eq!(ledger.current(&id("p")).unwrap().unwrap().lease.token, 1);
+
+    // Another process renews p, and p is packed again into a file with the old time.
+    let packed = repo.git_dir().join("packed-refs");
+    let time = std::fs::metadata(&packed).unwrap().modified().unwrap();
+    repo.run_at(
+        &at_min(2),
+        &["renew", "p", "--holder", "alice", "--ttl", "3h"],
+    )
+    .ok();
+    repo.git(&["pack-refs", "--all", "--prune"]);
+    std::fs::File::options()
+        .write(true)
+        .open(&packed)
+        .unwrap()
+        .set_modified(time)
+        .unwrap();
+    assert!(!repo.git_dir().join("refs/leases/p").exists());
+
+    // This store's release must build on the renewal, not on what it read before.
+    let r = ledger
+        .release(
+            &id("p"),
+            "alice",
+            Ending::Release,
+            now + Duration::minutes(3),
+        )
+        .unwrap();
+    assert_eq!(r.outcome, Outcome::Released);
+    let events: Vec<String> = repo
+        .chain("p")
+        .into_iter()
+        .map(|(_, lease)| lease["event"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    assert_eq!(
+        events,
+        ["acquire", "renew", "release"],
+        "oldest first, none lost"
+    );
+    repo.assert_fsck();
+}
+
+#[test]
 fn gc_packs_lease_objects_and_refs_and_everything_still_reads() {
     let repo = TestRepo::new();
     populate(&repo, "g", 20, "1h");
