@@ -222,7 +222,7 @@ impl Ledger {
             // Lock in a stable order, as git does, so two batches never wait on each other
             // in opposite orders.
             edits.sort_by(|a, b| a.0.cmp(&b.0));
-            let _pack = store.write_staged(&staged)?;
+            store.write_staged(&staged)?;
             before_commit(attempt);
             match store.swap_many(&edits, "git-lease: batch")? {
                 Swap::Done => return Ok(reports),

@@ -8,8 +8,8 @@
 //! renames and never calls fsync, and it does not read `core.fsync`. So the write path does it:
 //!
 //! 1. after writing a commit's objects and **before** the ref moves: fsync each new loose
-//!    object file, its `objects/xx` directory and `objects/` (so a ref can never point at an
-//!    object that a crash lost);
+//!    object file (before its rename into place, in `crate::loose`), its `objects/xx`
+//!    directory and `objects/` (so a ref can never point at an object that a crash lost);
 //! 2. after the ref transaction: fsync each ref file and its directories up to `refs/` (so an
 //!    answer "acquired" is not forgotten by a crash right after it was given).
 //!

@@ -11,7 +11,6 @@ use crate::error::{Error, Result};
 use crate::issue::IssueId;
 use crate::lease::Lease;
 use crate::liveness::LocalHost;
-use crate::pack::WrittenPack;
 use crate::rules::{self, Claim, Credentials, Ending, FenceFailure, Outcome, Transition};
 use crate::store::{Entry, Staged, Store, Swap};
 use crate::time::Ttl;
@@ -297,7 +296,7 @@ impl Ledger {
                 .iter()
                 .map(|issue| self.current(issue))
                 .collect::<Result<Vec<_>>>()?;
-            let (reports, edits, _pack) = self.write_planned(issues, currents, claim, now, true)?;
+            let (reports, edits) = self.write_planned(issues, currents, claim, now, true)?;
             if edits.is_empty() {
                 return Ok(reports);
             }
@@ -318,8 +317,7 @@ impl Ledger {
 
     /// Decides an all-or-none claim on `currents` (one per issue) and writes the commits of
     /// the acquires, returning one report per issue and the ref edits still to be made, as
-    /// `(issue, new, expected old)`, and the pack of the commits when there are several
-    /// (keep it until the refs have moved). Nothing is written when the claim is refused.
+    /// `(issue, new, expected old)`. Nothing is written when the claim is refused.
     pub(crate) fn write_planned(
         &self,
         issues: &[IssueId],
@@ -327,7 +325,7 @@ impl Ledger {
         claim: &Claim,
         now: DateTime<Utc>,
         check_clashes: bool,
-    ) -> Result<(Vec<Report>, Vec<SwapEdit>, Option<WrittenPack>)> {
+    ) -> Result<(Vec<Report>, Vec<SwapEdit>)> {
         let states: Vec<(&IssueId, Option<&Lease>)> = issues
             .iter()
             .zip(&currents)
@@ -350,8 +348,8 @@ impl Ledger {
             edits.push((issue.clone(), commit, parent));
             reports.push(Report::written(t.outcome, issue, commit, parent, next));
         }
-        let pack = self.store.write_staged(&staged)?;
-        Ok((reports, edits, pack))
+        self.store.write_staged(&staged)?;
+        Ok((reports, edits))
     }
 }
 

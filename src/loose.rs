@@ -22,18 +22,22 @@ use gix::ObjectId;
 /// The most a stored deflate block can hold.
 const STORED_BLOCK_MAX: usize = 0xffff;
 
-/// Writes the object `id` of `kind` with `data` under `objects_dir` unless it is already
-/// there.
+/// Writes the object `id` of `kind` with `data` under `objects_dir`, fsyncing the file before
+/// it takes its name when `sync` is set. An object already there is only freshened (its
+/// modification time set to now, as git does, so that a `git gc` running meanwhile does not
+/// prune it as old and unreachable before a ref reaches it); one that cannot be freshened is
+/// written again.
 pub(crate) fn write(
     objects_dir: &Path,
     id: ObjectId,
     kind: Kind,
     data: &[u8],
+    sync: bool,
 ) -> Result<(), String> {
     let hex = id.to_hex().to_string();
     let dir = objects_dir.join(&hex[..2]);
     let path = dir.join(&hex[2..]);
-    if path.exists() {
+    if freshen(&path) {
         return Ok(());
     }
     let mut raw = gix::objs::encode::loose_header(kind, data.len() as u64).to_vec();
@@ -52,14 +56,43 @@ pub(crate) fn write(
         })?;
     file.write_all(&framed)
         .map_err(|e| format!("cannot write {}: {e}", file.path().display()))?;
-    match std::fs::create_dir(&dir) {
-        Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-        Err(e) => return Err(format!("cannot create {}: {e}", dir.display())),
+    if sync {
+        file.as_file()
+            .sync_all()
+            .map_err(|e| format!("cannot fsync {}: {e}", file.path().display()))?;
     }
-    file.persist(&path)
-        .map_err(|e| format!("cannot move an object into {}: {}", path.display(), e.error))?;
-    Ok(())
+    // `git prune` removes empty fan-out directories: one may vanish between its creation and
+    // the rename, so the pair is tried twice.
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        match std::fs::create_dir(&dir) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(format!("cannot create {}: {e}", dir.display())),
+        }
+        match file.persist(&path) {
+            Ok(_) => return Ok(()),
+            Err(e) if e.error.kind() == std::io::ErrorKind::NotFound && attempt < 2 => {
+                file = e.file;
+            }
+            Err(e) => {
+                return Err(format!(
+                    "cannot move an object into {}: {}",
+                    path.display(),
+                    e.error
+                ))
+            }
+        }
+    }
+}
+
+/// Sets the modification time of an existing object file to now; false if there is none or
+/// it cannot be done.
+fn freshen(path: &Path) -> bool {
+    std::fs::File::open(path)
+        .and_then(|f| f.set_modified(std::time::SystemTime::now()))
+        .is_ok()
 }
 
 /// Frames `raw` as a zlib stream of stored (uncompressed) deflate blocks (RFC 1950/1951).
@@ -144,8 +177,21 @@ mod tests {
         let objects = repo.objects.store_ref().path().to_owned();
         let data = b"{\"version\": 1}\n".repeat(5000);
         let id = gix::objs::compute_hash(repo.object_hash(), Kind::Blob, &data).expect("hash");
-        write(&objects, id, Kind::Blob, &data).expect("write");
-        write(&objects, id, Kind::Blob, &data).expect("an existing object is left alone");
+        write(&objects, id, Kind::Blob, &data, false).expect("write");
+        let path = objects
+            .join(&id.to_hex().to_string()[..2])
+            .join(&id.to_hex().to_string()[2..]);
+        let old = std::time::SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1_000_000);
+        std::fs::File::open(&path)
+            .expect("open")
+            .set_modified(old)
+            .expect("age it");
+        write(&objects, id, Kind::Blob, &data, true).expect("an existing object is freshened");
+        let modified = std::fs::metadata(&path)
+            .expect("stat")
+            .modified()
+            .expect("mtime");
+        assert!(modified > old, "freshened like git does");
         let repo = gix::open(dir.path()).expect("reopen");
         let object = repo.find_object(id).expect("find");
         assert_eq!(object.kind, Kind::Blob);

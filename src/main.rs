@@ -5,8 +5,9 @@
 //! thread's stack and sets up a guard and an alternate signal stack for stack-overflow
 //! reports, about 0.1 ms per process (`perf stat`, a `println!` program: 0.92 ms with std's
 //! start-up, 0.82 ms without). The two things it does that matter here are done below; a
-//! stack overflow now ends in a plain SIGSEGV instead of a message. `std::env::args` does not
-//! depend on that start-up (glibc hands the arguments to std's initialiser).
+//! stack overflow now ends in a plain SIGSEGV instead of a message. The arguments are taken
+//! from `main`'s own `argv`, which every C runtime passes (std's `env::args` gets them without
+//! its start-up only on glibc).
 
 // Under `cargo test` the test harness provides `main`.
 #![cfg_attr(not(test), no_main)]
@@ -16,12 +17,26 @@ mod cli;
 /// The process entry (under `cargo test`, only a function the harness's `main` leaves alone).
 #[cfg_attr(not(test), no_mangle)]
 #[cfg_attr(test, allow(dead_code))]
-pub extern "C" fn main(_argc: libc::c_int, _argv: *const *const libc::c_char) -> libc::c_int {
+pub extern "C" fn main(argc: libc::c_int, argv: *const *const libc::c_char) -> libc::c_int {
     reopen_closed_standard_descriptors();
     ignore_sigpipe();
-    let code = cli::main();
+    let code = cli::main(arguments(argc, argv));
     // std's exit flushes stdout, as returning from std's main would.
     std::process::exit(i32::from(code))
+}
+
+/// The C runtime's `argc` and `argv` as OS strings.
+fn arguments(argc: libc::c_int, argv: *const *const libc::c_char) -> Vec<std::ffi::OsString> {
+    use std::os::unix::ffi::OsStrExt;
+    let count = usize::try_from(argc).unwrap_or(0);
+    (0..count)
+        .map(|i| {
+            // SAFETY: the C runtime passes `argc` valid pointers to NUL-terminated strings in
+            // `argv`, alive for the whole process.
+            let arg = unsafe { std::ffi::CStr::from_ptr(*argv.add(i)) };
+            std::ffi::OsStr::from_bytes(arg.to_bytes()).to_owned()
+        })
+        .collect()
 }
 
 /// Opens `/dev/null` on each of descriptors 0, 1 and 2 that is closed, as std and git do at

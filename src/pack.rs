@@ -10,8 +10,8 @@
 //! deflate blocks like [`crate::loose`] does; gix's bundle writer verifies it and builds its
 //! index. Like git's `index-pack --keep`, the pack is protected by a `.keep` file from the
 //! moment it appears until the refs that reach its objects have moved, so no concurrent
-//! `git repack -a -d` can drop it in between: [`WrittenPack`] removes the `.keep` when
-//! dropped.
+//! `git repack -a -d` can drop it in between: the store holds the [`WrittenPack`] until its
+//! next ref update, and dropping it removes the `.keep`.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
@@ -61,11 +61,15 @@ pub(crate) fn write(
     )
     .map_err(|e| format!("cannot write a pack in {}: {e:?}", pack_dir.display()))?;
     match (outcome.data_path, outcome.index_path) {
-        (Some(pack), Some(index)) => Ok(WrittenPack {
-            pack,
-            index,
-            keep: outcome.keep_path,
-        }),
+        (Some(pack), Some(index)) => {
+            // gix writes no `.keep` for a pack that was already there (the same objects
+            // written before); keep it all the same, unless someone else already does.
+            let keep = outcome.keep_path.or_else(|| {
+                let keep = pack.with_extension("keep");
+                std::fs::File::create_new(&keep).ok().map(|_| keep)
+            });
+            Ok(WrittenPack { pack, index, keep })
+        }
         _ => Err(format!(
             "writing a pack of {} objects in {} produced no pack",
             objects.len(),

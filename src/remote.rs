@@ -279,7 +279,7 @@ impl<'a> Remote<'a> {
                 .map(|issue| self.current(issue))
                 .collect::<Result<Vec<_>>>()?;
             // The remote's own refs decide clashes: its push refuses them.
-            let (reports, edits, _pack) = self
+            let (reports, edits) = self
                 .ledger
                 .write_planned(issues, currents, claim, now, false)?;
             if edits.is_empty() {

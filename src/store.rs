@@ -79,6 +79,9 @@ pub struct Store {
     /// The identity, size and times of `packed-refs` (`None`: absent) when gix last read it
     /// for [`Store::swap`]; see [`Store::refresh_packed_refs`].
     packed_refs_seen: std::cell::Cell<Option<Option<PackedRefsStat>>>,
+    /// The pack [`Store::write_staged`] wrote last, kept (`.keep`) until a ref update makes
+    /// its objects reachable, or until the store is dropped.
+    kept_pack: std::cell::RefCell<Option<WrittenPack>>,
 }
 
 /// `(dev, ino, size, mtime, mtime_nsec, ctime_nsec)` of `packed-refs`.
@@ -138,6 +141,7 @@ impl Store {
             lock_wait,
             quarantine: None,
             packed_refs_seen: std::cell::Cell::new(None),
+            kept_pack: std::cell::RefCell::new(None),
         })
     }
 
@@ -529,23 +533,26 @@ impl Store {
     }
 
     /// Writes `staged` and makes it durable when the configuration asks for it: one event's
-    /// objects as loose objects, more as one pack ([`crate::pack`]). Keep the returned pack
-    /// until the refs that reach its objects have moved: dropping it removes its `.keep`.
-    pub(crate) fn write_staged(&self, staged: &Staged) -> Result<Option<WrittenPack>> {
+    /// objects as loose objects, more as one pack ([`crate::pack`]), which keeps its `.keep`
+    /// until the next ref update of this store (or the store's end).
+    pub(crate) fn write_staged(&self, staged: &Staged) -> Result<()> {
         let objects_dir = self.repo.objects.store_ref().path();
         if staged.objects.len() <= OBJECTS_PER_EVENT {
             for ((kind, data), id) in staged.objects.iter().zip(&staged.ids) {
-                crate::loose::write(objects_dir, *id, *kind, data).map_err(|message| {
-                    Error::Git {
+                crate::loose::write(objects_dir, *id, *kind, data, self.fsync.objects).map_err(
+                    |message| Error::Git {
                         context: format!("cannot write a ledger {kind}"),
                         message,
-                    }
-                })?;
+                    },
+                )?;
             }
             self.auto_gc.note_written(&staged.ids);
             self.fsync.sync_objects(objects_dir, &staged.ids)?;
-            return Ok(None);
+            return Ok(());
         }
+        // An earlier attempt's pack is garbage now (or the very same pack, which keeps its
+        // own `.keep` again below).
+        self.kept_pack.borrow_mut().take();
         let objects: Vec<(gix::objs::Kind, &[u8])> = staged
             .objects
             .iter()
@@ -560,7 +567,8 @@ impl Store {
             })?;
         self.fsync.sync_pack(&pack.pack, &pack.index)?;
         self.auto_gc.note_pack_written();
-        Ok(Some(pack))
+        *self.kept_pack.borrow_mut() = Some(pack);
+        Ok(())
     }
 
     fn object_hash(&self) -> gix::hash::Kind {
@@ -762,6 +770,8 @@ impl Store {
         let names: Vec<String> = edits.iter().map(|(i, _, _)| i.ref_name()).collect();
         self.fsync
             .sync_refs(self.repo.common_dir(), names.iter().map(String::as_str))?;
+        // The refs reach the kept pack's objects now; counted as a pack like any other.
+        self.kept_pack.borrow_mut().take();
         self.auto_gc.after_write(self);
         Ok(())
     }
@@ -855,6 +865,7 @@ impl Store {
             .and_then(|t| t.commit(None))
             .map_err(|e| Error::git(format!("cannot update {name}"), e))?;
         self.fsync.sync_refs(self.repo.common_dir(), [name])?;
+        self.kept_pack.borrow_mut().take();
         self.auto_gc.after_write(self);
         Ok(())
     }

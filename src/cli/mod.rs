@@ -272,10 +272,11 @@ pub(crate) enum HookKind {
 }
 
 /// Runs the command line and returns the process exit code.
-pub fn main() -> u8 {
+/// Runs the command line `args` (the program name first) and returns the exit code.
+pub fn main(args: Vec<std::ffi::OsString>) -> u8 {
     let mut command = Cli::command();
     let parsed = command
-        .try_get_matches_from_mut(std::env::args_os())
+        .try_get_matches_from_mut(args)
         .and_then(|mut matches| {
             Cli::from_arg_matches_mut(&mut matches).map_err(|e| e.format(&mut Cli::command()))
         });
