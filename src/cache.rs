@@ -428,22 +428,72 @@ pub fn list(
 ) -> Result<(Vec<Entry>, ListStats)> {
     let cache = ListCache::new(store, namespace);
     let snapshot = cache.load();
-    let mut records = snapshot.as_ref().map(Snapshot::records);
-    let mut pending: Option<Raw<'_>> = records.as_mut().and_then(Iterator::next);
     let mut stats = ListStats {
         refs: refs.len(),
         ..ListStats::default()
     };
-    // Hits in place; misses as holes, decoded together afterwards (on several threads when
-    // there are many) and put in their places.
-    let mut out: Vec<Option<Entry>> = Vec::with_capacity(refs.len());
-    let mut misses: Vec<(String, ObjectId)> = Vec::new();
-    let mut holes: Vec<usize> = Vec::new();
+    // The refs without a record are decoded first, all together (on several threads when
+    // there are many); the listing then takes them in order, so no entry is moved twice.
+    let mut matcher = RecordMatcher::new(snapshot.as_ref());
+    let unrecorded: Vec<(String, ObjectId)> = refs
+        .iter()
+        .filter(|(issue, tip)| matcher.find(issue, tip).is_none())
+        .cloned()
+        .collect();
+    let mut decoded = store.entries(&unrecorded)?.into_iter().peekable();
+    drop(unrecorded);
+    let mut matcher = RecordMatcher::new(snapshot.as_ref());
+    let mut out = Vec::with_capacity(refs.len());
     for (issue, tip) in refs {
+        let issue = match matcher.find(&issue, &tip) {
+            Some(raw) => match raw.decode(issue, tip) {
+                Ok(entry) => {
+                    stats.hits += 1;
+                    out.push(entry);
+                    continue;
+                }
+                // A record that does not decode is a miss like any other.
+                Err(issue) => issue,
+            },
+            None => match decoded.next_if(|e| e.commit == tip && e.lease.issue == issue) {
+                Some(entry) => {
+                    stats.misses += 1;
+                    out.push(entry);
+                    continue;
+                }
+                None => issue,
+            },
+        };
+        stats.misses += 1;
+        out.push(store.entry(&issue, tip)?);
+    }
+    drop(snapshot);
+    if stats.misses > rewrite_threshold(stats.refs) {
+        stats.rewritten = cache.save(&out).is_ok();
+    }
+    Ok((out, stats))
+}
+
+/// Finds the record of each ref, asked in the refs' (sorted) order, in one merge pass over
+/// the snapshot's records.
+struct RecordMatcher<'s> {
+    records: Option<Records<'s>>,
+    pending: Option<Raw<'s>>,
+}
+
+impl<'s> RecordMatcher<'s> {
+    fn new(snapshot: Option<&'s Snapshot>) -> RecordMatcher<'s> {
+        let mut records = snapshot.map(Snapshot::records);
+        let pending = records.as_mut().and_then(Iterator::next);
+        RecordMatcher { records, pending }
+    }
+
+    /// The record with this issue and exact tip, if any. Records of issues before this one
+    /// are skipped; among records of this issue (one, unless the file was tampered with), the
+    /// one with this tip is used.
+    fn find(&mut self, issue: &str, tip: &ObjectId) -> Option<Raw<'s>> {
         let mut matched = None;
-        // Merge: skip records of issues before this one; among records of this issue (one,
-        // unless the file was tampered with), use the one with this exact tip.
-        while let Some(raw) = pending {
+        while let Some(raw) = self.pending {
             match raw.issue.cmp(issue.as_bytes()) {
                 Ordering::Greater => break,
                 Ordering::Less => {}
@@ -453,33 +503,10 @@ pub fn list(
                     }
                 }
             }
-            pending = records.as_mut().and_then(Iterator::next);
+            self.pending = self.records.as_mut().and_then(Iterator::next);
         }
-        let issue = match matched {
-            Some(raw) => match raw.decode(issue, tip) {
-                Ok(entry) => {
-                    stats.hits += 1;
-                    out.push(Some(entry));
-                    continue;
-                }
-                Err(issue) => issue,
-            },
-            None => issue,
-        };
-        stats.misses += 1;
-        holes.push(out.len());
-        out.push(None);
-        misses.push((issue, tip));
+        matched
     }
-    for (hole, entry) in holes.into_iter().zip(store.entries(&misses)?) {
-        out[hole] = Some(entry);
-    }
-    let out: Vec<Entry> = out.into_iter().flatten().collect();
-    drop(snapshot);
-    if stats.misses > rewrite_threshold(stats.refs) {
-        stats.rewritten = cache.save(&out).is_ok();
-    }
-    Ok((out, stats))
 }
 
 /// Appends the record of `entry` to `body`; returns false (appending nothing) when neither
