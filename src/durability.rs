@@ -112,15 +112,9 @@ impl Fsync {
         for id in ids {
             let hex = id.to_hex().to_string();
             let dir = objects_dir.join(&hex[..2]);
-            let file = dir.join(&hex[2..]);
-            match File::open(&file) {
-                Ok(f) => f
-                    .sync_all()
-                    .map_err(|e| io_error("cannot fsync", &file, e))?,
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
-                Err(e) => return Err(io_error("cannot open", &file, e)),
+            if sync_file_if_present(&dir.join(&hex[2..]))? {
+                dirs.insert(dir);
             }
-            dirs.insert(dir);
         }
         if dirs.is_empty() {
             return Ok(());
@@ -161,12 +155,8 @@ impl Fsync {
         let mut dirs: BTreeSet<PathBuf> = BTreeSet::new();
         for name in names {
             let file = common_dir.join(name);
-            match File::open(&file) {
-                Ok(f) => f
-                    .sync_all()
-                    .map_err(|e| io_error("cannot fsync", &file, e))?,
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
-                Err(e) => return Err(io_error("cannot open", &file, e)),
+            if !sync_file_if_present(&file)? {
+                continue;
             }
             let mut dir = file.parent();
             while let Some(d) = dir {
@@ -231,6 +221,18 @@ fn sync_dir(dir: &Path) -> Result<()> {
         // file system orders the rename itself.
         Err(_) if cfg!(not(unix)) => Ok(()),
         Err(e) => Err(io_error("cannot fsync the directory", dir, e)),
+    }
+}
+
+/// Fsyncs `file`; false if it does not exist.
+fn sync_file_if_present(file: &Path) -> Result<bool> {
+    match File::open(file) {
+        Ok(f) => f
+            .sync_all()
+            .map(|()| true)
+            .map_err(|e| io_error("cannot fsync", file, e)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(io_error("cannot open", file, e)),
     }
 }
 
