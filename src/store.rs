@@ -1,8 +1,12 @@
 //! The only module that talks to git: lease refs, ledger commits, and the compare-and-swap.
 //!
-//! Everything is done in-process with gix. A ledger commit has exactly one tree entry,
-//! `lease.json`, and at most one parent; [`Store::entry`] refuses anything else, naming the
-//! commit, so a corrupt ledger is an error and never a guess.
+//! Everything is done in-process, with gix for reading and for multi-ref transactions. Two
+//! writes follow git's file formats directly, because gix's way of doing them cost more than
+//! the rest of a claim: loose objects (`src/loose.rs`) and the compare-and-swap of a single
+//! ref (`Store::swap`, locked with gix's lock files as git's files backend does it). A ledger
+//! commit has exactly one tree entry, `lease.json`, and at most one parent; [`Store::entry`]
+//! refuses anything else, naming the commit, so a corrupt ledger is an error and never a
+//! guess.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
