@@ -434,15 +434,40 @@ pub fn list(
     };
     // The refs without a record are decoded first, all together (on several threads when
     // there are many); the listing then takes them in order, so no entry is moved twice.
-    let mut matcher = RecordMatcher::new(snapshot.as_ref());
-    let unrecorded: Vec<(String, ObjectId)> = refs
-        .iter()
-        .filter(|(issue, tip)| matcher.find(issue, tip).is_none())
-        .cloned()
-        .collect();
-    let mut decoded = store.entries(&unrecorded)?.into_iter().peekable();
-    drop(unrecorded);
-    let mut matcher = RecordMatcher::new(snapshot.as_ref());
+    // Without a cache file (a cold listing) that is every ref, and the decoded entries are the
+    // listing: no second vector of them is built.
+    let out = if snapshot.is_none() {
+        stats.misses = refs.len();
+        store.entries(&refs)?
+    } else {
+        let mut matcher = RecordMatcher::new(snapshot.as_ref());
+        let unrecorded: Vec<(String, ObjectId)> = refs
+            .iter()
+            .filter(|(issue, tip)| matcher.find(issue, tip).is_none())
+            .cloned()
+            .collect();
+        let decoded = store.entries(&unrecorded)?;
+        drop(unrecorded);
+        merge(store, snapshot.as_ref(), refs, decoded, &mut stats)?
+    };
+    drop(snapshot);
+    if stats.misses > rewrite_threshold(stats.refs) {
+        stats.rewritten = cache.save(&out).is_ok();
+    }
+    Ok((out, stats))
+}
+
+/// The listing of `refs`: each from its record in `snapshot` when it has one that decodes,
+/// else the next of `decoded` (the refs without a record, in order), else decoded now.
+fn merge(
+    store: &Store,
+    snapshot: Option<&Snapshot>,
+    refs: Vec<(String, ObjectId)>,
+    decoded: Vec<Entry>,
+    stats: &mut ListStats,
+) -> Result<Vec<Entry>> {
+    let mut decoded = decoded.into_iter().peekable();
+    let mut matcher = RecordMatcher::new(snapshot);
     let mut out = Vec::with_capacity(refs.len());
     for (issue, tip) in refs {
         let issue = match matcher.find(&issue, &tip) {
@@ -467,11 +492,7 @@ pub fn list(
         stats.misses += 1;
         out.push(store.entry(&issue, tip)?);
     }
-    drop(snapshot);
-    if stats.misses > rewrite_threshold(stats.refs) {
-        stats.rewritten = cache.save(&out).is_ok();
-    }
-    Ok((out, stats))
+    Ok(out)
 }
 
 /// Finds the record of each ref, asked in the refs' (sorted) order, in one merge pass over

@@ -298,10 +298,21 @@ impl Store {
                     })
                 })
                 .collect();
-            let mut out: Result<Vec<Entry>> = first
-                .iter()
-                .map(|(issue, tip)| self.entry(issue, *tip))
-                .collect();
+            // One vector for all, filled in order: the threads' parts are moved into it.
+            let mut out: Result<Vec<Entry>> = Ok(Vec::with_capacity(wanted.len()));
+            for (issue, tip) in first {
+                match self.entry(issue, *tip) {
+                    Ok(entry) => {
+                        if let Ok(entries) = &mut out {
+                            entries.push(entry);
+                        }
+                    }
+                    Err(e) => {
+                        out = Err(e);
+                        break;
+                    }
+                }
+            }
             for handle in others {
                 let part = handle
                     .join()
