@@ -101,9 +101,10 @@ impl Fsync {
         )
     }
 
-    /// Fsyncs the loose object files of `ids` under `objects_dir`, their fan-out directories
-    /// and `objects_dir` itself. Objects that are not loose (packed, or from an alternate)
-    /// are skipped: git fsyncs packs when it writes them.
+    /// Fsyncs the fan-out directories of the loose objects `ids` under `objects_dir`, and
+    /// `objects_dir` itself, so that their renames into place are durable. The files were
+    /// fsynced by their writer before the rename (`src/loose.rs`), as git does. Objects that
+    /// are not loose (packed, or from an alternate) are skipped.
     pub(crate) fn sync_objects(&self, objects_dir: &Path, ids: &[ObjectId]) -> Result<()> {
         if !self.objects {
             return Ok(());
@@ -112,7 +113,7 @@ impl Fsync {
         for id in ids {
             let hex = id.to_hex().to_string();
             let dir = objects_dir.join(&hex[..2]);
-            if sync_file_if_present(&dir.join(&hex[2..]))? {
+            if dir.join(&hex[2..]).is_file() {
                 dirs.insert(dir);
             }
         }
@@ -293,7 +294,7 @@ mod tests {
     }
 
     #[test]
-    fn syncs_existing_files_and_skips_missing_ones() {
+    fn syncs_existing_directories_and_files_and_skips_missing_ones() {
         let dir = tempfile::tempdir().unwrap();
         let objects = dir.path().join("objects");
         let id = ObjectId::from_hex(b"17aa00000000000000000000000000000000aaaa").unwrap();
