@@ -136,8 +136,8 @@ pub fn too_many_loose_objects(objects_dir: &Path, threshold: u64) -> bool {
     false
 }
 
-/// Returns true if `objects_dir/pack` holds more than `limit` packs that have no `.keep`
-/// file, as `git gc --auto` counts them (a `limit` of 0: never).
+/// Returns true if `objects_dir/pack` holds more than `limit` indexed packs that have no
+/// `.keep` file, as `git gc --auto` counts them (a `limit` of 0: never).
 pub fn too_many_packs(objects_dir: &Path, limit: u64) -> bool {
     if limit == 0 {
         return false;
@@ -149,7 +149,12 @@ pub fn too_many_packs(objects_dir: &Path, limit: u64) -> bool {
     let mut found = 0u64;
     for entry in dir.flatten() {
         let path = pack_dir.join(entry.file_name());
-        if path.extension().is_some_and(|e| e == "pack") && !path.with_extension("keep").exists() {
+        // A pack counts once its index is there (a `.pack` without one is still being
+        // written) and while no `.keep` holds it.
+        if path.extension().is_some_and(|e| e == "pack")
+            && path.with_extension("idx").exists()
+            && !path.with_extension("keep").exists()
+        {
             found += 1;
             if found > limit {
                 return true;

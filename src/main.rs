@@ -20,7 +20,9 @@ mod cli;
 pub extern "C" fn main(argc: libc::c_int, argv: *const *const libc::c_char) -> libc::c_int {
     reopen_closed_standard_descriptors();
     ignore_sigpipe();
-    let code = cli::main(arguments(argc, argv));
+    // Release builds abort on a panic; elsewhere a panic must not unwind into the C runtime:
+    // it ends the process with Rust's usual exit code for it, 101.
+    let code = std::panic::catch_unwind(|| cli::main(arguments(argc, argv))).unwrap_or(101);
     // std's exit flushes stdout, as returning from std's main would.
     std::process::exit(i32::from(code))
 }
