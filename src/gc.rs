@@ -19,9 +19,9 @@
 //!   `gc.pid` lock keeps concurrent ones out) and not waited for, so a claim is never blocked
 //!   by packing. The threshold is `lease.gcAuto`, else git's `gc.auto`, else 6700; 0 disables
 //!   it. Writes of several events at once (multi-issue claims, batches) add one pack each
-//!   (`src/pack.rs`) instead; after those, the trigger counts the packs without a `.keep`
-//!   as `git gc --auto` does, and past `gc.autoPackLimit` (default 50) starts it the same
-//!   way, to consolidate them. `GIT_LEASE_GC_SYNC=1` runs it in the foreground and waits
+//!   (`src/pack.rs`) instead; after those, the trigger counts the indexed packs without a
+//!   `.keep` as `git gc --auto` does, and past `gc.autoPackLimit` (default 50) starts it the
+//!   same way, to consolidate them. `GIT_LEASE_GC_SYNC=1` runs it in the foreground and waits
 //!   (for tests and scripts).
 
 use std::cell::Cell;

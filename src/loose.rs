@@ -10,7 +10,7 @@
 //!
 //! The file handling is git's: the object goes to a temporary file in `objects/` (mode 0444),
 //! the fan-out directory is created when missing, and the file is renamed into place. An
-//! object that already exists is left alone.
+//! object that already exists is freshened (its modification time set to now) instead.
 
 use std::io::Write;
 use std::os::unix::fs::PermissionsExt;

@@ -39,10 +39,10 @@ impl Drop for WrittenPack {
 
 /// Writes `objects` (kind and data; each object once) into one pack under
 /// `objects_dir/pack`, and returns it.
-pub(crate) fn write(
+pub(crate) fn write<D: AsRef<[u8]>>(
     objects_dir: &Path,
     hash: gix::hash::Kind,
-    objects: &[(Kind, &[u8])],
+    objects: &[(Kind, D)],
 ) -> Result<WrittenPack, String> {
     let stream = pack_stream(hash, objects)?;
     let pack_dir = objects_dir.join("pack");
@@ -79,14 +79,21 @@ pub(crate) fn write(
 }
 
 /// Returns the bytes of a version 2 pack holding `objects` as whole (undeltified) entries.
-fn pack_stream(hash: gix::hash::Kind, objects: &[(Kind, &[u8])]) -> Result<Vec<u8>, String> {
+fn pack_stream<D: AsRef<[u8]>>(
+    hash: gix::hash::Kind,
+    objects: &[(Kind, D)],
+) -> Result<Vec<u8>, String> {
     let count = u32::try_from(objects.len()).map_err(|_| "too many objects for one pack")?;
-    let size: usize = objects.iter().map(|(_, data)| data.len() + 32).sum();
+    let size: usize = objects
+        .iter()
+        .map(|(_, data)| data.as_ref().len() + 32)
+        .sum();
     let mut out = Vec::with_capacity(12 + size + hash.len_in_bytes());
     out.extend_from_slice(b"PACK");
     out.extend_from_slice(&2u32.to_be_bytes());
     out.extend_from_slice(&count.to_be_bytes());
     for (kind, data) in objects {
+        let data = data.as_ref();
         entry_header(&mut out, type_number(*kind), data.len());
         out.extend_from_slice(&crate::loose::zlib_stored(data));
     }

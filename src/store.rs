@@ -298,33 +298,30 @@ impl Store {
                     })
                 })
                 .collect();
-            // One vector for all, filled in order: the threads' parts are moved into it.
-            let mut out: Result<Vec<Entry>> = Ok(Vec::with_capacity(wanted.len()));
-            for (issue, tip) in first {
-                match self.entry(issue, *tip) {
-                    Ok(entry) => {
-                        if let Ok(entries) = &mut out {
-                            entries.push(entry);
-                        }
-                    }
-                    Err(e) => {
-                        out = Err(e);
-                        break;
-                    }
-                }
-            }
+            // One vector for all, filled in order: the threads' parts are moved into it. The
+            // first failure in order is the answer; later parts are still joined.
+            let mut out = Vec::with_capacity(wanted.len());
+            let mut failure = first
+                .iter()
+                .try_for_each(|(issue, tip)| {
+                    out.push(self.entry(issue, *tip)?);
+                    Ok(())
+                })
+                .err();
             for handle in others {
                 let part = handle
                     .join()
                     .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
-                if let Ok(entries) = &mut out {
-                    match part {
-                        Ok(part) => entries.extend(part),
-                        Err(e) => out = Err(e),
-                    }
+                match part {
+                    Ok(part) if failure.is_none() => out.extend(part),
+                    Ok(_) => {}
+                    Err(e) => failure = failure.or(Some(e)),
                 }
             }
-            out
+            match failure {
+                Some(e) => Err(e),
+                None => Ok(out),
+            }
         })
     }
 
@@ -568,18 +565,12 @@ impl Store {
         // An earlier attempt's pack is garbage now (or the very same pack, which keeps its
         // own `.keep` again below).
         self.kept_pack.borrow_mut().take();
-        let objects: Vec<(gix::objs::Kind, &[u8])> = staged
-            .objects
-            .iter()
-            .map(|(kind, data)| (*kind, data.as_slice()))
-            .collect();
-        let pack =
-            crate::pack::write(objects_dir, self.object_hash(), &objects).map_err(|message| {
-                Error::Git {
-                    context: format!("cannot write {} ledger objects", objects.len()),
-                    message,
-                }
-            })?;
+        let pack = crate::pack::write(objects_dir, self.object_hash(), &staged.objects).map_err(
+            |message| Error::Git {
+                context: format!("cannot write {} ledger objects", staged.objects.len()),
+                message,
+            },
+        )?;
         self.fsync.sync_pack(&pack.pack, &pack.index)?;
         self.auto_gc.note_pack_written();
         *self.kept_pack.borrow_mut() = Some(pack);
@@ -779,13 +770,17 @@ impl Store {
         Ok(())
     }
 
-    /// What follows a successful swap: the refs made durable when configured, and the
-    /// automatic packing check.
+    /// What follows a successful swap: see [`Store::after_ref_update`].
     fn after_swap(&self, edits: &[(IssueId, ObjectId, Option<ObjectId>)]) -> Result<()> {
         let names: Vec<String> = edits.iter().map(|(i, _, _)| i.ref_name()).collect();
-        self.fsync
-            .sync_refs(self.repo.common_dir(), names.iter().map(String::as_str))?;
-        // The refs reach the kept pack's objects now; counted as a pack like any other.
+        self.after_ref_update(names.iter().map(String::as_str))
+    }
+
+    /// What follows every ref update: the refs `names` made durable when configured, the kept
+    /// pack released (the refs reach its objects now, so it counts like any other pack), and
+    /// the automatic packing check.
+    fn after_ref_update<'a>(&self, names: impl IntoIterator<Item = &'a str>) -> Result<()> {
+        self.fsync.sync_refs(self.repo.common_dir(), names)?;
         self.kept_pack.borrow_mut().take();
         self.auto_gc.after_write(self);
         Ok(())
@@ -879,10 +874,7 @@ impl Store {
             .prepare([edit], fail, fail)
             .and_then(|t| t.commit(None))
             .map_err(|e| Error::git(format!("cannot update {name}"), e))?;
-        self.fsync.sync_refs(self.repo.common_dir(), [name])?;
-        self.kept_pack.borrow_mut().take();
-        self.auto_gc.after_write(self);
-        Ok(())
+        self.after_ref_update([name])
     }
 }
 
