@@ -193,6 +193,17 @@ impl Store {
             .map(|s| s.to_str_lossy().into_owned())
     }
 
+    /// Returns a string value from the repository's own configuration file (`$GIT_DIR/config`)
+    /// alone, ignoring the system, global and environment scopes: for settings that whoever
+    /// runs a command must not be able to override, such as the server hook's test clock.
+    pub fn repository_config_string(&self, key: &str) -> Option<String> {
+        self.repo
+            .config_snapshot()
+            .plumbing()
+            .string_filter(key, |meta| meta.source == gix::config::Source::Local)
+            .map(|s| s.to_str_lossy().into_owned())
+    }
+
     /// Returns every value of a multi-valued configuration key, in order.
     pub fn config_strings(&self, key: &str) -> Vec<String> {
         self.repo

@@ -440,7 +440,13 @@ impl Context {
 }
 
 fn run(cli: Cli) -> Result<u8, Failure> {
-    let now = now()?;
+    // The hook judges at the server's clock: never at one the pusher's environment names.
+    let is_hook = matches!(cli.command, Command::Hook { .. });
+    let now = if is_hook {
+        git_lease::time::system_now()
+    } else {
+        now()?
+    };
     for dir in &cli.dirs {
         std::env::set_current_dir(dir).map_err(|e| Error::Io {
             context: format!("cannot change to {}", dir.display()),
@@ -460,6 +466,11 @@ fn run(cli: Cli) -> Result<u8, Failure> {
         _ => Ledger::discover(&cwd)?,
     }
     .with_local_liveness();
+    let now = if is_hook {
+        server::hook_clock(ledger.store())?.unwrap_or(now)
+    } else {
+        now
+    };
     let remote = if cli.local {
         None
     } else {

@@ -14,6 +14,24 @@ use super::{exit, Context, Failure, HolderArg, HookKind};
 /// The line that marks a hook script as ours, so a reinstall replaces it instead of chaining.
 const MARKER: &str = "# installed by git lease install-hook";
 
+/// The setting that fixes the hook's clock for tests: read from the served repository's own
+/// configuration file only, so that no pusher can set it (`GIT_LEASE_NOW`, `git -c` and the
+/// global configuration do not reach it).
+pub(crate) const HOOK_CLOCK_KEY: &str = "lease.hookNow";
+
+/// Returns the instant set by [`HOOK_CLOCK_KEY`], if any.
+pub(crate) fn hook_clock(
+    store: &git_lease::Store,
+) -> Result<Option<chrono::DateTime<chrono::Utc>>, Error> {
+    store
+        .repository_config_string(HOOK_CLOCK_KEY)
+        .map(|text| {
+            git_lease::time::parse_instant(&text)
+                .map_err(|e| Error::InvalidInput(format!("config {HOOK_CLOCK_KEY}: {e}")))
+        })
+        .transpose()
+}
+
 /// Runs git's `update` or `pre-receive` hook protocol; refusals go to stderr, one line each,
 /// which git relays to the pusher as `remote: …`.
 pub(crate) fn hook(ctx: &Context, kind: &HookKind) -> Result<u8, Failure> {

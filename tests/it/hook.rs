@@ -4,8 +4,8 @@
 //! with the rule's name while the server's refs stay as they were; legitimate transitions
 //! pushed by the tool itself are accepted; the `update` hook mode refuses too.
 //!
-//! The server's clock is fixed: every server here is started with `GIT_LEASE_NOW` in its
-//! environment, which reaches `receive-pack` and so the hook ([`Server::start_at`]; the same
+//! The server's clock is fixed: every server here is started with `lease.hookNow` in the
+//! served repository's own configuration, which the hook reads ([`Server::start_at`]; the same
 //! [`Server`] serves the fencing and http tests, restarted at another instant or over http).
 //!
 //! Instants are seconds after [`crate::env::T0`], the server's clock unless a test says

@@ -3,8 +3,8 @@
 //! admin, so the hook sees the authenticated pusher as `REMOTE_USER`
 //! (`lease.pusherEnv = REMOTE_USER`) and judges who may write what: only yourself as the
 //! actor of a ledger commit, and only an administrator (`lease.admins`) may revoke someone
-//! else's live lease. The server's clock is fixed at T0 (`GIT_LEASE_NOW` in the CGI
-//! environment, see `fixtures/lighttpd-git.conf`).
+//! else's live lease. The server's clock is fixed at T0 (`lease.hookNow` in the served
+//! repository's configuration; `fixtures/lighttpd-git.conf` sets the CGI environment).
 
 use crate::env::{at, Run, TestRepo};
 use crate::forge::{acquired, freed, with};

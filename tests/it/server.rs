@@ -2,7 +2,7 @@
 //! port of 127.0.0.1 with pushes enabled, by `git daemon` (nobody is authenticated) or by
 //! lighttpd running `git http-backend` as CGI with basic auth ([`Server::http`], configured by
 //! `fixtures/lighttpd-git.conf`), with the system clock ([`Server::start`]) or a fixed one
-//! ([`Server::start_at`]: `GIT_LEASE_NOW` reaches `receive-pack`, and so the hooks), with the
+//! ([`Server::start_at`]: the served repository's `lease.hookNow`, which the hook reads from its own configuration file and no pusher can set), with the
 //! `git lease` hook installed ([`Server::with_hook`]) or not.
 //!
 //! The bare repository is a [`TestRepo`] of [`crate::env`], so the server and every git it runs
@@ -137,6 +137,13 @@ impl Server {
 
     fn launch(&mut self, now: Option<&str>) {
         self.stop();
+        // The hook's clock is a setting of the served repository, which no pusher can set.
+        match now {
+            Some(now) => self.config("lease.hookNow", now),
+            None => {
+                let _ = self.git_run(&["config", "--unset", "lease.hookNow"]);
+            }
+        }
         let mut failures = Vec::new();
         for attempt in 0..START_ATTEMPTS {
             let port = match (attempt, self.port) {
@@ -144,8 +151,8 @@ impl Server {
                 _ => free_port(),
             };
             let (mut cmd, log, marker) = match &self.transport {
-                Transport::Daemon => self.daemon_command(now, port, attempt),
-                Transport::Http { users } => self.lighttpd_command(users, now, port, attempt),
+                Transport::Daemon => self.daemon_command(port, attempt),
+                Transport::Http { users } => self.lighttpd_command(users, port, attempt),
             };
             let mut child = cmd
                 .spawn()
@@ -170,18 +177,10 @@ impl Server {
     }
 
     /// `git daemon` serving `<root>/repos`; its log and the text that says it is ready.
-    fn daemon_command(
-        &self,
-        now: Option<&str>,
-        port: u16,
-        attempt: usize,
-    ) -> (Command, PathBuf, &'static str) {
+    fn daemon_command(&self, port: u16, attempt: usize) -> (Command, PathBuf, &'static str) {
         let log = self.root().join(format!("daemon-{attempt}-{port}.log"));
         let repos = self.root().join("repos");
-        let mut cmd = daemon_command(self.repo.home(), self.root(), &repos, port, &log);
-        if let Some(now) = now {
-            cmd.env("GIT_LEASE_NOW", now);
-        }
+        let cmd = daemon_command(self.repo.home(), self.root(), &repos, port, &log);
         (cmd, log, DAEMON_READY)
     }
 
@@ -190,11 +189,9 @@ impl Server {
     fn lighttpd_command(
         &self,
         users: &[String],
-        now: Option<&str>,
         port: u16,
         attempt: usize,
     ) -> (Command, PathBuf, &'static str) {
-        let now = now.expect("an http server has a fixed clock: start it with start_at");
         let lighttpd = find_program("lighttpd", &["/usr/sbin", "/usr/local/sbin", "/sbin"])
             .unwrap_or_else(|| {
                 panic!(
@@ -219,8 +216,7 @@ impl Server {
         let conf = LIGHTTPD_CONF
             .replace("@ROOT@", path_str(root))
             .replace("@PORT@", &port.to_string())
-            .replace("@EXEC_PATH@", &exec_path)
-            .replace("@NOW@", now);
+            .replace("@EXEC_PATH@", &exec_path);
         assert!(!conf.contains('@'), "an unfilled placeholder in:\n{conf}");
         let conf_path = root.join("lighttpd.conf");
         std::fs::write(&conf_path, conf).expect("write lighttpd.conf");
