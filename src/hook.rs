@@ -2,19 +2,20 @@
 //! fenced work branches.
 //!
 //! A check each client can skip is not a check, so the server that receives pushes runs this
-//! from its `pre-receive` (or `update`) hook. Lease refs get the same transition rules as
-//! `verify` and `sync` ([`crate::verify::check_step`]), plus what only a server can judge: its
-//! own clock, the authenticated pusher, who may revoke. Fenced branches
-//! (`lease.fence = refs/heads/issue/*`) accept pushes only from the live holder of the issue
-//! named by the branch's last path component, and, when the push carries
-//! `-o lease-token=<N>`, only with the live tenure's token.
+//! from its `pre-receive` (or `update`) hook. Each new lease commit is judged by
+//! [`crate::step::judge`] as an arrival: at the server's clock, with the authenticated pusher
+//! as the only actor. Fenced branches (`lease.fence = refs/heads/issue/*`) accept pushes only
+//! from the live holder of the issue the glob's `*` matched (slashes included), and, when the
+//! push carries `-o lease-token=<N>`, only with the live tenure's token.
 
 use chrono::{DateTime, Duration, Utc};
 use gix::ObjectId;
 
 use crate::issue::{IssueId, REF_PREFIX};
-use crate::lease::{Event, Lease};
-use crate::rules::{is_live, live_holder};
+use crate::liveness::LocalHost;
+use crate::rules::is_live;
+pub use crate::step::Pusher;
+use crate::step::{Arrival, Judgement};
 use crate::store::Store;
 use crate::verify;
 
@@ -39,7 +40,7 @@ pub struct Policy {
     pub max_skew: Duration,
     /// Where the pusher's identity comes from (`lease.identity`, `lease.pusherEnv`).
     pub identity: Identity,
-    /// Who may revoke someone else's live lease (`lease.admins`).
+    /// Who may revoke (`lease.admins`, one whole identity per value).
     pub admins: Vec<String>,
     /// Globs of fenced refs (`lease.fence`).
     pub fences: Vec<String>,
@@ -73,65 +74,57 @@ impl Policy {
                 )))
             }
         };
+        // One identity per value, taken whole: "Ops Team" is one identity, not two.
         let admins = store
             .config_strings("lease.admins")
-            .iter()
-            .flat_map(|v| v.split([',', ' ']))
-            .filter(|s| !s.is_empty())
-            .map(str::to_owned)
+            .into_iter()
+            .map(|a| a.trim().to_owned())
+            .filter(|a| !a.is_empty())
             .collect();
         let require_token = store.config_string("lease.requireToken").is_some_and(|v| {
             matches!(v.to_ascii_lowercase().as_str(), "true" | "yes" | "on" | "1")
         });
+        let fences = store.config_strings("lease.fence");
+        if let Some(bad) = fences.iter().find(|g| g.matches('*').count() != 1) {
+            return Err(crate::Error::InvalidInput(format!(
+                "lease.fence {bad:?}: a fence glob must hold exactly one `*`, which matches the issue id"
+            )));
+        }
         Ok(Policy {
             max_skew,
             identity,
             admins,
-            fences: store.config_strings("lease.fence"),
+            fences,
             require_token,
         })
     }
 }
 
-/// Who pushed, as the server established it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Pusher {
-    /// No identity is configured.
-    Unknown,
-    /// Identity is configured but the push did not establish one (unsigned, bad signature,
-    /// variable unset).
-    Unauthenticated(String),
-    /// The authenticated pusher.
-    Known(String),
-}
-
-impl Pusher {
-    /// Establishes the pusher from the hook's environment under `identity`.
-    pub fn from_env(identity: &Identity) -> Pusher {
-        match identity {
-            Identity::None => Pusher::Unknown,
-            Identity::PushCert => {
-                let status = std::env::var("GIT_PUSH_CERT_STATUS").unwrap_or_default();
-                let signer = std::env::var("GIT_PUSH_CERT_SIGNER").unwrap_or_default();
-                if status != "G" {
-                    Pusher::Unauthenticated(if status.is_empty() {
-                        "the push is not signed (use git push --signed)".into()
-                    } else {
-                        format!("the push certificate's status is {status}, not G (good)")
-                    })
-                } else if signer.trim().is_empty() {
-                    Pusher::Unauthenticated(
-                        "the push certificate's key is not in the allowed signers".into(),
-                    )
+/// Establishes the pusher from the hook's environment under `identity`.
+pub fn pusher_from_env(identity: &Identity) -> Pusher {
+    match identity {
+        Identity::None => Pusher::Unknown,
+        Identity::PushCert => {
+            let status = std::env::var("GIT_PUSH_CERT_STATUS").unwrap_or_default();
+            let signer = std::env::var("GIT_PUSH_CERT_SIGNER").unwrap_or_default();
+            if status != "G" {
+                Pusher::Unauthenticated(if status.is_empty() {
+                    "the push is not signed (use git push --signed)".into()
                 } else {
-                    Pusher::Known(signer.trim().to_owned())
-                }
+                    format!("the push certificate's status is {status}, not G (good)")
+                })
+            } else if signer.trim().is_empty() {
+                Pusher::Unauthenticated(
+                    "the push certificate's key is not in the allowed signers".into(),
+                )
+            } else {
+                Pusher::Known(signer.trim().to_owned())
             }
-            Identity::Env(var) => match std::env::var(var) {
-                Ok(v) if !v.trim().is_empty() => Pusher::Known(v.trim().to_owned()),
-                _ => Pusher::Unauthenticated(format!("the server did not set {var}")),
-            },
         }
+        Identity::Env(var) => match std::env::var(var) {
+            Ok(v) if !v.trim().is_empty() => Pusher::Known(v.trim().to_owned()),
+            _ => Pusher::Unauthenticated(format!("the server did not set {var}")),
+        },
     }
 }
 
@@ -231,155 +224,35 @@ fn check_lease_update(
         );
         return;
     }
-    if let Pusher::Unauthenticated(why) = pusher {
-        refuse(update.new, "identity", why.clone());
-        return;
-    }
     let base = (!update.old.is_null()).then_some(update.old);
-    let check = verify::verify_segment(store, issue, update.new, base);
+    let host = LocalHost::detect();
+    let arrival = Arrival {
+        now,
+        max_skew: policy.max_skew,
+        pusher,
+        admins: &policy.admins,
+        host: host.as_ref(),
+    };
+    let check =
+        verify::verify_segment(store, issue, update.new, base, Judgement::Arrival(&arrival));
     if let Some(first) = check.findings.first() {
         let commit = ObjectId::from_hex(first.commit.as_bytes()).unwrap_or(update.new);
         refuse(commit, first.rule.as_str(), first.detail.clone());
-        return;
-    }
-    // The chain is legitimate by the recorded times; now judge the new commits by the
-    // server's clock and the pusher's identity, oldest first.
-    let mut prev = check.base.as_ref();
-    for (commit, lease) in &check.steps {
-        if let Some((rule, detail)) = server_rules(policy, pusher, prev, lease, now) {
-            refuse(*commit, rule, detail);
-            return;
-        }
-        prev = Some(lease);
     }
 }
 
-/// The rules only a server can apply to one new step: its clock, the pusher, admins.
-fn server_rules(
-    policy: &Policy,
-    pusher: &Pusher,
-    prev: Option<&Lease>,
-    next: &Lease,
-    now: DateTime<Utc>,
-) -> Option<(&'static str, String)> {
-    let skew = policy.max_skew;
-    let off = |t: DateTime<Utc>| (t - now).abs() > skew;
-    if off(next.at) {
-        return Some((
-            "clock-skew",
-            format!(
-                "the event time {} is more than {} from the server's clock {}",
-                crate::time::format_instant(next.at),
-                crate::time::short_duration(skew),
-                crate::time::format_instant(now)
-            ),
-        ));
-    }
-    // acquired_at and expires_at need no check of their own: verify requires a new
-    // tenure's acquired_at to be its `at`, and expires_at to be after `at`.
-    // Takeover only after expiry or release, by the server's clock.
-    if let Some(prev) = prev {
-        if next.event == Event::Acquire && !process_gone_takeover(prev, next) {
-            if let Some(live) = live_holder(prev, now) {
-                if Some(live) != next.holder.as_deref() {
-                    return Some((
-                        "holder-change",
-                        format!(
-                            "{live} holds the lease (token {}) until {} by the server's clock",
-                            prev.token,
-                            prev.expires_at
-                                .map(crate::time::format_instant)
-                                .unwrap_or_else(|| "released".into())
-                        ),
-                    ));
-                }
-            }
-        }
-        if next.event.frees()
-            && next.event != Event::Revoke
-            && is_live(prev, now)
-            && !process_gone_takeover(prev, next)
-        {
-            let holder = prev.holder.as_deref().unwrap_or_default();
-            if next.actor() != Some(holder) {
-                return Some((
-                    "not-holder",
-                    format!("only the holder {holder} may {} a live lease", next.event),
-                ));
-            }
-        }
-    }
-    let Pusher::Known(who) = pusher else {
-        return None;
-    };
-    if next.event == Event::Revoke {
-        let freed_someone_else = prev
-            .and_then(|p| live_holder(p, now))
-            .is_some_and(|h| h != who);
-        if freed_someone_else && !policy.admins.iter().any(|a| a == who) {
-            return Some((
-                "admin",
-                format!(
-                    "{who} is not in lease.admins and may not revoke another holder's live lease"
-                ),
-            ));
-        }
-    }
-    if next.actor() != Some(who.as_str()) {
-        return Some((
-            "identity",
-            format!(
-                "the commit records {} as acting, but {who} pushed it",
-                next.actor().unwrap_or("nobody")
-            ),
-        ));
-    }
-    None
-}
-
-/// Returns true for an acquire that records taking over from a holder process that is gone,
-/// when that is plausible: the previous tenure recorded its process and, if it ran on this
-/// very machine, the process is indeed gone.
-fn process_gone_takeover(prev: &Lease, next: &Lease) -> bool {
-    let Some(process) = &prev.process else {
-        return false;
-    };
-    if next.takeover != Some(crate::lease::Takeover::ProcessGone) {
-        return false;
-    }
-    match crate::liveness::LocalHost::detect() {
-        Some(host) if host.is_same_machine(process) => host.is_gone(process),
-        _ => true,
-    }
-}
-
-/// Returns the issue a fenced ref belongs to: its last path component, when `name` matches
-/// one of `fences`.
+/// Returns the issue a fenced ref belongs to: what the `*` of the first matching glob of
+/// `fences` matched, slashes included (`refs/heads/issue/*` makes `refs/heads/issue/gh/123`
+/// a branch of issue `gh/123`).
 pub fn fenced_issue(fences: &[String], name: &str) -> Option<String> {
-    if !fences.iter().any(|glob| glob_match(glob, name)) {
-        return None;
-    }
-    name.rsplit('/').next().map(str::to_owned)
+    fences.iter().find_map(|glob| star_match(glob, name))
 }
 
-/// Matches `*` against any run of characters (including `/`), everything else literally.
-fn glob_match(glob: &str, text: &str) -> bool {
-    let parts: Vec<&str> = glob.split('*').collect();
-    if parts.len() == 1 {
-        return glob == text;
-    }
-    let (first, last) = (parts[0], parts[parts.len() - 1]);
-    if !text.starts_with(first) || text.len() < first.len() + last.len() || !text.ends_with(last) {
-        return false;
-    }
-    let mut rest = &text[first.len()..text.len() - last.len()];
-    for part in &parts[1..parts.len() - 1] {
-        match rest.find(part) {
-            Some(i) => rest = &rest[i + part.len()..],
-            None => return false,
-        }
-    }
-    true
+/// Returns what the one `*` of `glob` matches in `text`, if `text` matches `glob`.
+fn star_match(glob: &str, text: &str) -> Option<String> {
+    let (head, tail) = glob.split_once('*')?;
+    let rest = text.strip_prefix(head)?.strip_suffix(tail)?;
+    (!rest.is_empty()).then(|| rest.to_owned())
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -495,14 +368,17 @@ mod tests {
     use super::*;
 
     #[test]
-    fn fence_globs() {
-        let fences = vec!["refs/heads/issue/*".to_owned()];
-        assert_eq!(
-            fenced_issue(&fences, "refs/heads/issue/7").as_deref(),
-            Some("7")
-        );
-        assert_eq!(fenced_issue(&fences, "refs/heads/main"), None);
-        assert!(glob_match("refs/*/issue-*", "refs/heads/issue-9"));
-        assert!(!glob_match("refs/heads/issue/*", "refs/heads/issue"));
+    fn a_fence_glob_names_the_issue_its_star_matched() {
+        let fences = vec![
+            "refs/heads/issue/*".to_owned(),
+            "refs/heads/*-wip".to_owned(),
+        ];
+        let issue = |name| fenced_issue(&fences, name);
+        assert_eq!(issue("refs/heads/issue/7").as_deref(), Some("7"));
+        assert_eq!(issue("refs/heads/issue/gh/123").as_deref(), Some("gh/123"));
+        assert_eq!(issue("refs/heads/x/9-wip").as_deref(), Some("x/9"));
+        assert_eq!(issue("refs/heads/main"), None);
+        assert_eq!(issue("refs/heads/issue/"), None);
+        assert_eq!(issue("refs/heads/issue"), None);
     }
 }

@@ -63,6 +63,7 @@ mod pack;
 pub mod remote;
 pub mod rules;
 pub mod session;
+pub mod step;
 pub mod store;
 pub mod time;
 pub mod verify;

@@ -110,7 +110,13 @@ pub fn sync(
                 continue;
             }
         }
-        let check = verify::verify_segment(store, issue, *remote_tip, local);
+        let check = verify::verify_segment(
+            store,
+            issue,
+            *remote_tip,
+            local,
+            crate::step::Judgement::Recorded,
+        );
         if let Some(first) = check.findings.first() {
             let reason = if first.rule == verify::Rule::FastForward {
                 "not a fast-forward: the remote rewrote this ledger".to_owned()

@@ -621,7 +621,9 @@ mod tests {
         assert_eq!(next.at, t(11));
         assert_eq!(next.acquired_at, Some(t(11)));
         assert_eq!(next.expires_at, Some(t(71)));
-        assert!(crate::verify::check_step(Some(&freed), &next).is_empty());
+        assert!(
+            crate::step::judge(Some(&freed), &next, crate::step::Judgement::Recorded).is_empty()
+        );
     }
 
     #[test]

@@ -5,7 +5,7 @@ use std::io::{BufRead, Write};
 use std::path::Path;
 use std::process::Command;
 
-use git_lease::hook::{self, Policy, Pusher, RefUpdate};
+use git_lease::hook::{self, Policy, RefUpdate};
 use git_lease::remote::Remote;
 use git_lease::{Error, IssueId};
 
@@ -37,7 +37,7 @@ pub(crate) fn hook_clock(
 pub(crate) fn hook(ctx: &Context, kind: &HookKind) -> Result<u8, Failure> {
     let store = ctx.ledger.store();
     let policy = Policy::from_config(store)?;
-    let pusher = Pusher::from_env(&policy.identity);
+    let pusher = hook::pusher_from_env(&policy.identity);
     let parse = |name: &str, old: &str, new: &str| -> Result<RefUpdate, Error> {
         let id = |hex: &str| {
             gix::ObjectId::from_hex(hex.as_bytes())

@@ -486,7 +486,7 @@ fn forged_tokens_and_holders_are_refused_and_leave_the_server_unchanged() {
         case(
             "release-by-other-by-server-clock",
             alice_until_plus_60,
-            "not-holder",
+            "holder-change",
             |c, issue, base| {
                 // Dated after alice's expiry by its own time, but she is live by the server's.
                 let v = with(freed(issue, "release", "alice", 1, 200), "by", json!("bob"));

@@ -1,0 +1,462 @@
+//! The legitimacy of one ledger step: the single judge of whether `next`, recorded on top of
+//! `prev`, is a step the rules allow.
+//!
+//! Every reader that accepts history from elsewhere asks [`judge`]: `verify` (an audit),
+//! `sync` and remote reads (a mirror or client taking a remote's new commits), and the server
+//! hook (a push arriving). An audit judges each step at its own recorded time, as its author
+//! saw it ([`Judgement::Recorded`]). A server judges a push at its own clock, with the
+//! authenticated pusher as the only actor it believes ([`Judgement::Arrival`]): the data of a
+//! push can say anything about who acted and when, so a step that needs a live lease, and every
+//! takeover, is decided at the server's clock, and `by`, the holder, and an administrator's
+//! rights are checked against who pushed. Nothing else in the crate restates these rules.
+
+use chrono::{DateTime, Duration, Utc};
+use serde::Serialize;
+
+use crate::lease::{Event, Lease, Takeover};
+use crate::liveness::LocalHost;
+use crate::rules::is_live;
+use crate::time::{format_instant, short_duration};
+
+/// A rule a ledger step can break. The names are stable: they appear in `--json` output and in
+/// hook refusals.
+#[derive(Serialize, Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[serde(rename_all = "kebab-case")]
+pub enum Rule {
+    /// A ledger commit has at most one parent (none for the first).
+    SingleParent,
+    /// A ledger commit's tree holds exactly one regular file, `lease.json`.
+    Tree,
+    /// `lease.json` is valid JSON of the documented shape.
+    Json,
+    /// `lease.json` is of a version this build knows.
+    Version,
+    /// `lease.json`'s issue is the ref's issue.
+    Issue,
+    /// A ledger starts with an acquire of token 1.
+    FirstToken,
+    /// The token grows by exactly one per new tenure and never otherwise.
+    TokenStep,
+    /// The holder changes only through a free or expired state.
+    HolderChange,
+    /// Events are in time order and each state's times are consistent.
+    TimeOrder,
+    /// The event agrees with the state it records (a freed lease has no holder, a renew keeps
+    /// the tenure, a release frees something that was held).
+    Event,
+    /// The ledger was rewound or rewritten: the new tip does not descend from the old one.
+    FastForward,
+    /// A pushed event's time is too far from the server's clock.
+    ClockSkew,
+    /// The step names an actor other than the authenticated pusher, or no pusher was
+    /// authenticated.
+    Identity,
+    /// Only an administrator (`lease.admins`) may revoke.
+    Admin,
+    /// A takeover the server cannot check (a holder process on another machine).
+    Unverifiable,
+}
+
+impl Rule {
+    /// Returns the rule's stable name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Rule::SingleParent => "single-parent",
+            Rule::Tree => "tree",
+            Rule::Json => "json",
+            Rule::Version => "version",
+            Rule::Issue => "issue",
+            Rule::FirstToken => "first-token",
+            Rule::TokenStep => "token-step",
+            Rule::HolderChange => "holder-change",
+            Rule::TimeOrder => "time-order",
+            Rule::Event => "event",
+            Rule::FastForward => "fast-forward",
+            Rule::ClockSkew => "clock-skew",
+            Rule::Identity => "identity",
+            Rule::Admin => "admin",
+            Rule::Unverifiable => "unverifiable",
+        }
+    }
+}
+
+impl std::fmt::Display for Rule {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A rule broken by one step, before it is tied to a commit.
+pub type Violation = (Rule, String);
+
+/// Who pushed, as a server established it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Pusher {
+    /// No identity is configured: who acted cannot be known.
+    Unknown,
+    /// Identity is configured but the push did not establish one (unsigned, bad signature,
+    /// variable unset); the reason.
+    Unauthenticated(String),
+    /// The authenticated pusher.
+    Known(String),
+}
+
+/// What a server knows when a push arrives.
+#[derive(Clone, Debug)]
+pub struct Arrival<'a> {
+    /// The server's clock.
+    pub now: DateTime<Utc>,
+    /// How far a pushed event's time may be from `now`.
+    pub max_skew: Duration,
+    /// Who pushed.
+    pub pusher: &'a Pusher,
+    /// The identities that may revoke (`lease.admins`), each a whole identity.
+    pub admins: &'a [String],
+    /// What the server can see of holder processes on its own machine.
+    pub host: Option<&'a LocalHost>,
+}
+
+/// How a step is judged.
+#[derive(Clone, Copy, Debug)]
+pub enum Judgement<'a> {
+    /// An audit of recorded history: each step at its own recorded time, the recorded actors
+    /// taken as written (`verify`, `sync`, remote reads).
+    Recorded,
+    /// A push arriving at a server: at the server's clock, with the pusher as the only actor.
+    Arrival(&'a Arrival<'a>),
+}
+
+/// Judges `next` recorded on top of `prev` (`None` for a ledger's first commit).
+///
+/// Returns every rule the step breaks; empty when it is legitimate.
+pub fn judge(prev: Option<&Lease>, next: &Lease, judgement: Judgement<'_>) -> Vec<Violation> {
+    let mut found = Vec::new();
+    let arrival = match judgement {
+        Judgement::Recorded => None,
+        Judgement::Arrival(a) => Some(a),
+    };
+    if let Some(a) = arrival {
+        if let Pusher::Unauthenticated(why) = a.pusher {
+            return vec![(Rule::Identity, why.clone())];
+        }
+        if (next.at - a.now).abs() > a.max_skew {
+            found.push((
+                Rule::ClockSkew,
+                format!(
+                    "the event time {} is more than {} from the server's clock {}",
+                    format_instant(next.at),
+                    short_duration(a.max_skew),
+                    format_instant(a.now)
+                ),
+            ));
+        }
+    }
+    check_shape(next, &mut found);
+    // The instant at which liveness decides: the event's own for an audit, the server's for
+    // an arrival.
+    let decided_at = arrival.map_or(next.at, |a| a.now);
+    match prev {
+        None => check_first(next, &mut found),
+        Some(prev) => check_transition(prev, next, decided_at, arrival, &mut found),
+    }
+    if let Some(a) = arrival {
+        check_actor(prev, next, decided_at, a, &mut found);
+    }
+    found
+}
+
+fn check_first(next: &Lease, found: &mut Vec<Violation>) {
+    if next.event != Event::Acquire || next.token != 1 {
+        found.push((
+            Rule::FirstToken,
+            format!(
+                "a ledger must start with an acquire of token 1, not {} of token {}",
+                next.event, next.token
+            ),
+        ));
+    }
+}
+
+/// Returns true if `next` takes over from a holder process that `prev` recorded and that is
+/// gone: as recorded, for an audit; only if the server sees the process gone on its own
+/// machine, for an arrival.
+fn process_gone_takeover(prev: &Lease, next: &Lease, arrival: Option<&Arrival<'_>>) -> bool {
+    let Some(process) = &prev.process else {
+        return false;
+    };
+    if next.takeover != Some(Takeover::ProcessGone) {
+        return false;
+    }
+    match arrival {
+        None => true,
+        Some(a) => a
+            .host
+            .is_some_and(|h| h.is_same_machine(process) && h.is_gone(process)),
+    }
+}
+
+fn check_transition(
+    prev: &Lease,
+    next: &Lease,
+    decided_at: DateTime<Utc>,
+    arrival: Option<&Arrival<'_>>,
+    found: &mut Vec<Violation>,
+) {
+    if next.at < prev.at {
+        found.push((
+            Rule::TimeOrder,
+            format!(
+                "event at {} is earlier than the previous event at {}",
+                format_instant(next.at),
+                format_instant(prev.at)
+            ),
+        ));
+    }
+    // Only a new tenure moves the token; every other event keeps it.
+    if next.event != Event::Acquire && next.token != prev.token {
+        found.push((
+            Rule::TokenStep,
+            format!(
+                "a {} keeps token {}, but records {}",
+                next.event, prev.token, next.token
+            ),
+        ));
+    }
+    let prev_live = is_live(prev, decided_at);
+    let gone = process_gone_takeover(prev, next, arrival);
+    let until = || {
+        prev.expires_at
+            .map(format_instant)
+            .unwrap_or_else(|| "no expiry".into())
+    };
+    let clock = if arrival.is_some() {
+        " by the server's clock"
+    } else {
+        ""
+    };
+    match next.event {
+        Event::Acquire => {
+            if prev_live && prev.holder != next.holder && !gone {
+                let unverifiable = next.takeover == Some(Takeover::ProcessGone)
+                    && prev.process.is_some()
+                    && arrival.is_some();
+                if unverifiable {
+                    found.push((
+                        Rule::Unverifiable,
+                        format!(
+                            "the takeover says {}'s process is gone, which this server cannot check (it ran on another machine, or is running); wait until {} or ask an administrator to revoke",
+                            prev.holder.as_deref().unwrap_or("nobody"),
+                            until()
+                        ),
+                    ));
+                } else {
+                    found.push((
+                        Rule::HolderChange,
+                        format!(
+                            "{} took the lease while {} still held it (token {}, until {}{clock})",
+                            next.holder.as_deref().unwrap_or("nobody"),
+                            prev.holder.as_deref().unwrap_or("nobody"),
+                            prev.token,
+                            until()
+                        ),
+                    ));
+                }
+            } else if prev_live && !gone {
+                found.push((
+                    Rule::TokenStep,
+                    format!(
+                        "a new tenure began while the same holder's tenure (token {}) was live; a re-acquire keeps the token",
+                        prev.token
+                    ),
+                ));
+            }
+            if Some(next.token) != prev.token.checked_add(1) {
+                found.push((
+                    Rule::TokenStep,
+                    format!(
+                        "a new tenure must take token {}, not {}",
+                        prev.token.saturating_add(1),
+                        next.token
+                    ),
+                ));
+            }
+        }
+        Event::Reacquire | Event::Renew => {
+            if prev.holder != next.holder {
+                found.push((
+                    Rule::HolderChange,
+                    format!(
+                        "a {} cannot change the holder from {} to {}",
+                        next.event,
+                        prev.holder.as_deref().unwrap_or("nobody"),
+                        next.holder.as_deref().unwrap_or("nobody")
+                    ),
+                ));
+            } else if !prev_live {
+                found.push((
+                    Rule::Event,
+                    format!(
+                        "a {} of a lease that was not live{clock} (it expired at {})",
+                        next.event,
+                        until()
+                    ),
+                ));
+            } else if next.acquired_at != prev.acquired_at {
+                found.push((
+                    Rule::Event,
+                    format!("a {} must keep the tenure's acquired_at", next.event),
+                ));
+            } else if prev.session.is_some() && next.session != prev.session {
+                found.push((
+                    Rule::Event,
+                    format!("a {} must keep the tenure's session", next.event),
+                ));
+            }
+        }
+        Event::Release | Event::Complete | Event::Abandon | Event::Revoke => {
+            match prev.holder.as_deref() {
+                None => found.push((
+                    Rule::Event,
+                    format!("a {} of a lease that was already free", next.event),
+                )),
+                Some(h) => {
+                    if next.previous_holder.as_deref() != Some(h) {
+                        found.push((
+                            Rule::Event,
+                            format!(
+                                "a {} must record the previous holder {h}, not {}",
+                                next.event,
+                                next.previous_holder.as_deref().unwrap_or("nothing")
+                            ),
+                        ));
+                    }
+                    let by_other = next.by.as_deref().is_some_and(|b| b != h);
+                    if prev_live && by_other && !gone && next.event != Event::Revoke {
+                        found.push((
+                            Rule::HolderChange,
+                            format!(
+                                "{} freed the lease while {h} still held it (until {}{clock})",
+                                next.by.as_deref().unwrap_or("someone"),
+                                until()
+                            ),
+                        ));
+                    }
+                }
+            }
+            if next.event == Event::Revoke && next.by.is_none() {
+                found.push((Rule::Event, "a revoke must record who revoked".into()));
+            }
+        }
+    }
+}
+
+/// Checks, for an arrival, that the authenticated pusher is the one the step needs: the
+/// holder for the holder's own steps, the new holder for a new tenure, anyone (named in `by`)
+/// for freeing an expired lease, an administrator for a revoke. `by`, when present, is always
+/// the pusher.
+fn check_actor(
+    prev: Option<&Lease>,
+    next: &Lease,
+    decided_at: DateTime<Utc>,
+    arrival: &Arrival<'_>,
+    found: &mut Vec<Violation>,
+) {
+    let Pusher::Known(who) = arrival.pusher else {
+        return;
+    };
+    let who = who.as_str();
+    let mismatch = |role: &str, named: Option<&str>| {
+        (
+            Rule::Identity,
+            format!(
+                "the commit records {} as {role}, but {who} pushed it",
+                named.unwrap_or("nobody")
+            ),
+        )
+    };
+    if next.event == Event::Revoke && !arrival.admins.iter().any(|a| a == who) {
+        found.push((
+            Rule::Admin,
+            format!("{who} is not in lease.admins and may not revoke"),
+        ));
+        return;
+    }
+    if let Some(by) = next.by.as_deref() {
+        if by != who {
+            found.push(mismatch("acting (by)", Some(by)));
+            return;
+        }
+    }
+    let prev_holder = prev.and_then(|p| p.holder.as_deref());
+    match next.event {
+        Event::Acquire => {
+            if next.holder.as_deref() != Some(who) {
+                found.push(mismatch("the new holder", next.holder.as_deref()));
+            }
+        }
+        Event::Reacquire | Event::Renew => {
+            if prev_holder != Some(who) {
+                found.push(mismatch("the holder", prev_holder));
+            }
+        }
+        Event::Release | Event::Complete | Event::Abandon => {
+            // A live lease is freed only by its holder; an expired one by whoever says so.
+            let live = prev.is_some_and(|p| is_live(p, decided_at));
+            let gone = prev.is_some_and(|p| process_gone_takeover(p, next, Some(arrival)));
+            let acting = if live && !gone {
+                prev_holder
+            } else {
+                next.actor()
+            };
+            if acting != Some(who) {
+                found.push(mismatch("acting", acting));
+            }
+        }
+        // An administrator, checked above, named in `by`, checked above too.
+        Event::Revoke => {}
+    }
+}
+
+/// Checks what a single state must satisfy on its own.
+fn check_shape(next: &Lease, found: &mut Vec<Violation>) {
+    let holds = matches!(next.event, Event::Acquire | Event::Reacquire | Event::Renew);
+    match (&next.holder, holds) {
+        (None, true) => found.push((
+            Rule::Event,
+            format!("a {} must record a holder", next.event),
+        )),
+        (Some(h), false) => found.push((
+            Rule::Event,
+            format!("a {} frees the lease, but records holder {h}", next.event),
+        )),
+        _ => {}
+    }
+    if next.event.frees() && (next.acquired_at.is_some() || next.expires_at.is_some()) {
+        found.push((
+            Rule::Event,
+            format!("a {} must clear acquired_at and expires_at", next.event),
+        ));
+    }
+    if holds {
+        match next.acquired_at {
+            None => found.push((Rule::Event, "a held lease must record acquired_at".into())),
+            Some(acquired) => {
+                if acquired > next.at {
+                    found.push((Rule::TimeOrder, "acquired_at is after the event".into()));
+                }
+                if next.event == Event::Acquire && acquired != next.at {
+                    found.push((
+                        Rule::TimeOrder,
+                        "a new tenure's acquired_at must be the time of its acquire".into(),
+                    ));
+                }
+            }
+        }
+        if next.expires_at.is_some_and(|e| e <= next.at) {
+            found.push((
+                Rule::TimeOrder,
+                "expires_at must be after the event that set it".into(),
+            ));
+        }
+    }
+}
