@@ -37,22 +37,44 @@ impl Ttl {
         if std.subsec_nanos() != 0 {
             return Err(invalid("must be a whole number of seconds".into()));
         }
-        // Ten thousand years is far beyond any real claim and keeps arithmetic in range.
-        const MAX_SECS: u64 = 10_000 * 366 * 86_400;
-        if std.as_secs() > MAX_SECS {
-            return Err(invalid(
-                "is too long; use `never` for an open-ended lease".into(),
-            ));
+        let too_long = || invalid("is too long; use `never` for an open-ended lease".into());
+        let span = latest() - earliest();
+        let secs = i64::try_from(std.as_secs()).map_err(|_| too_long())?;
+        if secs > span.num_seconds() {
+            return Err(too_long());
         }
-        let secs = i64::try_from(std.as_secs()).map_err(|_| invalid("is too long".into()))?;
         Ok(Ttl::For(Duration::seconds(secs)))
     }
 
-    /// Returns the expiry of a claim made or renewed at `now`.
+    /// Returns the expiry of a claim made or renewed at `now`, never past [`latest`] (the
+    /// command line refuses such a claim first, with [`Ttl::check_from`]).
     pub fn expiry_from(self, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
         match self {
             Ttl::Never => None,
-            Ttl::For(d) => Some(now + d),
+            Ttl::For(d) => Some(
+                now.checked_add_signed(d)
+                    .map_or(latest(), |t| t.min(latest())),
+            ),
+        }
+    }
+
+    /// Checks that a claim made at `now` for this long ends at an instant the ledger can
+    /// record (no later than [`latest`]).
+    ///
+    /// Returns [`Error::InvalidTtl`] otherwise.
+    pub fn check_from(self, now: DateTime<Utc>) -> Result<(), Error> {
+        let Ttl::For(d) = self else {
+            return Ok(());
+        };
+        match now.checked_add_signed(d) {
+            Some(end) if end <= latest() => Ok(()),
+            _ => Err(Error::InvalidTtl {
+                input: self.to_string(),
+                reason: format!(
+                    "would expire after {}, the last instant a lease can record; use `never` for an open-ended lease",
+                    format_instant(latest())
+                ),
+            }),
         }
     }
 }
@@ -66,22 +88,40 @@ impl std::fmt::Display for Ttl {
     }
 }
 
+/// Returns the first instant a ledger records: the unix epoch.
+pub fn earliest() -> DateTime<Utc> {
+    DateTime::UNIX_EPOCH
+}
+
+/// Returns the last instant a ledger records, `9999-12-31T23:59:59Z`: RFC 3339 has four-digit
+/// years, so every instant written is one every reader parses back.
+pub fn latest() -> DateTime<Utc> {
+    Utc.with_ymd_and_hms(9999, 12, 31, 23, 59, 59)
+        .single()
+        .unwrap_or(DateTime::<Utc>::MAX_UTC)
+}
+
 /// Parses an instant given as unix seconds (`1796045100`) or RFC 3339
 /// (`2026-11-30T14:05:00Z`, any offset), truncated to whole seconds.
 ///
-/// Returns [`Error::InvalidTime`] when it is neither.
+/// Returns [`Error::InvalidTime`] when it is neither, or is outside [`earliest`]..=[`latest`].
 pub fn parse_instant(input: &str) -> Result<DateTime<Utc>, Error> {
     let text = input.trim();
     let invalid = || Error::InvalidTime {
         input: input.to_owned(),
     };
-    if !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit()) {
+    let parsed = if !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit()) {
         let secs: i64 = text.parse().map_err(|_| invalid())?;
-        return Utc.timestamp_opt(secs, 0).single().ok_or_else(invalid);
+        Utc.timestamp_opt(secs, 0).single().ok_or_else(invalid)?
+    } else {
+        DateTime::parse_from_rfc3339(text)
+            .map(|t| t.with_timezone(&Utc).trunc_subsecs(0))
+            .map_err(|_| invalid())?
+    };
+    if parsed < earliest() || parsed > latest() {
+        return Err(invalid());
     }
-    DateTime::parse_from_rfc3339(text)
-        .map(|t| t.with_timezone(&Utc).trunc_subsecs(0))
-        .map_err(|_| invalid())
+    Ok(parsed)
 }
 
 /// Returns `at` as stored: RFC 3339 in UTC with whole seconds and a `Z`.
@@ -187,6 +227,28 @@ mod tests {
         for bad in ["", "yesterday", "2026-11-30", "-1", "12:00"] {
             assert!(parse_instant(bad).is_err(), "{bad:?} must be refused");
         }
+    }
+
+    #[test]
+    fn every_instant_written_is_one_that_reads_back() {
+        let last = latest();
+        assert_eq!(parse_instant(&format_instant(last)).unwrap(), last);
+        for out_of_range in [
+            "8210266876799",
+            "253402300800",
+            "1969-12-31T23:59:59Z",
+            "0000-01-01T00:00:00Z",
+        ] {
+            assert!(parse_instant(out_of_range).is_err(), "{out_of_range}");
+        }
+        let now = parse_instant("2026-11-30T14:00:00Z").unwrap();
+        assert!(Ttl::parse("3000000d").is_err(), "longer than any ledger");
+        let huge = Ttl::parse("2920000d").unwrap();
+        assert!(huge.check_from(now).is_err());
+        assert_eq!(huge.expiry_from(now), Some(last), "saturates, never panics");
+        assert!(Ttl::parse("100y").unwrap().check_from(now).is_ok());
+        assert!(Ttl::parse("1s").unwrap().check_from(last).is_err());
+        assert!(Ttl::parse("100000y").is_err());
     }
 
     #[test]

@@ -427,15 +427,19 @@ impl Context {
         Ok(holder)
     }
 
+    /// Returns the TTL of a claim made now, refusing one whose expiry the ledger could not
+    /// record.
     fn ttl(&self, arg: &TtlArg) -> Result<Ttl, Error> {
-        match &arg.ttl {
-            Some(t) => Ttl::parse(t),
+        let ttl = match &arg.ttl {
+            Some(t) => Ttl::parse(t)?,
             None => match self.ledger.store().config_string("lease.ttl") {
                 Some(t) => Ttl::parse(&t)
-                    .map_err(|e| Error::InvalidInput(format!("config lease.ttl: {e}"))),
-                None => Ttl::parse(DEFAULT_TTL),
+                    .map_err(|e| Error::InvalidInput(format!("config lease.ttl: {e}")))?,
+                None => Ttl::parse(DEFAULT_TTL)?,
             },
-        }
+        };
+        ttl.check_from(self.now)?;
+        Ok(ttl)
     }
 }
 

@@ -760,6 +760,37 @@ fn a_bad_clock_is_bad_usage() {
 }
 
 #[test]
+fn a_clock_or_ttl_past_what_a_ledger_records_is_bad_usage_and_writes_nothing() {
+    let repo = TestRepo::new();
+    for now in ["8210266876799", "253402300800", "1969-12-31T23:59:59Z"] {
+        repo.run_at(now, &["acquire", "1", "--holder", "a"])
+            .code(2)
+            .stderr_has(now);
+    }
+    // 2,920,000 days is a valid duration, but from 2026 it ends after year 9999.
+    for ttl in ["2920000d", "3000000d", "100000y"] {
+        repo.run_at(&at(0), &["acquire", "x", "--holder", "a", "--ttl", ttl])
+            .code(2)
+            .stderr_has("TTL");
+    }
+    repo.git(&["config", "lease.ttl", "2920000d"]);
+    repo.run_at(&at(0), &["acquire", "x", "--holder", "a"])
+        .code(2);
+    assert_eq!(repo.lease_refs(), "");
+    // The last instant a ledger records is one every reader parses back.
+    repo.git(&["config", "--unset", "lease.ttl"]);
+    repo.run_at(
+        "9999-12-31T23:00:00Z",
+        &["acquire", "x", "--holder", "a", "--ttl", "30m"],
+    )
+    .ok();
+    repo.run_at("9999-12-31T23:00:00Z", &["list"])
+        .ok()
+        .stdout_has("x");
+    repo.run_at("9999-12-31T23:00:00Z", &["verify"]).ok();
+}
+
+#[test]
 fn a_bad_holder_is_bad_usage() {
     let repo = TestRepo::new();
     let long = "h".repeat(257);
