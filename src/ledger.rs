@@ -358,6 +358,10 @@ pub(crate) type SwapEdit = (IssueId, gix::ObjectId, Option<gix::ObjectId>);
 
 /// Resolves `prefix` among `names`: exact match first, then a unique prefix match.
 pub fn resolve_among<'a>(prefix: &str, names: impl Iterator<Item = &'a str>) -> Result<IssueId> {
+    // An empty prefix would match every lease: it is no id at all.
+    if prefix.is_empty() {
+        return IssueId::new(prefix);
+    }
     let mut candidates = Vec::new();
     for name in names {
         if name == prefix {
@@ -369,7 +373,7 @@ pub fn resolve_among<'a>(prefix: &str, names: impl Iterator<Item = &'a str>) -> 
     }
     match candidates.len() {
         // A prefix that matches nothing and cannot be an id is bad input, not a missing lease.
-        0 if !prefix.is_empty() && IssueId::new(prefix.trim_end_matches('/')).is_err() => {
+        0 if IssueId::new(prefix.trim_end_matches('/')).is_err() => {
             IssueId::new(prefix.trim_end_matches('/'))
         }
         0 => Err(Error::NoSuchLease(prefix.to_owned())),

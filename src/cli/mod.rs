@@ -159,7 +159,7 @@ enum Command {
     },
     /// Fencing check: succeed only if TOKEN is the live tenure's token
     Check {
-        /// The issue id or a unique prefix
+        /// The exact issue id
         issue: String,
         /// The fencing token to check
         #[arg(long)]
@@ -180,7 +180,7 @@ enum Command {
     },
     /// Free someone else's lease as an administrator (token kept; who and why recorded)
     Revoke {
-        /// The issue id or a unique prefix
+        /// The exact issue id
         issue: String,
         /// Why the lease is revoked (recorded in the ledger)
         #[arg(long, required = true)]
@@ -562,7 +562,8 @@ fn dispatch(ctx: &Context, command: Command, out: &mut dyn Write) -> Result<u8, 
             holder,
         } => {
             let by = ctx.holder(&holder)?;
-            let issue = target.resolve(&issue)?;
+            // Exact ids only: freeing someone else's lease is never a guess.
+            let issue = IssueId::new(&issue)?;
             let report =
                 target.apply(&issue, |cur| rules::revoke(&issue, cur, &by, &reason, now))?;
             emit_reports(ctx, &[report], false, None, out)
@@ -733,7 +734,8 @@ fn dispatch(ctx: &Context, command: Command, out: &mut dyn Write) -> Result<u8, 
             token,
             holder,
         } => {
-            let issue = target.resolve_for_write(&issue)?;
+            // Exact ids only: a prefix is never a fencing answer.
+            let issue = IssueId::new(&issue)?;
             let entry = target.current(&issue)?;
             let verdict = rules::check(
                 entry.as_ref().map(|e| &e.lease),

@@ -562,7 +562,7 @@ fn a_unique_prefix_resolves() {
     assert_eq!(repo.json_at(T0, 0, &["show", "gh/"])["issue"], "gh/123");
     assert_eq!(repo.json_at(T0, 0, &["show", "gh/12"])["issue"], "gh/123");
     assert_eq!(repo.json_at(T0, 0, &["log", "al"])[0]["holder"], "a");
-    repo.json_at(T0, 0, &["check", "al", "--token", "1", "--holder", "a"]);
+    repo.json_at(T0, 0, &["check", "alpha", "--token", "1", "--holder", "a"]);
     let v = repo.json_at(&at_min(1), 0, &["renew", "al", "--holder", "a"]);
     assert_eq!(v["issue"], "alpha");
     let v = repo.json_at(&at_min(1), 0, &["release", "gh/1", "--holder", "g"]);
@@ -581,7 +581,6 @@ fn an_ambiguous_prefix_is_refused_listing_the_candidates() {
     let cases: &[&[&str]] = &[
         &["show", "beta"],
         &["log", "beta"],
-        &["check", "beta", "--token", "1"],
         &["release", "beta", "--holder", "a"],
         &["renew", "beta", "--holder", "a"],
     ];
@@ -591,6 +590,39 @@ fn an_ambiguous_prefix_is_refused_listing_the_candidates() {
             .stderr_has("ambiguous")
             .stderr_has("beta1")
             .stderr_has("beta2");
+    }
+    assert_eq!(repo.snapshot(), before);
+}
+
+#[test]
+fn check_and_revoke_take_exact_ids_only_and_an_empty_id_is_bad_usage() {
+    let repo = TestRepo::new();
+    repo.json_at(T0, 0, &["acquire", "123", "--holder", "a"]);
+    let before = repo.snapshot();
+    // A prefix is never a fencing answer: issue 12 was never leased.
+    let v = repo.json_at(T0, 3, &["check", "12", "--token", "1"]);
+    assert_eq!(v["ok"], false);
+    assert_eq!(v["issue"], "12");
+    repo.run_at(T0, &["check", "12", "--token", "1", "--holder", "a"])
+        .code(3)
+        .stdout_has("never leased");
+    // Nor is it a revoke of the lease it prefixes.
+    let v = repo.json_at(T0, 0, &["revoke", "12", "--reason", "r", "--holder", "ops"]);
+    assert_eq!(v["outcome"], "not_held");
+    assert_eq!(repo.snapshot(), before);
+    repo.json_at(T0, 0, &["check", "123", "--token", "1"]);
+    for args in [
+        &["show", ""][..],
+        &["log", ""],
+        &["check", "", "--token", "1"],
+        &["revoke", "", "--reason", "r", "--holder", "ops"],
+        &["release", "", "--holder", "a"],
+        &["renew", "", "--holder", "a"],
+        &["verify", ""],
+    ] {
+        repo.run_at(T0, args)
+            .code(2)
+            .stderr_has("must not be empty");
     }
     assert_eq!(repo.snapshot(), before);
 }
