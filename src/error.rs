@@ -117,6 +117,19 @@ pub enum Error {
         /// What the remote said.
         message: String,
     },
+    /// A remote rewound or rewrote a ledger this clone verified before; nothing was decided on
+    /// it.
+    #[error("remote ledger {divergence}: refs/leases/{issue} on {remote}: {detail}; nothing was written (the last verified state is kept in the remote-tracking ref)")]
+    RemoteDiverged {
+        /// The remote.
+        remote: String,
+        /// The issue.
+        issue: String,
+        /// `rewound` or `rewritten`.
+        divergence: &'static str,
+        /// What exactly is wrong.
+        detail: String,
+    },
     /// A git subprocess (push or fetch) failed.
     #[error("{command} failed: {message}")]
     Transport {
@@ -169,6 +182,7 @@ impl Error {
             Error::Corrupt { .. }
             | Error::Locked { .. }
             | Error::Transport { .. }
+            | Error::RemoteDiverged { .. }
             | Error::Git { .. }
             | Error::Io { .. } => ErrorKind::Failure,
         }

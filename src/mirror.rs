@@ -66,8 +66,8 @@ pub fn sync(
     progress: &mut dyn FnMut(usize, usize),
 ) -> Result<SyncReport> {
     let store = ledger.store();
-    let tracked_before = remote.tracked()?;
-    let remote_refs = remote.fetch_all()?;
+    let fetched = remote.fetch_all()?;
+    let remote_refs = &fetched.remote;
     let local_refs = store.lease_refs()?;
     let mut report = SyncReport {
         remote: remote.name().to_owned(),
@@ -159,15 +159,12 @@ pub fn sync(
             )),
         }
     }
-    // A ledger the remote had at the last fetch and no longer has was deleted upstream:
-    // lease refs are never deleted, so that is reported, and the local copy is kept.
-    for (issue, _) in &tracked_before {
-        let gone = remote_refs
-            .binary_search_by(|(n, _)| n.as_str().cmp(issue))
-            .is_err();
-        if let (true, Some(local)) = (gone, local_tip(issue)) {
+    // A ledger the remote had before and no longer has was deleted upstream: lease refs are
+    // never deleted, so that is reported, and the local copy is kept.
+    for gone in fetched.diverged.iter().filter(|d| d.remote.is_none()) {
+        if let Some(local) = local_tip(&gone.issue) {
             report.refused.push(Refused {
-                issue: issue.clone(),
+                issue: gone.issue.clone(),
                 local: Some(local.to_string()),
                 remote: None,
                 reason: "the remote no longer has this ledger (deleted upstream); the local copy is kept".into(),

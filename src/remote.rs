@@ -2,13 +2,21 @@
 //! is the compare-and-swap.
 //!
 //! gix cannot push, so pushes and fetches run the git CLI, which brings every transport and
-//! the credentials git has configured. What the remote was last seen to hold is kept in
-//! remote-tracking lease refs, `refs/lease-remotes/<remote>/<issue>`, the way
-//! `refs/remotes/<remote>/*` tracks branches. A write decides optimistically from that copy and
-//! pushes against it, so an uncontended claim is one round trip; when the push finds the
-//! remote moved, or the copy says someone else holds the lease, it fetches and decides again
-//! with the same rules. After a push lands, the local `refs/leases/<issue>` is set to exactly
-//! what the remote accepted.
+//! the credentials git has configured. What the remote was last seen to hold, *and verified*,
+//! is kept in remote-tracking lease refs, `refs/lease-remotes/<remote>/<issue>`, the way
+//! `refs/remotes/<remote>/*` tracks branches. A fetch lands in a staging namespace,
+//! `refs/lease-incoming/<remote>/<issue>`; a tracking ref moves to the fetched tip only if that
+//! tip descends from it and every new commit passes [`crate::step::judge`]. A remote that
+//! rewound or rewrote a ledger (a hookless host anyone can force-push to) is refused with
+//! [`Error::RemoteDiverged`] before anything is decided on it, so a client never issues a
+//! token again that it has seen issued.
+//!
+//! A write decides optimistically from the tracking copy and pushes against it, so an
+//! uncontended claim is one round trip; when the push finds the remote moved, or the copy says
+//! someone else holds the lease, it fetches and decides again with the same rules. After a
+//! push lands, the tracking ref and the local `refs/leases/<issue>` are set to exactly what the
+//! remote accepted. Tracking refs are a cache of verified state: failing to update one (a
+//! lock held by a concurrent command in the same clone) never fails a claim.
 
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -20,10 +28,78 @@ use crate::issue::{IssueId, REF_PREFIX};
 use crate::lease::Lease;
 use crate::ledger::{resolve_among, Ledger, Report};
 use crate::rules::Transition;
+use crate::step::{Judgement, Rule};
 use crate::store::Entry;
+use crate::verify;
 
-/// The namespace of remote-tracking lease refs.
+/// The namespace of remote-tracking lease refs: what each remote was seen to hold, verified.
 pub const TRACKING_PREFIX: &str = "refs/lease-remotes/";
+
+/// The namespace fetches land in before their new commits are verified.
+pub const INCOMING_PREFIX: &str = "refs/lease-incoming/";
+
+/// How many times a fetch is retried when a concurrent command in the same clone holds the
+/// lock of a ref it updates.
+const FETCH_LOCK_ATTEMPTS: u32 = 12;
+
+/// How a remote's ledger departs from what this clone verified before.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Divergence {
+    /// The remote's ledger is behind what was seen, or gone: history was cut back.
+    Rewound,
+    /// The remote's ledger left the seen history, or its new commits break a rule.
+    Rewritten,
+}
+
+impl Divergence {
+    /// Returns `rewound` or `rewritten`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Divergence::Rewound => "rewound",
+            Divergence::Rewritten => "rewritten",
+        }
+    }
+}
+
+/// One remote ledger that was refused, and why.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct Diverged {
+    /// The issue.
+    pub issue: String,
+    /// How it diverged.
+    pub divergence: Divergence,
+    /// The tip this clone verified before (kept in the tracking ref).
+    pub seen: Option<String>,
+    /// The remote's tip now (`None`: the remote no longer has the ledger).
+    pub remote: Option<String>,
+    /// What exactly is wrong, in one line.
+    pub detail: String,
+}
+
+impl Diverged {
+    /// Returns the error a command that needs this ledger fails with.
+    pub fn into_error(self, remote: &str) -> Error {
+        Error::RemoteDiverged {
+            remote: remote.to_owned(),
+            issue: self.issue,
+            divergence: self.divergence.as_str(),
+            detail: self.detail,
+        }
+    }
+}
+
+/// What one fetch of every lease ref found.
+#[derive(Clone, Debug, Default)]
+pub struct Fetched {
+    /// The remote's lease refs as fetched, `(issue, tip)`, sorted by issue.
+    pub remote: Vec<(String, ObjectId)>,
+    /// The verified tracking refs afterwards, `(issue, tip)`, sorted by issue, without the
+    /// diverged ledgers.
+    pub verified: Vec<(String, ObjectId)>,
+    /// The ledgers the remote rewound or rewrote; their tracking refs keep what was verified.
+    pub diverged: Vec<Diverged>,
+}
 
 /// How many times a write fetches and decides again after losing the push race, by default.
 pub const DEFAULT_ATTEMPTS: u32 = 12;
@@ -33,6 +109,7 @@ pub struct Remote<'a> {
     ledger: &'a Ledger,
     remote: String,
     tracking: String,
+    incoming: String,
     attempts: u32,
 }
 
@@ -70,6 +147,7 @@ impl<'a> Remote<'a> {
             ledger,
             remote: remote.to_owned(),
             tracking: format!("{TRACKING_PREFIX}{slug}/"),
+            incoming: format!("{INCOMING_PREFIX}{slug}/"),
             attempts,
         })
     }
@@ -95,66 +173,210 @@ impl<'a> Remote<'a> {
         cmd
     }
 
-    /// Fetches the remote's `refs/leases/<issue>` into its tracking ref.
-    ///
-    /// Returns the remote's tip, or `None` if the remote has no such lease.
-    pub fn fetch_one(&self, issue: &IssueId) -> Result<Option<ObjectId>> {
-        let refspec = format!("+{}:{}", issue.ref_name(), self.tracking_ref(issue));
-        let mut cmd = self.git();
-        cmd.args([
-            "fetch",
-            "--quiet",
-            "--no-tags",
-            "--no-write-fetch-head",
-            "--",
-        ])
-        .arg(&self.remote)
-        .arg(&refspec);
-        let out = run(cmd, &format!("git fetch {} {refspec}", self.remote))?;
-        if !out.status.success() {
-            let stderr = String::from_utf8_lossy(&out.stderr);
-            if stderr.contains("couldn't find remote ref") {
-                return Ok(None);
-            }
-            return Err(Error::Transport {
-                command: format!("git fetch {} {refspec}", self.remote),
-                message: stderr.trim().to_owned(),
-            });
-        }
-        self.ledger.store().tip_of(&self.tracking_ref(issue))
+    fn incoming_ref(&self, issue: &IssueId) -> String {
+        format!("{}{}", self.incoming, issue)
     }
 
-    /// Fetches every `refs/leases/*` of the remote into the tracking refs in one fetch, and
-    /// returns them as `(issue, tip)`.
-    pub fn fetch_all(&self) -> Result<Vec<(String, ObjectId)>> {
-        let refspec = format!("+{REF_PREFIX}*:{}*", self.tracking);
-        let mut cmd = self.git();
-        cmd.args([
-            "fetch",
-            "--quiet",
-            "--no-tags",
-            "--no-write-fetch-head",
-            "--prune",
-            "--",
-        ])
-        .arg(&self.remote)
-        .arg(&refspec);
-        let out = run(cmd, &format!("git fetch {} {refspec}", self.remote))?;
+    /// Runs `git fetch` with `args`, retrying while a concurrent command in this clone holds
+    /// the lock of a ref it would update. Returns git's output of the last attempt.
+    fn fetch(&self, args: &[&str], shown: &str) -> Result<std::process::Output> {
+        let mut attempt = 0;
+        loop {
+            let mut cmd = self.git();
+            cmd.env("LC_ALL", "C").arg("fetch").args(args);
+            let out = run(cmd, shown)?;
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            let locked = stderr.contains("cannot lock ref") || stderr.contains(".lock");
+            if out.status.success() || !locked || attempt + 1 >= FETCH_LOCK_ATTEMPTS {
+                return Ok(out);
+            }
+            backoff(attempt);
+            attempt += 1;
+        }
+    }
+
+    /// Fetches the remote's `refs/leases/<issue>` and verifies what is new.
+    ///
+    /// Returns the remote's tip, now also the tracking ref's, or `None` if the remote has no
+    /// such lease and never had one here; [`Error::RemoteDiverged`] if it rewound or rewrote
+    /// the ledger this clone verified before.
+    pub fn fetch_one(&self, issue: &IssueId) -> Result<Option<ObjectId>> {
+        let refspec = format!("+{}:{}", issue.ref_name(), self.incoming_ref(issue));
+        let shown = format!("git fetch {} {refspec}", self.remote);
+        let out = self.fetch(
+            &[
+                "--quiet",
+                "--no-tags",
+                "--no-write-fetch-head",
+                "--",
+                &self.remote,
+                &refspec,
+            ],
+            &shown,
+        )?;
+        let fetched = if out.status.success() {
+            self.ledger.store().tip_of(&self.incoming_ref(issue))?
+        } else {
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            if !stderr.contains("couldn't find remote ref") {
+                return Err(Error::Transport {
+                    command: shown,
+                    message: stderr.trim().to_owned(),
+                });
+            }
+            None
+        };
+        let seen = self.ledger.store().tip_of(&self.tracking_ref(issue))?;
+        match self.judge_fetched(issue.as_str(), seen, fetched)? {
+            Ok(tip) => {
+                if let Some(tip) = tip.filter(|t| Some(*t) != seen) {
+                    self.track(&[(issue.as_str(), tip, seen)]);
+                }
+                Ok(tip)
+            }
+            Err(diverged) => Err(diverged.into_error(&self.remote)),
+        }
+    }
+
+    /// Fetches every `refs/leases/*` of the remote in one fetch and verifies what is new in
+    /// each ledger.
+    pub fn fetch_all(&self) -> Result<Fetched> {
+        let refspec = format!("+{REF_PREFIX}*:{}*", self.incoming);
+        let shown = format!("git fetch --prune {} {refspec}", self.remote);
+        let out = self.fetch(
+            &[
+                "--quiet",
+                "--no-tags",
+                "--no-write-fetch-head",
+                "--prune",
+                "--",
+                &self.remote,
+                &refspec,
+            ],
+            &shown,
+        )?;
         if !out.status.success() {
             return Err(Error::Transport {
-                command: format!("git fetch --prune {} {refspec}", self.remote),
+                command: shown,
                 message: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
             });
         }
-        self.tracked()
+        let store = self.ledger.store();
+        let remote = store.refs_under(&self.incoming)?;
+        let seen = self.tracked()?;
+        let mut fetched = Fetched {
+            remote: Vec::with_capacity(remote.len()),
+            ..Fetched::default()
+        };
+        // Every issue either side has: (the remote's tip, the tip verified before).
+        let mut sides: std::collections::BTreeMap<String, (Option<ObjectId>, Option<ObjectId>)> =
+            std::collections::BTreeMap::new();
+        for (issue, tip) in remote {
+            sides.entry(issue).or_default().0 = Some(tip);
+        }
+        for (issue, tip) in seen {
+            sides.entry(issue).or_default().1 = Some(tip);
+        }
+        let mut moves = Vec::new();
+        for (issue, (remote_tip, seen_tip)) in &sides {
+            if let Some(tip) = remote_tip {
+                fetched.remote.push((issue.clone(), *tip));
+            }
+            match self.judge_fetched(issue, *seen_tip, *remote_tip)? {
+                Ok(Some(tip)) => {
+                    if Some(tip) != *seen_tip {
+                        moves.push((issue.as_str(), tip, *seen_tip));
+                    }
+                    fetched.verified.push((issue.clone(), tip));
+                }
+                Ok(None) => {}
+                Err(diverged) => fetched.diverged.push(diverged),
+            }
+        }
+        self.track(&moves);
+        Ok(fetched)
     }
 
-    /// Returns the tracking refs as last fetched, as `(issue, tip)`.
+    /// Decides whether the remote's `fetched` tip of `issue` may replace the `seen` one: it
+    /// must descend from it, and its new commits must pass the transition rules. Returns the
+    /// tip to track (the caller moves the tracking ref) or why it was refused.
+    fn judge_fetched(
+        &self,
+        issue: &str,
+        seen: Option<ObjectId>,
+        fetched: Option<ObjectId>,
+    ) -> Result<std::result::Result<Option<ObjectId>, Diverged>> {
+        let store = self.ledger.store();
+        let diverged = |divergence, detail: String| Diverged {
+            issue: issue.to_owned(),
+            divergence,
+            seen: seen.map(|s| s.to_string()),
+            remote: fetched.map(|f| f.to_string()),
+            detail,
+        };
+        let Some(tip) = fetched else {
+            return Ok(match seen {
+                None => Ok(None),
+                Some(seen) => Err(diverged(
+                    Divergence::Rewound,
+                    format!(
+                        "the remote no longer has this ledger, which was at {seen} here; lease refs are never deleted"
+                    ),
+                )),
+            });
+        };
+        if seen == Some(tip) {
+            return Ok(Ok(Some(tip)));
+        }
+        let check = verify::verify_segment(store, issue, tip, seen, Judgement::Recorded);
+        if let Some(first) = check.findings.first() {
+            let seen_text = seen.map_or_else(|| "none".to_owned(), |s| s.to_string());
+            return Ok(Err(if first.rule == Rule::FastForward {
+                match seen {
+                    Some(seen) if verify::descends_from(store, seen, tip) => diverged(
+                        Divergence::Rewound,
+                        format!("the remote is at {tip}, behind {seen_text} seen here before"),
+                    ),
+                    _ => diverged(
+                        Divergence::Rewritten,
+                        format!(
+                            "the remote is at {tip}, which does not descend from {seen_text} seen here before"
+                        ),
+                    ),
+                }
+            } else {
+                diverged(
+                    Divergence::Rewritten,
+                    format!("the remote's new commits break a rule: {first}"),
+                )
+            }));
+        }
+        Ok(Ok(Some(tip)))
+    }
+
+    /// Moves the tracking refs of `moves` (`(issue, new, seen)`) to what was verified. Best
+    /// effort: a concurrent command in this clone may have moved one on, or hold its lock; the
+    /// next read verifies again from what is there.
+    fn track(&self, moves: &[(&str, ObjectId, Option<ObjectId>)]) {
+        if moves.is_empty() {
+            return;
+        }
+        let edits: Vec<(String, ObjectId, Option<ObjectId>)> = moves
+            .iter()
+            .map(|(issue, new, seen)| (format!("{}{issue}", self.tracking), *new, *seen))
+            .collect();
+        let _ = self
+            .ledger
+            .store()
+            .move_refs(&edits, &format!("git-lease: verified from {}", self.remote));
+    }
+
+    /// Returns the tracking refs, as last verified, as `(issue, tip)`.
     pub fn tracked(&self) -> Result<Vec<(String, ObjectId)>> {
         self.ledger.store().refs_under(&self.tracking)
     }
 
-    /// Returns the newest entry of `issue` as last fetched.
+    /// Returns the newest entry of `issue` as last verified.
     pub fn tracked_entry(&self, issue: &IssueId) -> Result<Option<Entry>> {
         let store = self.ledger.store();
         store
@@ -178,14 +400,17 @@ impl<'a> Remote<'a> {
         }
     }
 
-    /// Fetches all leases and returns the newest entry of each, sorted by issue.
-    pub fn list(&self) -> Result<Vec<Entry>> {
-        let refs = self.fetch_all()?;
-        let (entries, _) = crate::cache::list(self.ledger.store(), &self.tracking, refs)?;
-        Ok(entries
+    /// Fetches all leases and returns the newest entry of each verified ledger, sorted by
+    /// issue, with the ledgers the remote rewound or rewrote (left out of the entries).
+    pub fn list(&self) -> Result<(Vec<Entry>, Vec<Diverged>)> {
+        let fetched = self.fetch_all()?;
+        let (entries, _) =
+            crate::cache::list(self.ledger.store(), &self.tracking, fetched.verified)?;
+        let entries = entries
             .into_iter()
             .map(|e| self.ledger.observe(e))
-            .collect())
+            .collect();
+        Ok((entries, fetched.diverged))
     }
 
     /// Fetches `issue` and returns its ledger on the remote, newest first.
@@ -195,13 +420,13 @@ impl<'a> Remote<'a> {
     }
 
     /// Resolves an id or unique prefix against the remote's leases: first against the copy
-    /// last fetched, then, if nothing matches there, after fetching them all.
+    /// last verified, then, if nothing matches there, after fetching them all.
     pub fn resolve(&self, prefix: &str) -> Result<IssueId> {
         let local = self.tracked()?;
         match resolve_among(prefix, local.iter().map(|(n, _)| n.as_str())) {
             Err(Error::NoSuchLease(_)) => {
                 let all = self.fetch_all()?;
-                resolve_among(prefix, all.iter().map(|(n, _)| n.as_str()))
+                resolve_among(prefix, all.verified.iter().map(|(n, _)| n.as_str()))
             }
             other => other,
         }
@@ -235,7 +460,7 @@ impl<'a> Remote<'a> {
             let commit = store.write(&next, parent)?;
             match self.push(&[(issue.clone(), commit, parent)])? {
                 PushResult::Done => {
-                    self.record_accepted(issue, commit, &next)?;
+                    self.record_accepted(issue, commit, parent, &next);
                     return Ok(Report::written(
                         transition.outcome,
                         issue,
@@ -289,7 +514,7 @@ impl<'a> Remote<'a> {
                 PushResult::Done => {
                     for r in &reports {
                         if let (true, Some(e)) = (r.wrote, &r.entry) {
-                            self.record_accepted(&r.issue, e.commit, &e.lease)?;
+                            self.record_accepted(&r.issue, e.commit, e.parent, &e.lease);
                         }
                     }
                     return Ok(reports);
@@ -317,12 +542,20 @@ impl<'a> Remote<'a> {
         })
     }
 
-    /// Sets the tracking ref and the local lease ref to what the remote accepted.
-    fn record_accepted(&self, issue: &IssueId, commit: ObjectId, lease: &Lease) -> Result<()> {
+    /// Sets the tracking ref and the local lease ref to what the remote accepted, on top of
+    /// `parent`. Both are copies: the remote has the write, so a lock another command in this
+    /// clone holds (or any other failure here) must not fail it; the next read catches up.
+    fn record_accepted(
+        &self,
+        issue: &IssueId,
+        commit: ObjectId,
+        parent: Option<ObjectId>,
+        lease: &Lease,
+    ) {
         let store = self.ledger.store();
         let message = format!("git-lease: {} via {}", lease.event, self.remote);
-        store.set_ref(&self.tracking_ref(issue), commit, &message)?;
-        store.set_ref(&issue.ref_name(), commit, &message)
+        let _ = store.move_refs(&[(self.tracking_ref(issue), commit, parent)], &message);
+        let _ = store.set_ref(&issue.ref_name(), commit, &message);
     }
 
     /// Pushes `edits` as `(issue, new, expected old)` in one atomic push with a lease on each

@@ -861,6 +861,59 @@ impl Store {
             .join(format!("{}.lock", issue.ref_name()))
     }
 
+    /// Moves each bookkeeping ref of `moves` (`(name, new, expected)`, `None`: absent) to its
+    /// new value if it is at the expected one, as compare-and-swaps: in one transaction, or
+    /// one by one if that fails; for remote-tracking refs, never ledger refs.
+    ///
+    /// Returns the first error when a ref was elsewhere or its lock was held.
+    pub(crate) fn move_refs(
+        &self,
+        moves: &[(String, ObjectId, Option<ObjectId>)],
+        log_message: &str,
+    ) -> Result<()> {
+        let edit = |(name, new, expected): &(String, ObjectId, Option<ObjectId>)| {
+            let full = gix::refs::FullName::try_from(name.as_str())
+                .map_err(|e| Error::InvalidInput(format!("invalid ref name {name:?}: {e}")))?;
+            Ok(RefEdit {
+                change: Change::Update {
+                    log: LogChange {
+                        mode: RefLog::AndReference,
+                        force_create_reflog: false,
+                        message: log_message.into(),
+                    },
+                    expected: match expected {
+                        Some(old) => PreviousValue::MustExistAndMatch(Target::Object(*old)),
+                        None => PreviousValue::MustNotExist,
+                    },
+                    new: Target::Object(*new),
+                },
+                name: full,
+                deref: false,
+            })
+        };
+        let commit = |edits: Vec<RefEdit>| {
+            let fail = gix::lock::acquire::Fail::AfterDurationWithBackoff(self.lock_wait);
+            self.repo
+                .refs
+                .transaction()
+                .prepare(edits, fail, fail)
+                .and_then(|t| t.commit(None))
+        };
+        let edits = moves.iter().map(edit).collect::<Result<Vec<_>>>()?;
+        let names = || moves.iter().map(|(name, _, _)| name.as_str());
+        if moves.len() > 1 && commit(edits.clone()).is_ok() {
+            return self.after_ref_update(names());
+        }
+        let mut first_error = None;
+        for (edit, (name, _, _)) in edits.into_iter().zip(moves) {
+            if let Err(e) = commit(vec![edit]) {
+                first_error.get_or_insert(Error::git(format!("cannot update {name}"), e));
+            }
+        }
+        self.after_ref_update(names())?;
+        first_error.map_or(Ok(()), Err)
+    }
+
     /// Sets a ref to `new` unconditionally; for mirror bookkeeping refs, never ledger refs.
     pub(crate) fn set_ref(&self, name: &str, new: ObjectId, log_message: &str) -> Result<()> {
         let full = gix::refs::FullName::try_from(name)

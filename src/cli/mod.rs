@@ -13,7 +13,7 @@ use std::path::PathBuf;
 
 use chrono::{DateTime, Utc};
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
-use git_lease::remote::Remote;
+use git_lease::remote::{Diverged, Remote};
 use git_lease::view::{LeaseView, LogView, ReportView, State};
 use git_lease::{
     rules, Claim, Credentials, Ending, Entry, Error, IssueId, Lease, Ledger, Report, Ttl,
@@ -365,9 +365,11 @@ impl Target<'_> {
         }
     }
 
-    fn list(&self) -> Result<Vec<Entry>, Error> {
+    /// Returns the newest entry of every ledger, and the remote ledgers refused as rewound or
+    /// rewritten (left out of the entries).
+    fn list(&self) -> Result<(Vec<Entry>, Vec<Diverged>), Error> {
         match self {
-            Target::Local(l) => l.list(),
+            Target::Local(l) => Ok((l.list()?, Vec::new())),
             Target::Remote(r) => r.list(),
         }
     }
@@ -569,9 +571,12 @@ fn dispatch(ctx: &Context, command: Command, out: &mut dyn Write) -> Result<u8, 
             emit_reports(ctx, &[report], false, None, out)
         }
         Command::Verify { issues } => {
-            let refs = match &target {
-                Target::Local(l) => l.store().lease_refs()?,
-                Target::Remote(r) => r.fetch_all()?,
+            let (refs, diverged) = match &target {
+                Target::Local(l) => (l.store().lease_refs()?, Vec::new()),
+                Target::Remote(r) => {
+                    let fetched = r.fetch_all()?;
+                    (fetched.remote, fetched.diverged)
+                }
             };
             let refs = if issues.is_empty() {
                 refs
@@ -589,9 +594,20 @@ fn dispatch(ctx: &Context, command: Command, out: &mut dyn Write) -> Result<u8, 
                 chosen
             };
             let bar = progress::Progress::new(refs.len() as u64, "verifying");
-            let audit = git_lease::verify::audit(ctx.ledger.store(), &refs, &mut |done, _| {
+            let mut audit = git_lease::verify::audit(ctx.ledger.store(), &refs, &mut |done, _| {
                 bar.set_position(done as u64)
             });
+            // A remote ledger that went back on what this clone verified is a finding too,
+            // though its own chain may be clean.
+            for d in diverged {
+                audit.findings.push(git_lease::verify::Finding {
+                    issue: d.issue,
+                    commit: d.remote.unwrap_or_else(|| "(deleted)".into()),
+                    rule: git_lease::verify::Rule::FastForward,
+                    detail: format!("remote ledger {}: {}", d.divergence.as_str(), d.detail),
+                });
+                audit.clean = false;
+            }
             bar.finish_and_clear();
             if ctx.json {
                 json_line(out, &audit)?;
@@ -710,8 +726,14 @@ fn dispatch(ctx: &Context, command: Command, out: &mut dyn Write) -> Result<u8, 
             state,
             prefix,
         } => {
-            let entries = target.list()?;
-            list(ctx, entries, all, holder, state, prefix, out)
+            let (entries, diverged) = target.list()?;
+            let code = list(ctx, entries, all, holder, state, prefix, out)?;
+            report_diverged(ctx, &diverged, out)?;
+            Ok(if diverged.is_empty() {
+                code
+            } else {
+                exit::FAILURE
+            })
         }
         Command::Log { issue } => {
             let issue = target.resolve(&issue)?;
@@ -1034,6 +1056,26 @@ fn list(
     }
     table.write_to(out)?;
     Ok(exit::OK)
+}
+
+/// Says, on stderr, which remote ledgers were left out of an answer because the remote rewound
+/// or rewrote them.
+fn report_diverged(
+    ctx: &Context,
+    diverged: &[Diverged],
+    out: &mut dyn Write,
+) -> Result<(), Failure> {
+    if diverged.is_empty() {
+        return Ok(());
+    }
+    out.flush()?;
+    for d in diverged {
+        let e = d
+            .clone()
+            .into_error(ctx.remote.as_deref().unwrap_or("the remote"));
+        eprintln!("git lease: {e}");
+    }
+    Ok(())
 }
 
 fn log_line(e: &Entry) -> String {

@@ -28,6 +28,7 @@ mod perf;
 mod race;
 mod readme;
 mod remote;
+mod rewound;
 mod rules;
 mod run;
 mod server;

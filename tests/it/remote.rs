@@ -848,3 +848,51 @@ fn a_client_clock_behind_the_servers_last_event_never_writes_backwards() {
         );
     }
 }
+
+#[test]
+fn concurrent_remote_claims_in_one_clone_never_fail_on_its_tracking_refs() {
+    // Eight processes of one clone claim, read and release through one remote at once: they
+    // contend for the same remote-tracking and incoming refs, which are only a cache.
+    const CLAIMERS: usize = 8;
+    let daemon = Server::daemon();
+    let clone = daemon.client(ALICE);
+    // Reflogs of every ref, the tracking refs included.
+    clone.git(&["config", "core.logAllRefUpdates", "always"]);
+    claim(&clone, 0, "seed").ok();
+    let barrier = Barrier::new(CLAIMERS);
+    let runs: Vec<Run> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..CLAIMERS)
+            .map(|w| {
+                let (clone, barrier) = (&clone, &barrier);
+                s.spawn(move || {
+                    let issue = format!("c{w}");
+                    barrier.wait();
+                    let mut runs = vec![claim(clone, 1, &issue)];
+                    runs.push(via_origin(clone, 1, "list", &["--all"]));
+                    runs.push(via_origin(clone, 1, "show", &["seed"]));
+                    runs.push(via_origin(clone, 2, "release", &[&issue]));
+                    runs
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().expect("a claimer panicked"))
+            .collect()
+    });
+    let failed: Vec<String> = runs
+        .iter()
+        .filter(|r| r.code != 0)
+        .map(|r| r.to_string())
+        .collect();
+    assert!(
+        failed.is_empty(),
+        "{} failed:\n{}",
+        failed.len(),
+        failed.join("\n")
+    );
+    for w in 0..CLAIMERS {
+        let chain = daemon.leases(&format!("c{w}"));
+        assert_eq!(chain.len(), 2, "c{w}: acquire and release");
+    }
+}
