@@ -193,7 +193,8 @@ enum Command {
     Push {
         /// The remote [default: --remote, lease.remote, then origin]
         remote_name: Option<String>,
-        /// The branch to push [default: the current branch]; its last path component is the issue
+        /// The branch to push [default: the current branch]; its issue is what the fence glob's
+        /// `*` matches (lease.fence, else refs/heads/issue/*)
         branch: Option<String>,
         #[command(flatten)]
         holder: HolderArg,

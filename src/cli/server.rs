@@ -11,6 +11,9 @@ use git_lease::{Error, IssueId};
 
 use super::{exit, Context, Failure, HolderArg, HookKind};
 
+/// The fence glob `push` assumes when this repository sets no `lease.fence` of its own.
+const DEFAULT_FENCE: &str = "refs/heads/issue/*";
+
 /// The line that marks a hook script as ours, so a reinstall replaces it instead of chaining.
 const MARKER: &str = "# installed by git lease install-hook";
 
@@ -206,8 +209,19 @@ pub(crate) fn push(
             }
         }
     };
-    let issue_part = branch.rsplit('/').next().unwrap_or(&branch);
-    let issue = IssueId::new(issue_part)?;
+    // The server's rule, on this repository's copy of the fence globs (or the usual one).
+    let fences = match ctx.ledger.store().config_strings("lease.fence") {
+        globs if globs.is_empty() => vec![DEFAULT_FENCE.to_owned()],
+        globs => globs,
+    };
+    let full = format!("refs/heads/{}", branch.trim_start_matches("refs/heads/"));
+    let issue_part = hook::fenced_issue(&fences, &full).ok_or_else(|| {
+        Error::InvalidInput(format!(
+            "{full} is not a fenced issue branch (lease.fence: {}); name the branch, or set lease.fence as the server does",
+            fences.join(", ")
+        ))
+    })?;
+    let issue = IssueId::new(&issue_part)?;
     let remote = Remote::new(&ctx.ledger, &remote_name)?;
     let current = remote.current(&issue)?;
     let live = current

@@ -219,3 +219,41 @@ fn a_fenced_branch_closes_at_the_instant_the_lease_expires_by_the_servers_clock(
     assert_fenced(&run, "issue/7", &["nobody holds issue 7", "last token 1"]);
     assert_eq!(server.rev("refs/heads/issue/7"), Some(first));
 }
+
+#[test]
+fn a_fenced_branchs_issue_is_what_the_star_matched_slashes_included() {
+    let server = fenced_server(0);
+    let alice = server.client("alice");
+    let bob = server.client("bob");
+    // alice holds 123 (token 1); bob holds gh/123 in its second tenure (token 2).
+    let claim = |who: &TestRepo, issue: &str, now: i64| {
+        who.run_at(
+            &at(now),
+            &["--remote", "origin", "acquire", issue, "--ttl", "10m"],
+        )
+        .ok();
+    };
+    claim(&alice, "123", 0);
+    claim(&bob, "gh/123", -60);
+    bob.run_at(&at(-50), &["--remote", "origin", "release", "gh/123"])
+        .ok();
+    claim(&bob, "gh/123", -40);
+    // The branch issue/gh/123 belongs to gh/123, not to 123: alice's token 1 is stale there.
+    alice.git(&["switch", "-q", "-c", "issue/gh/123"]);
+    work(&alice, "alice: not her issue");
+    let run = alice.git_run(&["push", "-o", "lease-token=1", "origin", "issue/gh/123"]);
+    assert_fenced(&run, "issue/gh/123", &["gh/123", "token 1 is stale"]);
+    let run = lease_push(&alice, 0);
+    run.code(3).stderr_has("gh/123");
+    assert_eq!(server.rev("refs/heads/issue/gh/123"), None);
+    // bob, its holder, gets in, with `git lease push` and its token.
+    bob.git(&["switch", "-q", "-c", "issue/gh/123"]);
+    let head = work(&bob, "bob: his issue");
+    lease_push(&bob, 0).ok();
+    assert_eq!(server.rev("refs/heads/issue/gh/123"), Some(head));
+    // A branch outside every fence glob is not a fenced issue branch to push with a token.
+    bob.git(&["switch", "-q", "-c", "topic/123"]);
+    lease_push(&bob, 0)
+        .code(2)
+        .stderr_has("not a fenced issue branch");
+}
