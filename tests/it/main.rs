@@ -12,9 +12,12 @@
 //! - [`forge`]: ledger history built by hand with plain git plumbing, and `lease.json` values.
 //! - [`remote`], [`mirror`], [`verify`]: claims through a remote, sync, and ledger audits.
 //! - [`hook`], [`fence`]: the server hook against forged pushes, and fenced work branches.
+//! - [`attack`]: the forged-push matrix (every event x pusher x forged data) against the
+//!   specification of who may push what, and when.
 
 pub mod env;
 
+mod attack;
 mod cli;
 mod daemon;
 mod faults;
