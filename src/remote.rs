@@ -108,6 +108,8 @@ pub const DEFAULT_ATTEMPTS: u32 = 12;
 pub struct Remote<'a> {
     ledger: &'a Ledger,
     remote: String,
+    /// The remote as messages show it: a URL without its credentials.
+    shown: String,
     tracking: String,
     incoming: String,
     attempts: u32,
@@ -146,15 +148,16 @@ impl<'a> Remote<'a> {
         Ok(Remote {
             ledger,
             remote: remote.to_owned(),
+            shown: redact_url(remote),
             tracking: format!("{TRACKING_PREFIX}{slug}/"),
             incoming: format!("{INCOMING_PREFIX}{slug}/"),
             attempts,
         })
     }
 
-    /// Returns the remote as given.
+    /// Returns the remote as messages show it: its name, or its URL without credentials.
     pub fn name(&self) -> &str {
-        &self.remote
+        &self.shown
     }
 
     /// Returns the ref prefix under which this remote's lease refs are tracked locally.
@@ -202,7 +205,7 @@ impl<'a> Remote<'a> {
     /// the ledger this clone verified before.
     pub fn fetch_one(&self, issue: &IssueId) -> Result<Option<ObjectId>> {
         let refspec = format!("+{}:{}", issue.ref_name(), self.incoming_ref(issue));
-        let shown = format!("git fetch {} {refspec}", self.remote);
+        let shown = format!("git fetch {} {refspec}", self.shown);
         let out = self.fetch(
             &[
                 "--quiet",
@@ -234,7 +237,7 @@ impl<'a> Remote<'a> {
                 }
                 Ok(tip)
             }
-            Err(diverged) => Err(diverged.into_error(&self.remote)),
+            Err(diverged) => Err(diverged.into_error(&self.shown)),
         }
     }
 
@@ -242,7 +245,7 @@ impl<'a> Remote<'a> {
     /// each ledger.
     pub fn fetch_all(&self) -> Result<Fetched> {
         let refspec = format!("+{REF_PREFIX}*:{}*", self.incoming);
-        let shown = format!("git fetch --prune {} {refspec}", self.remote);
+        let shown = format!("git fetch --prune {} {refspec}", self.shown);
         let out = self.fetch(
             &[
                 "--quiet",
@@ -368,7 +371,7 @@ impl<'a> Remote<'a> {
         let _ = self
             .ledger
             .store()
-            .move_refs(&edits, &format!("git-lease: verified from {}", self.remote));
+            .move_refs(&edits, &format!("git-lease: verified from {}", self.shown));
     }
 
     /// Returns the tracking refs, as last verified, as `(issue, tip)`.
@@ -553,7 +556,7 @@ impl<'a> Remote<'a> {
         lease: &Lease,
     ) {
         let store = self.ledger.store();
-        let message = format!("git-lease: {} via {}", lease.event, self.remote);
+        let message = format!("git-lease: {} via {}", lease.event, self.shown);
         let _ = store.move_refs(&[(self.tracking_ref(issue), commit, parent)], &message);
         let _ = store.set_ref(&issue.ref_name(), commit, &message);
     }
@@ -574,7 +577,7 @@ impl<'a> Remote<'a> {
         for (issue, new, _) in edits {
             cmd.arg(format!("{new}:{}", issue.ref_name()));
         }
-        let shown = format!("git push --atomic {} refs/leases/…", self.remote);
+        let shown = format!("git push --atomic {} refs/leases/…", self.shown);
         let out = run(cmd, &shown)?;
         if out.status.success() {
             return Ok(PushResult::Done);
@@ -625,11 +628,51 @@ impl<'a> Remote<'a> {
     }
 }
 
+/// Runs a git command; its stderr is returned with every URL's credentials removed, since it
+/// ends up in messages.
 fn run(mut cmd: Command, shown: &str) -> Result<std::process::Output> {
-    cmd.output().map_err(|e| Error::Transport {
+    let mut out = cmd.output().map_err(|e| Error::Transport {
         command: shown.to_owned(),
         message: format!("cannot run git: {e}"),
-    })
+    })?;
+    out.stderr = redact_urls(&String::from_utf8_lossy(&out.stderr)).into_bytes();
+    Ok(out)
+}
+
+/// Returns `url` without credentials, as git shows remotes: `https://alice:secret@host/r`
+/// becomes `https://host/r`. Anything that is not a URL with credentials is returned as is.
+pub fn redact_url(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_owned();
+    };
+    let authority_end = rest.find('/').unwrap_or(rest.len());
+    match rest[..authority_end].rfind('@') {
+        Some(at) => format!("{scheme}://{}", &rest[at + 1..]),
+        None => url.to_owned(),
+    }
+}
+
+/// Removes the credentials of every URL in `text` ([`redact_url`] applied word by word).
+pub fn redact_urls(text: &str) -> String {
+    if !text.contains("://") {
+        return text.to_owned();
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut word = String::new();
+    let flush = |word: &mut String, out: &mut String| {
+        out.push_str(&redact_url(word));
+        word.clear();
+    };
+    for c in text.chars() {
+        if c.is_whitespace() || matches!(c, '\'' | '"' | '<' | '>') {
+            flush(&mut word, &mut out);
+            out.push(c);
+        } else {
+            word.push(c);
+        }
+    }
+    flush(&mut word, &mut out);
+    out
 }
 
 /// Sleeps before retry `attempt` (0-based): exponential from 10 ms, capped at 640 ms, with
@@ -645,4 +688,25 @@ fn fnv1a(bytes: &[u8]) -> u64 {
     bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| {
         (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3)
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn credentials_never_reach_a_message() {
+        assert_eq!(
+            redact_url("http://alice:secret@127.0.0.1:8080/r.git"),
+            "http://127.0.0.1:8080/r.git"
+        );
+        assert_eq!(redact_url("https://token@host/r"), "https://host/r");
+        assert_eq!(redact_url("origin"), "origin");
+        assert_eq!(redact_url("git@host:r.git"), "git@host:r.git");
+        assert_eq!(redact_url("ssh://git@host/r@x"), "ssh://host/r@x");
+        assert_eq!(
+            redact_urls("fatal: unable to access 'http://a:pw@h/r/': refused"),
+            "fatal: unable to access 'http://h/r/': refused"
+        );
+    }
 }

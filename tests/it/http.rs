@@ -242,3 +242,35 @@ fn over_http_a_fenced_branch_takes_only_the_holders_pushes() {
         .stderr_has(": fence: issue 7 is held by alice (token 1), not by bob");
     assert_eq!(server.rev("refs/heads/issue/7"), Some(head));
 }
+
+#[test]
+fn no_message_shows_the_credentials_of_a_remote_url() {
+    let server = http_server();
+    let alice = server.client("alice");
+    let url = server.url_as("alice");
+    let wrong = url.replace("alicepw", "s3cr3t-wrong");
+    lease(&alice, 0, &["--remote", &url, "acquire", "5"]).ok();
+    let runs = [
+        lease(&alice, 0, &["--remote", &wrong, "acquire", "6"]),
+        lease(&alice, 0, &["--remote", &wrong, "list"]),
+        lease(&alice, 0, &["--remote", &wrong, "show", "5"]),
+        lease(&alice, 0, &["--remote", &wrong, "release", "5"]),
+        lease(&alice, 0, &["sync", &wrong]),
+        // bob's lease refused by the hook through a URL with alice's password.
+        lease(
+            &alice,
+            0,
+            &["--remote", &url, "release", "5", "--holder", "bob"],
+        ),
+        lease(&alice, 0, &["--remote", &url, "--json", "sync"]),
+    ];
+    for run in &runs {
+        for secret in ["s3cr3t-wrong", "alicepw"] {
+            assert!(
+                !run.stderr.contains(secret) && !run.stdout.contains(secret),
+                "a message shows the password {secret:?}\n{run}"
+            );
+        }
+    }
+    assert_ne!(runs[0].code, 0, "{}", runs[0]);
+}
