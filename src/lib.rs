@@ -64,6 +64,7 @@ pub mod remote;
 pub mod rules;
 pub mod session;
 pub mod store;
+pub mod text;
 pub mod time;
 pub mod verify;
 pub mod view;

@@ -1039,7 +1039,13 @@ fn log_line(e: &Entry) -> String {
         l.event.as_str(),
         l.token
     );
-    match (&l.holder, &l.previous_holder) {
+    let (holder, previous, by, reason) = (
+        l.holder.as_deref().map(output::printable),
+        l.previous_holder.as_deref().map(output::printable),
+        l.by.as_deref().map(output::printable),
+        l.reason.as_deref().map(output::printable),
+    );
+    match (holder, previous) {
         (Some(h), Some(p)) => {
             let why = match l.takeover {
                 Some(git_lease::lease::Takeover::ProcessGone) => ", whose process was gone",
@@ -1051,7 +1057,7 @@ fn log_line(e: &Entry) -> String {
         (None, Some(p)) => text += &format!("  was {p}"),
         (None, None) => {}
     }
-    if let Some(by) = &l.by {
+    if let Some(by) = by {
         text += &format!(" by {by}");
     }
     if let Some(t) = l.expires_at {
@@ -1059,7 +1065,7 @@ fn log_line(e: &Entry) -> String {
     } else if l.holder.is_some() {
         text += "  no expiry";
     }
-    if let Some(r) = &l.reason {
+    if let Some(r) = reason {
         text += &format!("  reason: {r}");
     }
     text

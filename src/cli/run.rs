@@ -543,7 +543,11 @@ pub(crate) fn wait(
             .filter(|e| git_lease::is_live(&e.lease, now));
         if live.is_none() {
             let Some(claim) = &acquire else {
-                writeln!(out, "free: {issue} is not held")?;
+                writeln!(
+                    out,
+                    "free: {} is not held",
+                    output::printable(issue.as_str())
+                )?;
                 return Ok(exit::OK);
             };
             let report = match &remote {

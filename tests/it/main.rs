@@ -12,6 +12,7 @@
 //! - [`forge`]: ledger history built by hand with plain git plumbing, and `lease.json` values.
 //! - [`remote`], [`mirror`], [`verify`]: claims through a remote, sync, and ledger audits.
 //! - [`hook`], [`fence`]: the server hook against forged pushes, and fenced work branches.
+//! - [`output`]: human output escapes control characters and invisible Unicode from ledgers.
 
 pub mod env;
 
@@ -24,6 +25,7 @@ mod hook;
 mod http;
 mod mirror;
 mod model;
+mod output;
 mod perf;
 mod race;
 mod readme;
