@@ -155,16 +155,20 @@ pub struct Refusal {
 impl std::fmt::Display for Refusal {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let short = &self.commit[..self.commit.len().min(12)];
+        // Shown to the pusher: the ref name and the detail may quote what the push says.
+        let detail = crate::text::printable(&self.detail);
         match self.name.strip_prefix(REF_PREFIX) {
             Some(issue) => write!(
                 f,
-                "git-lease: refused issue {issue} at {short}: {}: {}",
-                self.rule, self.detail
+                "git-lease: refused issue {} at {short}: {}: {detail}",
+                crate::text::printable(issue),
+                self.rule
             ),
             None => write!(
                 f,
-                "git-lease: refused {} at {short}: {}: {}",
-                self.name, self.rule, self.detail
+                "git-lease: refused {} at {short}: {}: {detail}",
+                crate::text::printable(&self.name),
+                self.rule
             ),
         }
     }

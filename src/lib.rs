@@ -65,6 +65,7 @@ pub mod rules;
 pub mod session;
 pub mod step;
 pub mod store;
+pub mod text;
 pub mod time;
 pub mod verify;
 pub mod view;

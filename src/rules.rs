@@ -440,12 +440,16 @@ impl std::fmt::Display for FenceFailure {
                 last_token: Some(t),
             } => write!(f, "no tenure is live (last token {t})"),
             FenceFailure::NotLive { last_token: None } => f.write_str("the issue was never leased"),
-            FenceFailure::StaleToken { current, holder } => {
-                write!(f, "the live tenure has token {current} (held by {holder})")
-            }
-            FenceFailure::WrongHolder { holder } => {
-                write!(f, "the live tenure is held by {holder}")
-            }
+            FenceFailure::StaleToken { current, holder } => write!(
+                f,
+                "the live tenure has token {current} (held by {})",
+                crate::text::printable(holder)
+            ),
+            FenceFailure::WrongHolder { holder } => write!(
+                f,
+                "the live tenure is held by {}",
+                crate::text::printable(holder)
+            ),
         }
     }
 }

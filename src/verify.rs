@@ -30,10 +30,14 @@ pub struct Finding {
 
 impl std::fmt::Display for Finding {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Shown to people: the issue and the detail may quote what a ledger says.
         write!(
             f,
             "{} {}: {}: {}",
-            self.issue, self.commit, self.rule, self.detail
+            crate::text::printable(&self.issue),
+            self.commit,
+            self.rule,
+            crate::text::printable(&self.detail)
         )
     }
 }

@@ -789,10 +789,12 @@ fn dispatch(ctx: &Context, command: Command, out: &mut dyn Write) -> Result<u8, 
                     Ok(()) => writeln!(
                         out,
                         "ok: token {token} is the live tenure of {issue} (held by {})",
-                        entry
-                            .as_ref()
-                            .and_then(|e| e.lease.holder.as_deref())
-                            .unwrap_or("?")
+                        output::printable(
+                            entry
+                                .as_ref()
+                                .and_then(|e| e.lease.holder.as_deref())
+                                .unwrap_or("?")
+                        )
                     )?,
                     Err(why) => writeln!(out, "refused: token {token} for {issue}: {why}")?,
                 }
@@ -822,21 +824,27 @@ fn sync(ctx: &Context, remote_name: Option<&str>, out: &mut dyn Write) -> Result
         json_line(out, &report)?;
     } else {
         for m in &report.new {
-            writeln!(out, "new      {} ({} commits verified)", m.issue, m.commits)?;
+            writeln!(
+                out,
+                "new      {} ({} commits verified)",
+                output::printable(&m.issue),
+                m.commits
+            )?;
         }
         for m in &report.updated {
             writeln!(
                 out,
                 "updated  {} (+{} commits verified)",
-                m.issue, m.commits
+                output::printable(&m.issue),
+                m.commits
             )?;
         }
         for r in &report.refused {
             writeln!(
                 out,
                 "refused  {}: {} (local {}, remote {})",
-                r.issue,
-                r.reason,
+                output::printable(&r.issue),
+                output::printable(&r.reason),
                 r.local.as_deref().unwrap_or("none"),
                 r.remote.as_deref().unwrap_or("none")
             )?;
@@ -1088,7 +1096,13 @@ fn log_line(e: &Entry) -> String {
         l.event.as_str(),
         l.token
     );
-    match (&l.holder, &l.previous_holder) {
+    let (holder, previous, by, reason) = (
+        l.holder.as_deref().map(output::printable),
+        l.previous_holder.as_deref().map(output::printable),
+        l.by.as_deref().map(output::printable),
+        l.reason.as_deref().map(output::printable),
+    );
+    match (holder, previous) {
         (Some(h), Some(p)) => {
             let why = match l.takeover {
                 Some(git_lease::lease::Takeover::ProcessGone) => ", whose process was gone",
@@ -1100,7 +1114,7 @@ fn log_line(e: &Entry) -> String {
         (None, Some(p)) => text += &format!("  was {p}"),
         (None, None) => {}
     }
-    if let Some(by) = &l.by {
+    if let Some(by) = by {
         text += &format!(" by {by}");
     }
     if let Some(t) = l.expires_at {
@@ -1108,7 +1122,7 @@ fn log_line(e: &Entry) -> String {
     } else if l.holder.is_some() {
         text += "  no expiry";
     }
-    if let Some(r) = &l.reason {
+    if let Some(r) = reason {
         text += &format!("  reason: {r}");
     }
     text

@@ -1,9 +1,20 @@
 //! Human output: one clear line per outcome, aligned tables, absolute and relative times.
+//!
+//! Every string others may have written (issue ids, holders, notes, tasks, reasons) goes
+//! through [`printable`] before it is shown, so that no control character or invisible
+//! Unicode reaches the terminal; JSON output keeps the exact strings.
 
 use chrono::{DateTime, Utc};
 use git_lease::time::short_duration;
 use git_lease::view::{LeaseView, State};
 use git_lease::{Entry, Outcome, Report};
+
+pub use git_lease::text::{printable, push_printable};
+
+/// `holder` for people: printable, `?` if there is none.
+fn holder(name: Option<&str>) -> std::borrow::Cow<'_, str> {
+    printable(name.unwrap_or("?"))
+}
 
 /// Returns `at` for people, relative to `now`: `14:05 UTC, in 14m` on the same day,
 /// `2026-12-01 09:00 UTC, in 18h 55m` otherwise.
@@ -74,7 +85,7 @@ fn until(entry: &Entry, now: DateTime<Utc>) -> String {
 
 /// Returns the one line that reports an operation.
 pub fn report_line(report: &Report, now: DateTime<Utc>) -> String {
-    let issue = &report.issue;
+    let issue = printable(report.issue.as_str());
     let entry = report.entry.as_ref();
     match (report.outcome, entry) {
         (Outcome::Acquired, Some(e)) => {
@@ -85,14 +96,14 @@ pub fn report_line(report: &Report, now: DateTime<Utc>) -> String {
             };
             format!(
                 "acquired {issue} for {} (token {}{again}) {}",
-                e.lease.holder.as_deref().unwrap_or("?"),
+                holder(e.lease.holder.as_deref()),
                 e.lease.token,
                 until(e, now)
             )
         }
         (Outcome::Renewed, Some(e)) => format!(
             "renewed {issue} for {} (token {}) {}",
-            e.lease.holder.as_deref().unwrap_or("?"),
+            holder(e.lease.holder.as_deref()),
             e.lease.token,
             until(e, now)
         ),
@@ -104,7 +115,7 @@ pub fn report_line(report: &Report, now: DateTime<Utc>) -> String {
             };
             format!(
                 "{what}: {issue} is held by {} (token {}) {}",
-                e.lease.holder.as_deref().unwrap_or("?"),
+                holder(e.lease.holder.as_deref()),
                 e.lease.token,
                 until(e, now)
             )
@@ -131,7 +142,7 @@ pub fn report_line(report: &Report, now: DateTime<Utc>) -> String {
                 .lease
                 .previous_holder
                 .as_deref()
-                .map(|h| format!(" held by {h}"))
+                .map(|h| format!(" held by {}", printable(h)))
                 .unwrap_or_default();
             format!("{what} {issue}{whose} (token {} kept)", e.lease.token)
         }
@@ -150,7 +161,7 @@ pub fn report_line(report: &Report, now: DateTime<Utc>) -> String {
 pub fn show(view: &LeaseView, entry: Option<&Entry>, now: DateTime<Utc>) -> String {
     let mut out = format!(
         "issue:     {}\nstate:     {}\n",
-        view.issue,
+        printable(&view.issue),
         view.state.as_str()
     );
     let Some(e) = entry else {
@@ -158,10 +169,15 @@ pub fn show(view: &LeaseView, entry: Option<&Entry>, now: DateTime<Utc>) -> Stri
     };
     let l = &e.lease;
     match view.state {
-        State::Held => out += &format!("holder:    {}\n", l.holder.as_deref().unwrap_or("")),
+        State::Held => {
+            out += &format!(
+                "holder:    {}\n",
+                printable(l.holder.as_deref().unwrap_or(""))
+            )
+        }
         _ => {
             if let Some(h) = &view.last_holder {
-                out += &format!("last holder: {h}\n");
+                out += &format!("last holder: {}\n", printable(h));
             }
         }
     }
@@ -185,10 +201,10 @@ pub fn show(view: &LeaseView, entry: Option<&Entry>, now: DateTime<Utc>) -> Stri
         None => {}
     }
     if let Some(n) = &l.note {
-        out += &format!("note:      {n}\n");
+        out += &format!("note:      {}\n", printable(n));
     }
     if let Some(t) = &l.task {
-        out += &format!("task:      {t}\n");
+        out += &format!("task:      {}\n", printable(t));
     }
     out += &format!(
         "last event: {} at {}\ncommit:    {}\n",
@@ -222,12 +238,13 @@ impl Table {
         table
     }
 
-    /// Appends a cell (rows fill left to right, top to bottom).
+    /// Appends a cell (rows fill left to right, top to bottom), shown [`printable`].
     pub fn cell(&mut self, text: &str) {
-        self.cell_with(|out| out.push_str(text));
+        self.cell_with(|out| push_printable(out, text));
     }
 
-    /// Appends a cell written by `write` straight into the table's buffer.
+    /// Appends a cell written by `write` straight into the table's buffer, as written: for
+    /// text this program made (numbers, times).
     pub fn cell_with(&mut self, write: impl FnOnce(&mut String)) {
         let start = self.text.len();
         write(&mut self.text);

@@ -4,6 +4,27 @@
 //! and its own process id (so a crash frees the lease at once on this machine), renews in the
 //! background well before expiry, and when the child ends completes or releases. A worker must
 //! not go on acting after losing its lease, so a refused renewal stops the child.
+//!
+//! The child never outlives `run`. It runs in a process group of its own, which receives every
+//! signal `run` forwards and every stop, and whatever is left of that group is killed (SIGKILL)
+//! when `run` ends, before the lease is ended. On Linux the child is also started with
+//! `PR_SET_PDEATHSIG` = SIGKILL, so the kernel kills it if `run` dies without a chance to act
+//! (`kill -9`): the lease records `run`'s process id, so it is free on this machine the moment
+//! `run` is gone, and its child must be gone by then too. (That signal reaches the child
+//! itself; its own descendants are its business, or the group's when `run` ends normally.)
+//!
+//! Renewals that keep failing (an unreachable remote, an unreadable repository) must not let
+//! the child work past the lease's expiry, when someone else may take the issue. So, as in
+//! Kubernetes leader election (renew deadline shorter than the lease duration), `run` keeps a
+//! *stop reserve* at the end of every lease it recorded: if no renewal has succeeded by the
+//! time only the reserve is left, it stops the child (SIGTERM, then SIGKILL) and exits 6 as for
+//! a lost lease. The reserve is a third of the lease's guaranteed life, which is the TTL less
+//! the second that recording instants in whole seconds may cost: a lease of TTL `T` recorded
+//! with expiry `E` is stopped from `E - (T - 1s) / 3` (the renew deadline, two thirds of that
+//! life after the renewal), and SIGKILL follows after `--grace` but no later than
+//! `E - (T - 1s) / 6`, halfway through the reserve, so the child is gone before `E`. `--every`
+//! must be shorter than that renew deadline. [`StopWindow::before`] is the one place this is
+//! computed.
 
 use std::path::PathBuf;
 use std::process::{Command as Process, ExitStatus};
@@ -59,10 +80,75 @@ struct RunningClock {
 }
 
 impl RunningClock {
+    /// Starts at the command's one reading of `now`. When that reading is the system clock
+    /// (truncated to whole seconds), starts at the system clock's precise time instead, so
+    /// that the instants `run` acts at line up with the machine's clock, which others judge
+    /// its leases by.
+    fn starting_at(now: DateTime<Utc>) -> RunningClock {
+        let start = if std::env::var_os("GIT_LEASE_NOW").is_none() {
+            Utc::now().max(now)
+        } else {
+            now
+        };
+        RunningClock {
+            start,
+            started: Instant::now(),
+        }
+    }
+
+    /// Returns the time now, to the nanosecond.
+    fn precise_now(&self) -> DateTime<Utc> {
+        self.start + chrono::Duration::from_std(self.started.elapsed()).unwrap_or_default()
+    }
+
+    /// Returns the time now in whole seconds, as instants are recorded.
     fn now(&self) -> DateTime<Utc> {
-        let elapsed = chrono::Duration::from_std(self.started.elapsed()).unwrap_or_default();
         use chrono::SubsecRound;
-        (self.start + elapsed).trunc_subsecs(0)
+        self.precise_now().trunc_subsecs(0)
+    }
+
+    /// Returns how long until `at` (zero if it has passed).
+    fn until(&self, at: DateTime<Utc>) -> Duration {
+        (at - self.precise_now()).to_std().unwrap_or(Duration::ZERO)
+    }
+}
+
+/// When `run` stops its child if no renewal has succeeded: the renew deadline, computed here
+/// only (see the module documentation).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct StopWindow {
+    /// The lease's recorded expiry.
+    expires_at: DateTime<Utc>,
+    /// The renew deadline: SIGTERM from then on.
+    term_at: DateTime<Utc>,
+    /// SIGKILL at the latest.
+    kill_by: DateTime<Utc>,
+}
+
+impl StopWindow {
+    /// Recorded instants are whole seconds: a renewal at any moment of a second records an
+    /// expiry up to this much sooner than its moment plus the TTL.
+    const GRAIN: chrono::Duration = chrono::Duration::seconds(1);
+
+    /// The stop reserve of a lease of `ttl`: a third of its guaranteed life.
+    fn reserve(ttl: chrono::Duration) -> chrono::Duration {
+        (ttl - Self::GRAIN).max(chrono::Duration::zero()) / 3
+    }
+
+    /// The window of a lease of `ttl` recorded to expire at `expires_at`.
+    fn before(expires_at: DateTime<Utc>, ttl: chrono::Duration) -> StopWindow {
+        let reserve = Self::reserve(ttl);
+        StopWindow {
+            expires_at,
+            term_at: expires_at - reserve,
+            kill_by: expires_at - reserve / 2,
+        }
+    }
+
+    /// How long after a renewal the deadline comes at the soonest: the renew interval must be
+    /// shorter, or no renewal could land in time.
+    fn renew_deadline(ttl: chrono::Duration) -> chrono::Duration {
+        ttl - Self::GRAIN - Self::reserve(ttl)
     }
 }
 
@@ -113,18 +199,18 @@ impl Handle {
 enum Event {
     ChildExited(std::io::Result<ExitStatus>),
     LeaseLost(String),
+    /// A renewal succeeded: the lease now expires then.
+    Renewed(Option<DateTime<Utc>>),
 }
 
 /// Runs `git lease run`.
 pub(crate) fn run(ctx: &Context, args: RunArgs) -> Result<u8, Failure> {
-    let clock = RunningClock {
-        start: ctx.now,
-        started: Instant::now(),
-    };
+    let clock = RunningClock::starting_at(ctx.now);
     let Some((program, program_args)) = args.command.split_first() else {
         return Err(Error::InvalidInput("give the command to run after --".into()).into());
     };
     let issue = IssueId::new(&args.issue)?;
+    let interval = renew_interval(args.ttl, args.every)?;
     let secret = git_lease::session::new_secret()?;
     let dir = std::env::current_dir().map_err(|e| Error::Io {
         context: "cannot read the current directory".into(),
@@ -158,14 +244,15 @@ pub(crate) fn run(ctx: &Context, args: RunArgs) -> Result<u8, Failure> {
     // Catch signals before the child exists, so none is lost between spawn and forwarding;
     // the child starts with default dispositions, as exec resets caught signals.
     let signals = catch_signals()?;
-    let spawned = Process::new(program)
+    let mut command = Process::new(program);
+    command
         .args(program_args)
         .env("GIT_LEASE_ISSUE", issue.as_str())
         .env("GIT_LEASE_TOKEN", lease.token.to_string())
         .env("GIT_LEASE_HOLDER", &args.holder)
-        .env("GIT_LEASE_SECRET", &secret)
-        .spawn();
-    let mut child = match spawned {
+        .env("GIT_LEASE_SECRET", &secret);
+    supervise(&mut command);
+    let mut child = match command.spawn() {
         Ok(child) => child,
         Err(e) => {
             // Nothing ran: give the lease back so nobody waits for it.
@@ -180,61 +267,76 @@ pub(crate) fn run(ctx: &Context, args: RunArgs) -> Result<u8, Failure> {
             .into());
         }
     };
-    let child_pid = child.id();
+    // The child leads its own process group: its id is the group's.
+    let group = child.id();
 
     let (events, inbox) = mpsc::channel::<Event>();
     let (stop_renewing, renewer_stop) = mpsc::channel::<()>();
-    forward_signals(signals, child_pid);
+    forward_signals(signals, group);
     {
         let events = events.clone();
         std::thread::spawn(move || {
             let _ = events.send(Event::ChildExited(child.wait()));
         });
     }
-    let interval = args.every.or_else(|| match args.ttl {
-        Ttl::Never => None,
-        Ttl::For(d) => Some(
-            d.to_std()
-                .unwrap_or(Duration::from_secs(60))
-                .checked_div(3)
-                .unwrap_or(Duration::from_secs(1))
-                .max(Duration::from_secs(1)),
-        ),
-    });
     if let Some(interval) = interval {
         let handle = handle.clone();
         let ttl = args.ttl;
-        let mut expires_at = lease.expires_at;
-        std::thread::spawn(move || loop {
-            match renewer_stop.recv_timeout(interval) {
-                Err(mpsc::RecvTimeoutError::Timeout) => {}
-                _ => return,
-            }
-            let now = clock.now();
-            match handle.apply(|cur| rules::renew(cur, handle.credentials(), ttl, now)) {
-                Ok(report) if report.outcome == Outcome::Renewed => {
-                    expires_at = report.lease().and_then(|l| l.expires_at);
+        std::thread::spawn(move || {
+            // Attempts start `interval` apart, however long each takes.
+            let mut next = Instant::now() + interval;
+            loop {
+                match renewer_stop.recv_timeout(next.saturating_duration_since(Instant::now())) {
+                    Err(mpsc::RecvTimeoutError::Timeout) => {}
+                    _ => return,
                 }
-                Ok(report) => {
-                    let _ = events.send(Event::LeaseLost(output::report_line(&report, now)));
-                    return;
-                }
-                Err(e) => {
-                    eprintln!("git lease run: renewing failed, will retry: {e}");
-                    if expires_at.is_some_and(|t| clock.now() >= t) {
-                        let _ = events.send(Event::LeaseLost(format!(
-                            "the lease expired while renewing failed: {e}"
-                        )));
+                next += interval;
+                let now = clock.now();
+                match handle.apply(|cur| rules::renew(cur, handle.credentials(), ttl, now)) {
+                    Ok(report) if report.outcome == Outcome::Renewed => {
+                        let expires_at = report.lease().and_then(|l| l.expires_at);
+                        let _ = events.send(Event::Renewed(expires_at));
+                    }
+                    Ok(report) => {
+                        let _ = events.send(Event::LeaseLost(output::report_line(&report, now)));
                         return;
                     }
+                    Err(e) => eprintln!("git lease run: renewing failed, will retry: {e}"),
                 }
             }
         });
     }
 
-    match inbox.recv() {
-        Ok(Event::ChildExited(status)) => {
-            let _ = stop_renewing.send(());
+    let ttl = match args.ttl {
+        Ttl::For(ttl) if interval.is_some() => Some(ttl),
+        _ => None,
+    };
+    let mut window = ttl
+        .zip(lease.expires_at)
+        .map(|(t, e)| StopWindow::before(e, t));
+    let event = loop {
+        let event = match window {
+            None => inbox.recv().ok(),
+            Some(w) => match inbox.recv_timeout(clock.until(w.term_at)) {
+                Ok(event) => Some(event),
+                Err(mpsc::RecvTimeoutError::Timeout) => break Stop::Deadline(w),
+                Err(mpsc::RecvTimeoutError::Disconnected) => None,
+            },
+        };
+        match event {
+            Some(Event::Renewed(expires_at)) => {
+                window = ttl.zip(expires_at).map(|(t, e)| StopWindow::before(e, t));
+            }
+            Some(Event::ChildExited(status)) => break Stop::Exited(status),
+            Some(Event::LeaseLost(why)) => break Stop::Lost(why),
+            None => return Err(Error::InvalidInput("lost track of the child".into()).into()),
+        }
+    };
+    let _ = stop_renewing.send(());
+    match event {
+        Stop::Exited(status) => {
+            // Nothing the child left running may go on once the lease is ended.
+            signal_group(group, libc::SIGKILL);
             let status = status.map_err(|e| Error::Io {
                 context: format!("cannot wait for {program}"),
                 source: e,
@@ -253,28 +355,119 @@ pub(crate) fn run(ctx: &Context, args: RunArgs) -> Result<u8, Failure> {
             }
             Ok(child_code(status))
         }
-        Ok(Event::LeaseLost(why)) => {
+        Stop::Lost(why) => {
             eprintln!("git lease run: lease lost, stopping {program}: {why}");
-            stop_child(child_pid, args.grace, &inbox);
+            stop_child(group, Instant::now() + args.grace, &inbox);
             Ok(exit::LEASE_LOST)
         }
-        Err(_) => Err(Error::InvalidInput("lost track of the child".into()).into()),
+        Stop::Deadline(w) => {
+            eprintln!(
+                "git lease run: no renewal succeeded in time, stopping {program} before the lease \
+                 expires at {}",
+                git_lease::time::format_instant(w.expires_at)
+            );
+            // The grace period ends by the window's SIGKILL instant, sooner if need be.
+            let kill_at = Instant::now() + args.grace.min(clock.until(w.kill_by));
+            stop_child(group, kill_at, &inbox);
+            Ok(exit::LEASE_LOST)
+        }
     }
 }
 
-/// Sends SIGTERM, waits up to `grace` for the child to exit, then SIGKILL.
-fn stop_child(pid: u32, grace: Duration, inbox: &mpsc::Receiver<Event>) {
-    signal(pid, libc::SIGTERM);
-    let deadline = Instant::now() + grace;
-    loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        match inbox.recv_timeout(left) {
-            Ok(Event::ChildExited(_)) => return,
-            Ok(Event::LeaseLost(_)) => continue,
-            Err(_) => break,
+/// Why `run` stops waiting.
+enum Stop {
+    Exited(std::io::Result<ExitStatus>),
+    Lost(String),
+    Deadline(StopWindow),
+}
+
+/// Returns how often to renew: `every`, or a third of the TTL (half the renew deadline for TTLs
+/// under 3s); none for a lease that never expires unless asked. An
+/// interval that cannot renew before the renew deadline is refused.
+fn renew_interval(ttl: Ttl, every: Option<Duration>) -> Result<Option<Duration>, Error> {
+    let Ttl::For(ttl) = ttl else {
+        return Ok(every);
+    };
+    let deadline = StopWindow::renew_deadline(ttl);
+    if deadline <= chrono::Duration::zero() {
+        return Err(Error::InvalidInput(format!(
+            "a {} lease is too short for run: recorded in whole seconds, it leaves no time to \
+             renew; give --ttl 2s or more",
+            git_lease::time::short_duration(ttl),
+        )));
+    }
+    let interval = match every {
+        Some(every) => every,
+        // From 3s on, a third of the TTL comes a third of a second or more before the deadline.
+        None if ttl >= chrono::Duration::seconds(3) => (ttl / 3).to_std().unwrap_or_default(),
+        None => (deadline / 2).to_std().unwrap_or_default(),
+    };
+    if interval.is_zero() {
+        return Err(Error::InvalidInput("--every must be longer than 0s".into()));
+    }
+    if !chrono::Duration::from_std(interval).is_ok_and(|i| i < deadline) {
+        return Err(Error::InvalidInput(format!(
+            "--every {} cannot keep a {} lease: run stops its command when no renewal has \
+             succeeded for {} (the TTL less a second, less a third of that for stopping); give \
+             a shorter --every or a longer --ttl",
+            millis(interval),
+            git_lease::time::short_duration(ttl),
+            millis(deadline.to_std().unwrap_or_default()),
+        )));
+    }
+    Ok(Some(interval))
+}
+
+/// Returns `d` for people, to the millisecond.
+fn millis(d: Duration) -> humantime::FormattedDuration {
+    humantime::format_duration(Duration::from_millis(
+        u64::try_from(d.as_millis()).unwrap_or(u64::MAX),
+    ))
+}
+
+/// Makes the child a process group of its own and, on Linux, has the kernel kill it
+/// (SIGKILL) if `run` dies first.
+fn supervise(command: &mut Process) {
+    use std::os::unix::process::CommandExt;
+    command.process_group(0);
+    #[cfg(target_os = "linux")]
+    {
+        let parent = std::process::id();
+        // SAFETY: between fork and exec the closure calls only prctl(2) and getppid(2), which
+        // are async-signal-safe, and allocates nothing. The death signal is tied to the thread
+        // that forks, which is `run`'s main thread: it lives as long as `run` does.
+        unsafe {
+            command.pre_exec(move || {
+                let sigkill = libc::SIGKILL as libc::c_ulong;
+                if libc::prctl(libc::PR_SET_PDEATHSIG, sigkill, 0, 0, 0) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                // `run` died before the line above: no signal will come, so do not start.
+                if u32::try_from(libc::getppid()).ok() != Some(parent) {
+                    return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
+                }
+                Ok(())
+            });
         }
     }
-    signal(pid, libc::SIGKILL);
+}
+
+/// Sends SIGTERM to the child's group, waits until `kill_at` for the child to exit, then
+/// SIGKILL; whatever is left of the group is killed in any case.
+fn stop_child(group: u32, kill_at: Instant, inbox: &mpsc::Receiver<Event>) {
+    signal_group(group, libc::SIGTERM);
+    let exited = loop {
+        let left = kill_at.saturating_duration_since(Instant::now());
+        match inbox.recv_timeout(left) {
+            Ok(Event::ChildExited(_)) => break true,
+            Ok(_) => continue,
+            Err(_) => break false,
+        }
+    };
+    signal_group(group, libc::SIGKILL);
+    if exited {
+        return;
+    }
     while let Ok(event) = inbox.recv_timeout(Duration::from_secs(5)) {
         if matches!(event, Event::ChildExited(_)) {
             return;
@@ -282,11 +475,13 @@ fn stop_child(pid: u32, grace: Duration, inbox: &mpsc::Receiver<Event>) {
     }
 }
 
-fn signal(pid: u32, sig: i32) {
-    if let Ok(pid) = i32::try_from(pid) {
-        // SAFETY: kill(2) has no memory effects; a stale pid at worst gets ESRCH.
+/// Sends `sig` to the process group `group`.
+fn signal_group(group: u32, sig: i32) {
+    if let Ok(group) = i32::try_from(group) {
+        // SAFETY: killpg(2) has no memory effects; a group that is gone at worst gets ESRCH.
+        // The group's id cannot be reused while any process of the group is left.
         unsafe {
-            libc::kill(pid, sig);
+            libc::killpg(group, sig);
         }
     }
 }
@@ -301,11 +496,12 @@ fn catch_signals() -> Result<signal_hook::iterator::Signals, Error> {
         })
 }
 
-/// Forwards every caught signal (including those caught before the child started) to it.
-fn forward_signals(mut signals: signal_hook::iterator::Signals, child: u32) {
+/// Forwards every caught signal (including those caught before the child started) to the
+/// child's process group.
+fn forward_signals(mut signals: signal_hook::iterator::Signals, group: u32) {
     std::thread::spawn(move || {
         for sig in signals.forever() {
-            signal(child, sig);
+            signal_group(group, sig);
         }
     });
 }
@@ -328,10 +524,7 @@ pub(crate) fn wait(
     acquire: Option<Claim>,
     out: &mut dyn std::io::Write,
 ) -> Result<u8, Failure> {
-    let clock = RunningClock {
-        start: ctx.now,
-        started: Instant::now(),
-    };
+    let clock = RunningClock::starting_at(ctx.now);
     let issue = IssueId::new(issue)?;
     let remote = match &ctx.remote {
         Some(name) => Some(Remote::new(&ctx.ledger, name)?),
@@ -350,7 +543,11 @@ pub(crate) fn wait(
             .filter(|e| git_lease::is_live(&e.lease, now));
         if live.is_none() {
             let Some(claim) = &acquire else {
-                writeln!(out, "free: {issue} is not held")?;
+                writeln!(
+                    out,
+                    "free: {} is not held",
+                    output::printable(issue.as_str())
+                )?;
                 return Ok(exit::OK);
             };
             let report = match &remote {
@@ -373,5 +570,41 @@ pub(crate) fn wait(
         let nap = left.map_or(pause, |l| l.min(pause));
         std::thread::sleep(nap);
         pause = (pause * 3 / 2).min(Duration::from_secs(2));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::TimeZone;
+
+    #[test]
+    fn the_stop_window_ends_before_the_expiry_and_after_the_renew_interval() {
+        let expires_at = Utc.with_ymd_and_hms(2026, 11, 30, 12, 0, 3).unwrap();
+        let ms = chrono::Duration::milliseconds;
+        let w = StopWindow::before(expires_at, chrono::Duration::seconds(3));
+        assert_eq!(
+            expires_at - w.term_at,
+            ms(666) + chrono::Duration::microseconds(666) + chrono::Duration::nanoseconds(666)
+        );
+        assert!(w.term_at < w.kill_by && w.kill_by < expires_at);
+        assert_eq!(
+            StopWindow::renew_deadline(chrono::Duration::seconds(3)),
+            ms(1333) + chrono::Duration::nanoseconds(333_334)
+        );
+        let hour = chrono::Duration::hours(1);
+        assert_eq!(
+            renew_interval(Ttl::For(hour), None).ok().flatten(),
+            Some(Duration::from_secs(1200))
+        );
+        assert_eq!(
+            renew_interval(Ttl::For(chrono::Duration::seconds(2)), None)
+                .ok()
+                .flatten(),
+            Some(Duration::from_nanos(333_333_333))
+        );
+        assert!(renew_interval(Ttl::For(chrono::Duration::seconds(1)), None).is_err());
+        assert!(renew_interval(Ttl::For(hour), Some(Duration::from_secs(2400))).is_err());
+        assert_eq!(renew_interval(Ttl::Never, None).ok().flatten(), None);
     }
 }

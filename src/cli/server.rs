@@ -9,7 +9,7 @@ use git_lease::hook::{self, Policy, RefUpdate};
 use git_lease::remote::Remote;
 use git_lease::{Error, IssueId};
 
-use super::{exit, Context, Failure, HolderArg, HookKind};
+use super::{exit, output, Context, Failure, HolderArg, HookKind};
 
 /// The fence glob `push` assumes when this repository sets no `lease.fence` of its own.
 const DEFAULT_FENCE: &str = "refs/heads/issue/*";
@@ -232,7 +232,7 @@ pub(crate) fn push(
         Some(e) => {
             eprintln!(
                 "git lease: refused: issue {issue} is held by {} (token {}), not by {holder}",
-                e.lease.holder.as_deref().unwrap_or("?"),
+                output::printable(e.lease.holder.as_deref().unwrap_or("?")),
                 e.lease.token
             );
             return Ok(exit::REFUSED);

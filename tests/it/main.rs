@@ -14,6 +14,8 @@
 //! - [`hook`], [`fence`]: the server hook against forged pushes, and fenced work branches.
 //! - [`attack`]: the forged-push matrix (every event x pusher x forged data) against the
 //!   specification of who may push what, and when.
+//! - [`output`]: human output escapes control characters and invisible Unicode from ledgers.
+//! - [`rewound`]: a hookless remote that rewinds, rewrites or deletes a ledger.
 
 pub mod env;
 
@@ -27,6 +29,7 @@ mod hook;
 mod http;
 mod mirror;
 mod model;
+mod output;
 mod perf;
 mod race;
 mod readme;

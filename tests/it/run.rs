@@ -792,6 +792,153 @@ fn signals_to_run_are_forwarded_to_the_child() {
     }
 }
 
+/// The process group of `pid` (field 5 of `/proc/<pid>/stat`).
+fn process_group(pid: u32) -> Option<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat[stat.rfind(')')? + 1..]
+        .split_whitespace()
+        .nth(2)?
+        .parse()
+        .ok()
+}
+
+/// True once the process `pid` that started at `ticks` has ended: gone from `/proc`, a zombie
+/// waiting for its new parent, or the id taken by another process.
+fn ended(pid: u32, ticks: Option<u64>) -> bool {
+    start_ticks(pid) != ticks || matches!(process_state(pid), None | Some('Z' | 'X'))
+}
+
+/// Polls (a bounded number of times) until `pid` has ended.
+#[track_caller]
+fn wait_ended(pid: u32, ticks: Option<u64>, what: &str) {
+    poll_until(what, || ended(pid, ticks).then_some(()));
+}
+
+#[test]
+fn a_run_killed_by_sigkill_takes_its_child_with_it_so_no_orphan_races_the_next_holder() {
+    let repo = TestRepo::new();
+    let cmd = repo
+        .lease()
+        .args(["run", "22", "--holder", WORKER, "--ttl", "1h"]);
+    // A child that ignores SIGTERM: only SIGKILL ends it.
+    let (mut run, ready, _) = spawn_run(&repo, cmd, STUBBORN_CHILD, "run");
+    wait_held(&repo, "22", WORKER, None);
+    let child: u32 = wait_file(&ready).trim().parse().expect("the child's pid");
+    let stray = Stray::new(child);
+    assert!(stray.ticks.is_some(), "the child runs");
+    assert_eq!(
+        process_group(child),
+        Some(child),
+        "the child leads a process group of its own"
+    );
+
+    let status = run.kill_and_reap();
+    assert_eq!(status.signal(), Some(libc::SIGKILL), "{status:?}");
+    wait_ended(child, stray.ticks, "the child of the killed run ended");
+
+    // The lease is free on this machine at once, and nothing works on token 1 any more.
+    let taken = jrun(&repo, &["acquire", "22", "--holder", BOB, "--ttl", "1h"]);
+    taken.outcome(0, "acquired");
+    taken.json_has(&[("token", json!(2))]);
+    assert_eq!(repo.lease_json("22")["takeover"], json!("process_gone"));
+    assert_verify_clean(&repo);
+}
+
+#[test]
+fn what_the_child_leaves_running_in_its_group_is_killed_before_the_lease_ends() {
+    let repo = TestRepo::new();
+    // The child starts a background worker, says its pid, and exits 0 at once.
+    let run = repo
+        .lease()
+        .args(["run", "24", "--holder", WORKER, "--ttl", "1h", "--"])
+        .args(["sh", "-c", "sleep 300 & echo $! > \"$1\"", "sh"])
+        .args([repo.scratch("out").join("left")])
+        .run();
+    run.ok();
+    let left: u32 = std::fs::read_to_string(repo.scratch("out").join("left"))
+        .expect("the child wrote its worker's pid")
+        .trim()
+        .parse()
+        .expect("a pid");
+    let stray = Stray::new(left);
+    // run killed it before it completed the lease; it may still await reaping by its new parent.
+    wait_ended(left, stray.ticks, "the child's background worker ended");
+    assert_eq!(events(&repo.chain("24")), vec!["acquire", "complete"]);
+}
+
+#[test]
+fn a_run_whose_renewals_fail_stops_its_child_before_the_lease_expires_and_exits_6() {
+    let server = TestRepo::bare();
+    let repo = TestRepo::new();
+    let url = path_str(server.path()).to_owned();
+    // The child notes when SIGTERM came (unix seconds), then exits.
+    let script = "trap 'date +%s > \"$2\"; exit 0' TERM; echo $$ > \"$1\"; \
+                  while :; do sleep 0.1; done";
+    let cmd = repo.lease().args([
+        "run", "--remote", &url, "23", "--holder", WORKER, "--ttl", "3s", "--every", "1s",
+    ]);
+    let (mut run, ready, marker) = spawn_run(&repo, cmd, script, "run");
+    let child: u32 = wait_file(&ready).trim().parse().expect("the child's pid");
+    let stray = Stray::new(child);
+    // The remote becomes unreachable: every renewal fails from now on.
+    let moved = server.root().join("moved.git");
+    std::fs::rename(server.path(), &moved).expect("move the remote away");
+
+    run.expect_exit(6);
+    assert!(
+        run.output().contains("no renewal succeeded in time"),
+        "{}",
+        run.output()
+    );
+    wait_ended(child, stray.ticks, "the child ended");
+    let stopped_at: i64 = wait_file(&marker)
+        .trim()
+        .parse()
+        .expect("the child noted SIGTERM's time");
+    // The last lease the remote recorded, and so what everyone else judges by.
+    let text = repo.git(&[
+        "--git-dir",
+        path_str(&moved),
+        "show",
+        "refs/leases/23:lease.json",
+    ]);
+    let tip: Value = serde_json::from_str(&text).expect("lease.json is JSON");
+    assert_eq!(tip["holder"], json!(WORKER), "nothing ended it: {tip}");
+    let expires_at =
+        chrono::DateTime::parse_from_rfc3339(tip["expires_at"].as_str().expect("an expiry"))
+            .expect("an RFC 3339 expiry")
+            .timestamp();
+    assert!(
+        stopped_at < expires_at,
+        "the child was stopped at {stopped_at}, not before the lease's expiry at {expires_at}\n{}",
+        run.output()
+    );
+}
+
+#[test]
+fn run_refuses_a_renew_interval_that_cannot_beat_its_renew_deadline() {
+    let repo = TestRepo::new();
+    let marker = repo.scratch("out").join("ran");
+    let before = repo.snapshot();
+    for (ttl, every) in [("3s", Some("2s")), ("1h", Some("1h")), ("1s", None)] {
+        let mut args = vec!["run", "25", "--holder", WORKER, "--ttl", ttl];
+        if let Some(every) = every {
+            args.extend(["--every", every]);
+        }
+        let run = repo.run(&touching(&args, &marker));
+        run.code(2);
+        assert!(!marker.exists(), "the child ran\n{run}");
+    }
+    assert_eq!(repo.snapshot(), before, "a refused run wrote something");
+    // A 2s lease renews by default, in time.
+    repo.run(&touching(
+        &["run", "25", "--holder", WORKER, "--ttl", "2s"],
+        &marker,
+    ))
+    .ok();
+    assert!(marker.exists(), "the child ran");
+}
+
 // ---------------------------------------------------------------------------------------------
 // run --remote
 // ---------------------------------------------------------------------------------------------
