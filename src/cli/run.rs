@@ -96,9 +96,14 @@ impl RunningClock {
         }
     }
 
-    /// Returns the time now, to the nanosecond.
+    /// Returns the time now, to the nanosecond (never past the last recordable instant).
     fn precise_now(&self) -> DateTime<Utc> {
-        self.start + chrono::Duration::from_std(self.started.elapsed()).unwrap_or_default()
+        let elapsed = chrono::Duration::from_std(self.started.elapsed()).unwrap_or_default();
+        self.start
+            .checked_add_signed(elapsed)
+            .map_or(git_lease::time::latest(), |t| {
+                t.min(git_lease::time::latest())
+            })
     }
 
     /// Returns the time now in whole seconds, as instants are recorded.
@@ -111,6 +116,14 @@ impl RunningClock {
     fn until(&self, at: DateTime<Utc>) -> Duration {
         (at - self.precise_now()).to_std().unwrap_or(Duration::ZERO)
     }
+}
+
+/// Returns the instant `d` from now, or a century from now for a longer `d`: a duration a user
+/// typed never overflows the monotonic clock.
+fn after(d: Duration) -> Instant {
+    const CENTURY: Duration = Duration::from_secs(100 * 365 * 86_400);
+    let now = Instant::now();
+    now.checked_add(d.min(CENTURY)).unwrap_or(now)
 }
 
 /// When `run` stops its child if no renewal has succeeded: the renew deadline, computed here
@@ -284,13 +297,13 @@ pub(crate) fn run(ctx: &Context, args: RunArgs) -> Result<u8, Failure> {
         let ttl = args.ttl;
         std::thread::spawn(move || {
             // Attempts start `interval` apart, however long each takes.
-            let mut next = Instant::now() + interval;
+            let mut next = after(interval);
             loop {
                 match renewer_stop.recv_timeout(next.saturating_duration_since(Instant::now())) {
                     Err(mpsc::RecvTimeoutError::Timeout) => {}
                     _ => return,
                 }
-                next += interval;
+                next = next.checked_add(interval).unwrap_or(next);
                 let now = clock.now();
                 match handle.apply(|cur| rules::renew(cur, handle.credentials(), ttl, now)) {
                     Ok(report) if report.outcome == Outcome::Renewed => {
@@ -357,7 +370,7 @@ pub(crate) fn run(ctx: &Context, args: RunArgs) -> Result<u8, Failure> {
         }
         Stop::Lost(why) => {
             eprintln!("git lease run: lease lost, stopping {program}: {why}");
-            stop_child(group, Instant::now() + args.grace, &inbox);
+            stop_child(group, after(args.grace), &inbox);
             Ok(exit::LEASE_LOST)
         }
         Stop::Deadline(w) => {
@@ -367,7 +380,7 @@ pub(crate) fn run(ctx: &Context, args: RunArgs) -> Result<u8, Failure> {
                 git_lease::time::format_instant(w.expires_at)
             );
             // The grace period ends by the window's SIGKILL instant, sooner if need be.
-            let kill_at = Instant::now() + args.grace.min(clock.until(w.kill_by));
+            let kill_at = after(args.grace.min(clock.until(w.kill_by)));
             stop_child(group, kill_at, &inbox);
             Ok(exit::LEASE_LOST)
         }
@@ -530,7 +543,7 @@ pub(crate) fn wait(
         Some(name) => Some(Remote::new(&ctx.ledger, name)?),
         None => None,
     };
-    let deadline = timeout.map(|t| Instant::now() + t);
+    let deadline = timeout.map(after);
     let mut pause = Duration::from_millis(50);
     loop {
         let now = clock.now();

@@ -820,6 +820,17 @@ fn a_clock_or_ttl_past_what_a_ledger_records_is_bad_usage_and_writes_nothing() {
         .ok()
         .stdout_has("x");
     repo.run_at("9999-12-31T23:00:00Z", &["verify"]).ok();
+    // Durations far past any clock never overflow one.
+    let forever = "18446744073709551615s";
+    repo.run_at(&at(0), &["wait", "free", "--timeout", forever])
+        .ok();
+    repo.run_at(
+        &at(0),
+        &[
+            "run", "r", "--holder", "a", "--grace", forever, "--", "true",
+        ],
+    )
+    .ok();
 }
 
 #[test]
