@@ -369,7 +369,7 @@ fn check_actor(
         (
             Rule::Identity,
             format!(
-                "the commit records {} as {role}, but {who} pushed it",
+                "the commit records {} as {role}, but {who} pushed it (a holder is named as the server knows its pusher: `git config lease.holder {who}`)",
                 named.unwrap_or("nobody")
             ),
         )
