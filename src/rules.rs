@@ -80,6 +80,8 @@ pub enum Outcome {
     NotHolder,
     /// The lease was freed; its token is kept.
     Released,
+    /// An administrator freed the lease; its token is kept.
+    Revoked,
     /// Nothing was held, so there was nothing to release; nothing changed. A success.
     NotHeld,
     /// The caller is the holder by name, but the lease was taken with a session and the
@@ -98,6 +100,7 @@ impl Outcome {
             Outcome::Renewed => "renewed",
             Outcome::NotHolder => "not_holder",
             Outcome::Released => "released",
+            Outcome::Revoked => "revoked",
             Outcome::NotHeld => "not_held",
             Outcome::WrongSecret => "wrong_secret",
             Outcome::Skipped => "skipped",
@@ -408,7 +411,7 @@ pub fn revoke(
     next.previous_holder = Some(previous.to_owned());
     next.by = Some(by.to_owned());
     next.reason = Some(reason.to_owned());
-    Transition::write(Outcome::Released, current, next)
+    Transition::write(Outcome::Revoked, current, next)
 }
 
 /// Why a fencing check failed.

@@ -32,7 +32,8 @@ const DEFAULT_TTL: &str = "1h";
                   chain of commits under refs/leases/<issue>; each commit holds lease.json \
                   with the holder, the fencing token and the expiry.",
     after_help = "Exit codes: 0 done (including \"not held\"), 1 failure, 2 bad usage, \
-                  3 refused, 4 no such lease or ambiguous prefix, 5 lost the race repeatedly."
+                  3 refused, 4 no such lease or ambiguous prefix, 5 lost the race repeatedly, \
+                  6 run: the lease was lost and the command stopped."
 )]
 struct Cli {
     /// Run as if started in <PATH> (may be repeated, as in git)
@@ -58,7 +59,12 @@ struct Cli {
 #[derive(Args, Debug)]
 pub(crate) struct HolderArg {
     /// Who holds [default: config lease.holder, then user.email]
-    #[arg(long, env = "GIT_LEASE_HOLDER", value_name = "NAME")]
+    #[arg(
+        long,
+        env = "GIT_LEASE_HOLDER",
+        hide_env_values = true,
+        value_name = "NAME"
+    )]
     pub(crate) holder: Option<String>,
     /// The session secret printed by `acquire --session` (required for such a lease)
     #[arg(
@@ -272,19 +278,43 @@ pub(crate) enum HookKind {
     PreReceive,
 }
 
-/// Runs the command line and returns the process exit code.
+/// The options that choose where leases are (`--remote`, `--local`), which mean nothing to the
+/// commands that act on a repository itself.
+const WHERE_OPTIONS: [&str; 2] = ["remote", "local"];
+
+/// Returns the whole command-line interface: what parses the arguments, and what `--help`,
+/// the manual and the completions describe.
+pub(crate) fn command() -> clap::Command {
+    // A subcommand's own argument of the same name shadows a global one: hidden, it keeps the
+    // global one out of that subcommand's help.
+    let hide = |mut c: clap::Command| {
+        for id in WHERE_OPTIONS {
+            c = c.arg(clap::Arg::new(id).long(id).hide(true).action(match id {
+                "local" => clap::ArgAction::SetTrue,
+                _ => clap::ArgAction::Set,
+            }));
+        }
+        c
+    };
+    let mut command = Cli::command();
+    for name in ["gc", "install-hook"] {
+        command = command.mut_subcommand(name, hide);
+    }
+    command.mut_subcommand("hook", |hook| {
+        hide(hook)
+            .mut_subcommand("update", hide)
+            .mut_subcommand("pre-receive", hide)
+    })
+}
+
 /// Runs the command line `args` (the program name first) and returns the exit code.
 pub fn main(args: Vec<std::ffi::OsString>) -> u8 {
-    let mut command = Cli::command();
+    let mut command = command();
     let parsed = command
         .try_get_matches_from_mut(args)
         .and_then(|mut matches| {
-            Cli::from_arg_matches_mut(&mut matches).map_err(|e| e.format(&mut Cli::command()))
+            Cli::from_arg_matches_mut(&mut matches).map_err(|e| e.format(&mut self::command()))
         });
-    // The parser's tree of every command and option is only needed to parse. Freeing it
-    // allocation by allocation was 7% of the instructions of an `acquire`; the process
-    // exit frees it at once.
-    std::mem::forget(command);
     let cli = match parsed {
         Ok(cli) => cli,
         Err(e) => {
@@ -455,9 +485,10 @@ fn run(cli: Cli) -> Result<u8, Failure> {
         now()?
     };
     for dir in &cli.dirs {
-        std::env::set_current_dir(dir).map_err(|e| Error::Io {
-            context: format!("cannot change to {}", dir.display()),
-            source: e,
+        // As in git, a -C that leads nowhere is bad usage, like any other missing repository.
+        std::env::set_current_dir(dir).map_err(|e| Error::NotARepository {
+            path: dir.clone(),
+            message: format!("cannot change to it: {e}"),
         })?;
     }
     let cwd = std::env::current_dir().map_err(|e| Error::Io {
@@ -1157,7 +1188,7 @@ mod tests {
 
     #[test]
     fn the_command_line_is_well_formed() {
-        Cli::command().debug_assert();
+        command().debug_assert();
     }
 
     #[test]

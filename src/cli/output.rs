@@ -131,7 +131,7 @@ pub fn report_line(report: &Report, now: DateTime<Utc>) -> String {
         (Outcome::WrongSecret, _) => format!(
             "wrong secret: {issue} was taken with a session; give its secret with --secret or GIT_LEASE_SECRET"
         ),
-        (Outcome::Released, Some(e)) => {
+        (Outcome::Released | Outcome::Revoked, Some(e)) => {
             let what = match e.lease.event {
                 git_lease::Event::Complete => "completed",
                 git_lease::Event::Abandon => "abandoned",

@@ -611,6 +611,18 @@ fn check_and_revoke_take_exact_ids_only_and_an_empty_id_is_bad_usage() {
     assert_eq!(v["outcome"], "not_held");
     assert_eq!(repo.snapshot(), before);
     repo.json_at(T0, 0, &["check", "123", "--token", "1"]);
+    // A revoke says so, in text and JSON.
+    let v = repo.json_at(
+        T0,
+        0,
+        &["revoke", "123", "--reason", "r", "--holder", "ops"],
+    );
+    assert_eq!(v["outcome"], "revoked");
+    repo.json_at(T0, 0, &["acquire", "123", "--holder", "a"]);
+    repo.run_at(T0, &["revoke", "123", "--reason", "r", "--holder", "ops"])
+        .ok()
+        .stdout_has("revoked 123 held by a (token 2 kept)");
+    let before = repo.snapshot();
     for args in [
         &["show", ""][..],
         &["log", ""],
@@ -831,6 +843,14 @@ fn a_clock_or_ttl_past_what_a_ledger_records_is_bad_usage_and_writes_nothing() {
         ],
     )
     .ok();
+}
+
+#[test]
+fn dash_c_to_a_missing_directory_is_bad_usage_like_any_missing_repository() {
+    let repo = TestRepo::new();
+    repo.run_at(T0, &["-C", "no/such/dir", "list"])
+        .code(2)
+        .stderr_has("no/such/dir");
 }
 
 #[test]
