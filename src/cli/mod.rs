@@ -1183,7 +1183,6 @@ fn json_array_line<T: serde::Serialize>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use clap::CommandFactory;
     use git_lease::Outcome;
 
     #[test]
