@@ -3,6 +3,7 @@
 
 mod exit;
 mod gc;
+mod manual;
 mod output;
 mod progress;
 mod run;
@@ -18,6 +19,10 @@ use git_lease::view::{LeaseView, LogView, ReportView, State};
 use git_lease::{
     rules, Claim, Credentials, Ending, Entry, Error, IssueId, Lease, Ledger, Report, Ttl,
 };
+
+/// The version of every `--json` shape (docs/JSON.md); it changes only when a field changes
+/// meaning or goes away, never when one is added.
+pub(crate) const SCHEMA_VERSION: u32 = 1;
 
 /// The TTL of a claim when neither `--ttl` nor `lease.ttl` says otherwise.
 const DEFAULT_TTL: &str = "1h";
@@ -261,6 +266,19 @@ enum Command {
         #[arg(long)]
         full: bool,
     },
+    /// Print the manual page (roff), or install every page where man finds it
+    Man {
+        /// Write git-lease.1 and a page per command into DIR/man1 [default: the binary's
+        /// ../share/man, which man finds from PATH]
+        #[arg(long, value_name = "DIR", num_args = 0..=1)]
+        install: Option<Option<PathBuf>>,
+    },
+    /// Print a shell completion script (for the git-lease binary)
+    Completions {
+        /// The shell
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -491,6 +509,17 @@ fn run(cli: Cli) -> Result<u8, Failure> {
             message: format!("cannot change to it: {e}"),
         })?;
     }
+    // The manual and completions describe the tool, not a repository: no repository needed.
+    match &cli.command {
+        Command::Man { install } => {
+            let mut out = std::io::stdout().lock();
+            return manual::man(install.clone(), cli.json, &mut out);
+        }
+        Command::Completions { shell } => {
+            return manual::completions(*shell, &mut std::io::stdout().lock())
+        }
+        _ => {}
+    }
     let cwd = std::env::current_dir().map_err(|e| Error::Io {
         context: "cannot read the current directory".into(),
         source: e,
@@ -584,6 +613,9 @@ fn dispatch(ctx: &Context, command: Command, out: &mut dyn Write) -> Result<u8, 
                 None
             };
             run::wait(ctx, &issue, timeout, claim, out)
+        }
+        Command::Man { .. } | Command::Completions { .. } => {
+            unreachable!("answered before a repository is opened")
         }
         Command::Sync { .. }
         | Command::Hook { .. }

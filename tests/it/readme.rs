@@ -75,3 +75,88 @@ fn the_readme_tour_works_as_written() {
         .expect("git rev-list");
     assert_eq!(String::from_utf8_lossy(&count.stdout).trim(), "3");
 }
+
+/// Returns the lines of the ```sh block after the `## Install` heading.
+fn install_lines() -> Vec<String> {
+    let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md"))
+        .expect("README.md is readable");
+    let after = readme
+        .split_once("## Install")
+        .expect("README has an Install section")
+        .1;
+    let block = after.split_once("```sh\n").expect("a sh block").1;
+    let block = block.split_once("```").expect("the block ends").0;
+    block.lines().map(str::to_owned).collect()
+}
+
+#[test]
+fn after_install_the_manual_and_completions_work_as_the_readme_says() {
+    let scratch = TestRepo::new();
+    let home = scratch.scratch("home");
+    // What `cargo install` leaves: the binary in <prefix>/bin, on PATH.
+    let prefix = scratch.scratch("prefix");
+    let bin = prefix.join("bin");
+    std::fs::create_dir_all(&bin).expect("create bin");
+    std::fs::copy(BIN, bin.join("git-lease")).expect("install the binary");
+    let lines = install_lines();
+    assert!(
+        lines[0].starts_with("cargo install --locked --path ."),
+        "{lines:?}"
+    );
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let sh = |script: &str| {
+        let mut cmd = std::process::Command::new("bash");
+        env::hermetic(&mut cmd, &home, &home);
+        let out = cmd
+            .env("PATH", &path)
+            .env("MANPAGER", "cat")
+            .env("PAGER", "cat")
+            .env("MANWIDTH", "80")
+            .arg("-c")
+            .arg(script)
+            .current_dir(&home)
+            .output()
+            .expect("run bash");
+        (
+            out.status.success(),
+            format!(
+                "{}\n--- stderr\n{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            ),
+        )
+    };
+    // The README's follow-up line, as written.
+    let (ok, out) = sh(&lines[1]);
+    assert!(ok, "{}: {out}", lines[1]);
+    assert!(prefix.join("share/man/man1/git-lease.1").exists(), "{out}");
+    assert!(prefix.join("share/man/man1/git-lease-acquire.1").exists());
+    for help in ["git help lease", "git lease --help"] {
+        let (ok, out) = sh(help);
+        assert!(
+            ok && out.contains("git-lease") && out.contains("acquire"),
+            "{help}: {out}"
+        );
+    }
+    // A new shell completes `git lease` and `git-lease`.
+    let (ok, out) = sh(
+        "source ~/.bashrc; COMP_WORDS=(git lease ac); COMP_CWORD=2; _git_lease; \
+         echo \"[${COMPREPLY[*]}]\"; COMP_WORDS=(git-lease list --al); COMP_CWORD=2; \
+         _git__lease git-lease --al list; echo \"[${COMPREPLY[*]}]\"",
+    );
+    assert!(
+        ok && out.contains("[acquire]") && out.contains("[--all]"),
+        "{out}"
+    );
+    // The other shells' scripts, and the page itself.
+    for shell in ["zsh", "fish"] {
+        let (ok, out) = sh(&format!("git lease completions {shell}"));
+        assert!(ok && out.contains("git-lease"), "{shell}: {out}");
+    }
+    let (ok, out) = sh("git lease man");
+    assert!(ok && out.contains(".TH"), "{out}");
+}

@@ -1,0 +1,137 @@
+//! `git lease man` and `git lease completions`: the manual and shell completions, generated
+//! from the same clap definitions that parse the command line, so they never drift from it.
+//!
+//! `man --install` writes the pages where `man` finds them from `PATH`: next to the binary's
+//! `bin/`, in `../share/man/man1`. After `cargo install`, that makes `git help lease` and
+//! `git lease --help` (which git turns into `man git-lease`) work with no `MANPATH` change.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use git_lease::Error;
+
+use super::{exit, json_line, Failure};
+
+/// Prints the manual page of `git lease` (roff), or, with `install`, writes every page into
+/// `<dir>/man1`.
+pub(crate) fn man(
+    install: Option<Option<PathBuf>>,
+    json: bool,
+    out: &mut dyn Write,
+) -> Result<u8, Failure> {
+    let Some(dir) = install else {
+        clap_mangen::Man::new(super::command()).render(out)?;
+        return Ok(exit::OK);
+    };
+    let root = match dir {
+        Some(dir) => dir,
+        None => default_man_dir()?,
+    };
+    let man1 = root.join("man1");
+    let io = |context: String| move |source| Error::Io { context, source };
+    std::fs::create_dir_all(&man1).map_err(io(format!("cannot create {}", man1.display())))?;
+    let mut written = Vec::new();
+    write_pages(super::command(), &man1, &mut written).map_err(io(format!(
+        "cannot write the manual into {}",
+        man1.display()
+    )))?;
+    if json {
+        #[derive(serde::Serialize)]
+        struct Installed<'a> {
+            schema_version: u32,
+            dir: &'a Path,
+            pages: &'a [PathBuf],
+        }
+        json_line(
+            out,
+            &Installed {
+                schema_version: super::SCHEMA_VERSION,
+                dir: &man1,
+                pages: &written,
+            },
+        )?;
+    } else {
+        writeln!(
+            out,
+            "installed {} manual pages into {} (git help lease, git lease --help, man git-lease)",
+            written.len(),
+            man1.display()
+        )?;
+    }
+    Ok(exit::OK)
+}
+
+/// Writes the page of `command` and of each of its visible subcommands, recursively.
+fn write_pages(
+    command: clap::Command,
+    dir: &Path,
+    written: &mut Vec<PathBuf>,
+) -> std::io::Result<()> {
+    let mut command = command.disable_help_subcommand(true);
+    command.build();
+    for sub in command.get_subcommands().filter(|s| !s.is_hide_set()) {
+        write_pages(sub.clone(), dir, written)?;
+    }
+    written.push(clap_mangen::Man::new(command).generate_to(dir)?);
+    Ok(())
+}
+
+/// Returns `<the binary's directory>/../share/man`, which `man` searches for every `bin`
+/// directory on `PATH`.
+fn default_man_dir() -> Result<PathBuf, Error> {
+    let exe = std::env::current_exe().map_err(|source| Error::Io {
+        context: "cannot locate the git-lease binary".into(),
+        source,
+    })?;
+    let bin = exe.parent().ok_or_else(|| {
+        Error::InvalidInput(format!(
+            "cannot tell the directory of {}; give man --install a directory",
+            exe.display()
+        ))
+    })?;
+    let prefix = bin.parent().unwrap_or(bin);
+    Ok(prefix.join("share").join("man"))
+}
+
+/// Prints the completion script for `shell`: for the `git-lease` binary, and, in bash, for
+/// `git lease` too (git's own completion calls `_git_lease` for it).
+pub(crate) fn completions(shell: clap_complete::Shell, out: &mut dyn Write) -> Result<u8, Failure> {
+    // One word for the binary: the help text says `git lease`, which is no command name.
+    let mut command = named_as(super::command(), "git-lease");
+    let mut script = Vec::new();
+    clap_complete::generate(shell, &mut command, "git-lease", &mut script);
+    if shell == clap_complete::Shell::Bash {
+        // clap_complete's bash script names a hyphenated binary's subcommand cases in two
+        // ways (`git__lease__subcmd__list` where it sets them, `git__subcmd__lease__…` where it
+        // matches them); one spelling makes them meet.
+        let text = String::from_utf8_lossy(&script).replace("git__subcmd__lease", "git__lease");
+        out.write_all(text.as_bytes())?;
+        out.write_all(BASH_GIT_SUBCOMMAND.as_bytes())?;
+    } else {
+        out.write_all(&script)?;
+    }
+    Ok(exit::OK)
+}
+
+/// Returns `command` with `name` as its binary name, and `<name> <sub>` for each subcommand,
+/// recursively.
+fn named_as(command: clap::Command, name: &str) -> clap::Command {
+    let subs: Vec<String> = command
+        .get_subcommands()
+        .map(|s| s.get_name().to_owned())
+        .collect();
+    subs.iter().fold(command.bin_name(name), |command, sub| {
+        command.mut_subcommand(sub, |s| named_as(s, &format!("{name} {sub}")))
+    })
+}
+
+/// Lets git's bash completion complete `git lease …` with the function above, by presenting
+/// the words as `git-lease …`.
+const BASH_GIT_SUBCOMMAND: &str = r#"
+# `git lease <TAB>`: git's completion calls _git_lease for the lease subcommand.
+_git_lease() {
+    local COMP_WORDS=("git-lease" "${COMP_WORDS[@]:2}")
+    local COMP_CWORD=$((COMP_CWORD - 1))
+    _git__lease git-lease "${COMP_WORDS[COMP_CWORD]}" "${COMP_WORDS[COMP_CWORD - 1]}"
+}
+"#;
