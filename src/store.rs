@@ -6,7 +6,9 @@
 //! ref (`Store::swap`, locked with gix's lock files as git's files backend does it). A ledger
 //! commit has exactly one tree entry, `lease.json`, and at most one parent; [`Store::entry`]
 //! refuses anything else, naming the commit, so a corrupt ledger is an error and never a
-//! guess.
+//! guess; and only a real absence is one: every read of refs ([`Store::read_refs`]) and of
+//! objects ([`Store::lookup`]) is made again when `git gc`, `git repack` or `git pack-refs`
+//! moved what it reads meanwhile.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -80,8 +82,8 @@ pub struct Store {
     quarantine: Option<gix::odb::Handle>,
     fsync: crate::durability::Fsync,
     auto_gc: crate::gc::AutoGc,
-    /// The identity, size and times of `packed-refs` (`None`: absent) when gix last read it
-    /// for [`Store::swap`]; see [`Store::refresh_packed_refs`].
+    /// The identity, size and times of `packed-refs` (`None`: absent) when this store last
+    /// made gix read it; see [`Store::refresh_packed_refs`].
     packed_refs_seen: std::cell::Cell<Option<Option<PackedRefsStat>>>,
     /// The pack [`Store::write_staged`] wrote last, kept (`.keep`) until a ref update makes
     /// its objects reachable, or until the store is dropped.
@@ -89,7 +91,33 @@ pub struct Store {
 }
 
 /// `(dev, ino, size, mtime, mtime_nsec, ctime_nsec)` of `packed-refs`.
-type PackedRefsStat = (u64, u64, u64, i64, i64, i64);
+pub(crate) type PackedRefsStat = (u64, u64, u64, i64, i64, i64);
+
+/// Returns the identity, size and times of `packed-refs` at `path` (`None`: absent).
+fn packed_refs_stat(path: &Path) -> std::io::Result<Option<PackedRefsStat>> {
+    use std::os::unix::fs::MetadataExt;
+    match std::fs::metadata(path) {
+        Ok(m) => Ok(Some((
+            m.dev(),
+            m.ino(),
+            m.size(),
+            m.mtime(),
+            m.mtime_nsec(),
+            m.ctime_nsec(),
+        ))),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// The reads [`Store::lookup`] makes, by any handle of an object database.
+trait Objects: gix::objs::Find + gix::objs::FindHeader {}
+
+impl<T: gix::objs::Find + gix::objs::FindHeader> Objects for T {}
+
+/// How many times a read of refs or objects that raced with packing is made (see
+/// [`Store::read_refs`] and [`Store::find`]).
+const READ_ATTEMPTS: usize = 5;
 
 /// Below this many ledgers to decode, [`Store::entries`] stays on one thread.
 const PARALLEL_DECODE_MIN: usize = 1024;
@@ -221,21 +249,62 @@ impl Store {
     }
 
     /// Returns the commit the ref `name` points at, if it exists.
+    ///
+    /// Read as [`Store::read_refs`] reads: a ref that `git pack-refs` moves meanwhile is found
+    /// where it went.
     pub fn tip_of(&self, name: &str) -> Result<Option<ObjectId>> {
         let found = self
-            .repo
-            .try_find_reference(name)
+            .read_refs(|| {
+                self.repo
+                    .try_find_reference(name)
+                    .map(|r| r.map(gix::Reference::detach))
+            })
             .map_err(|e| Error::git(format!("cannot read {name}"), e))?;
         match found {
             None => Ok(None),
-            Some(r) => match r.target() {
-                gix::refs::TargetRef::Object(id) => Ok(Some(id.to_owned())),
-                gix::refs::TargetRef::Symbolic(to) => Err(Error::Corrupt {
+            Some(r) => match r.target {
+                Target::Object(id) => Ok(Some(id)),
+                Target::Symbolic(to) => Err(Error::Corrupt {
                     issue: name.trim_start_matches(REF_PREFIX).to_owned(),
                     commit: format!("(symbolic ref to {to})"),
                     reason: "a lease ref must point at a commit, not at another ref".into(),
                 }),
             },
+        }
+    }
+
+    /// Runs `read`, a read of refs, so that packing cannot make it fail or miss a ref: with
+    /// gix's `packed-refs` buffer the file on disk (see [`Store::refresh_packed_refs`]), and
+    /// again when `packed-refs` changed while it ran or it failed, up to [`READ_ATTEMPTS`]
+    /// times; the last answer stands.
+    ///
+    /// `git pack-refs --prune` (and `git gc`) first writes every loose ref into a new
+    /// `packed-refs`, then deletes the loose files and the directories they leave empty. A
+    /// reader that took the old `packed-refs` and then finds a loose file gone, or a
+    /// directory it was listing gone, has missed a ref or fails on it; both happen only when
+    /// `packed-refs` was replaced after the reader took it (so it differs now), or while the
+    /// loose files were being deleted (an I/O error). Reading again then finds the ref in the
+    /// new `packed-refs`. An answer given while `packed-refs` stayed the same is the truth at
+    /// that moment, an absent ref included.
+    pub(crate) fn read_refs<T>(
+        &self,
+        mut read: impl FnMut() -> std::result::Result<T, gix::Error>,
+    ) -> std::result::Result<T, gix::Error> {
+        let mut attempt = 1;
+        loop {
+            let answer = self.refresh_packed_refs().and_then(|before| {
+                let answer = read()?;
+                Ok((before, answer))
+            });
+            let settled = match &answer {
+                Ok((before, _)) => packed_refs_stat(&self.repo.refs.packed_refs_path())
+                    .is_ok_and(|after| after == *before),
+                Err(_) => false,
+            };
+            if settled || attempt >= READ_ATTEMPTS {
+                return answer.map(|(_, answer)| answer);
+            }
+            attempt += 1;
         }
     }
 
@@ -354,28 +423,68 @@ impl Store {
         })
     }
 
-    /// Reads one object's kind and bytes, from the repository or, inside a server hook, from
-    /// the push's quarantine (which gix does not see by itself).
+    /// Reads one object's kind and bytes; see [`Store::lookup`].
     fn find(&self, id: ObjectId) -> std::result::Result<(gix::object::Kind, Vec<u8>), String> {
-        use gix::objs::Find;
         let mut buf = Vec::new();
-        let found = match self.repo.objects.try_find(&id, &mut buf) {
-            Ok(Some(data)) => Some(data.kind),
-            Ok(None) => None,
-            Err(e) => return Err(format!("cannot read object {id}: {e}")),
-        };
-        if let Some(kind) = found {
-            return Ok((kind, buf));
-        }
-        if let Some(quarantine) = &self.quarantine {
-            if let Some(data) = quarantine
-                .try_find(&id, &mut buf)
-                .map_err(|e| format!("cannot read object {id}: {e}"))?
-            {
-                return Ok((data.kind, buf));
+        let kind = self.lookup(id, |odb| {
+            Ok(odb.try_find(&id, &mut buf)?.map(|data| data.kind))
+        })?;
+        Ok((kind, buf))
+    }
+
+    /// Looks `id` up with `look`: in the repository's object database, and inside a server
+    /// hook in the push's quarantine too (which gix does not see by itself).
+    ///
+    /// An object that is not found, or that fails to read, is looked up again in an object
+    /// database opened afresh, up to [`READ_ATTEMPTS`] times in all: `git repack -d` and
+    /// `git gc` move objects from loose files into packs and from packs into new ones under
+    /// a reader's feet (the new pack is in place before the old copy goes), and an open
+    /// handle's view of them can lag behind the disk. Only an object that no fresh look finds
+    /// is missing; the last error stands for one that cannot be read.
+    fn lookup<T>(
+        &self,
+        id: ObjectId,
+        mut look: impl FnMut(&dyn Objects) -> std::result::Result<Option<T>, gix::Error>,
+    ) -> std::result::Result<T, String> {
+        let mut failure = None;
+        for attempt in 0..READ_ATTEMPTS {
+            let fresh;
+            let odb: &dyn Objects = if attempt == 0 {
+                &self.repo.objects
+            } else {
+                let store = self.repo.objects.store_ref();
+                match gix::odb::at_opts(
+                    store.path(),
+                    self.object_hash(),
+                    store.replacements(),
+                    Default::default(),
+                ) {
+                    Ok(handle) => {
+                        fresh = handle;
+                        &fresh
+                    }
+                    Err(e) => {
+                        failure = Some(format!("cannot open the object database: {e}"));
+                        continue;
+                    }
+                }
+            };
+            match look(odb) {
+                Ok(Some(found)) => return Ok(found),
+                Ok(None) => {}
+                Err(e) => failure = Some(format!("cannot read object {id}: {e}")),
+            }
+            if attempt == 0 {
+                if let Some(quarantine) = &self.quarantine {
+                    match look(quarantine) {
+                        Ok(Some(found)) => return Ok(found),
+                        Ok(None) => {}
+                        Err(e) => failure = Some(format!("cannot read object {id}: {e}")),
+                    }
+                }
             }
         }
-        Err(format!("object {id} is missing"))
+        Err(failure.unwrap_or_else(|| format!("object {id} is missing")))
     }
 
     fn lease_blob(&self, tree_id: ObjectId) -> std::result::Result<Vec<u8>, String> {
@@ -427,26 +536,26 @@ impl Store {
         self.refs_under(REF_PREFIX)
     }
 
-    /// Returns every ref under `prefix` (which ends with `/`) as `(name without prefix, tip)`.
+    /// Returns every ref under `prefix` (which ends with `/`) as `(name without prefix, tip)`,
+    /// read as [`Store::read_refs`] reads.
     pub fn refs_under(&self, prefix: &str) -> Result<Vec<(String, ObjectId)>> {
-        let platform = self
-            .repo
-            .references()
+        let mut out = self
+            .read_refs(|| {
+                let platform = self.repo.references()?;
+                let mut out = Vec::new();
+                for r in platform.prefixed(prefix)? {
+                    let r = r?;
+                    let name = r.name().as_bstr().to_str_lossy();
+                    let Some(short) = name.strip_prefix(prefix) else {
+                        continue;
+                    };
+                    if let gix::refs::TargetRef::Object(id) = r.target() {
+                        out.push((short.to_owned(), id.to_owned()));
+                    }
+                }
+                Ok(out)
+            })
             .map_err(|e| Error::git("cannot list references", e))?;
-        let iter = platform
-            .prefixed(prefix)
-            .map_err(|e| Error::git("cannot list references", e))?;
-        let mut out = Vec::new();
-        for r in iter {
-            let r = r.map_err(|e| Error::git("cannot list references", e))?;
-            let name = r.name().as_bstr().to_str_lossy();
-            let Some(short) = name.strip_prefix(prefix) else {
-                continue;
-            };
-            if let gix::refs::TargetRef::Object(id) = r.target() {
-                out.push((short.to_owned(), id.to_owned()));
-            }
-        }
         out.sort_by(|a, b| a.0.cmp(&b.0));
         Ok(out)
     }
@@ -753,32 +862,24 @@ impl Store {
     }
 
     /// Makes gix read `packed-refs` again if the file changed since this store last made
-    /// sure of it. gix reloads it only when its modification time is newer, which a rewrite
-    /// within the same clock tick (or with an older time) does not show; git compares the
-    /// file's identity, size and times, and so does this.
-    fn refresh_packed_refs(&self) -> std::result::Result<(), gix::Error> {
-        use std::os::unix::fs::MetadataExt;
-        let path = self.repo.refs.packed_refs_path();
-        let now = match std::fs::metadata(&path) {
-            Ok(m) => Some((
-                m.dev(),
-                m.ino(),
-                m.size(),
-                m.mtime(),
-                m.mtime_nsec(),
-                m.ctime_nsec(),
-            )),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-            Err(e) => return Err(gix::Error::from_error(e)),
-        };
+    /// sure of it, and returns what the file was then (`None`: absent). gix reloads it only
+    /// when its modification time is newer, which a rewrite within the same clock tick (or
+    /// with an older time) does not show; git compares the file's identity, size and times,
+    /// and so does this. The file is looked at before it is read, so a rewrite in between
+    /// only makes the next call read it once more.
+    pub(crate) fn refresh_packed_refs(
+        &self,
+    ) -> std::result::Result<Option<PackedRefsStat>, gix::Error> {
+        let now =
+            packed_refs_stat(&self.repo.refs.packed_refs_path()).map_err(gix::Error::from_error)?;
         if self.packed_refs_seen.get() == Some(now) {
-            return Ok(());
+            return Ok(now);
         }
         if now.is_some() {
             self.repo.refs.force_refresh_packed_buffer()?;
         }
         self.packed_refs_seen.set(Some(now));
-        Ok(())
+        Ok(now)
     }
 
     /// What follows a successful swap: see [`Store::after_ref_update`].

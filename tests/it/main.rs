@@ -5,6 +5,7 @@
 //! - [`cli`]: what plain git sees, `list`, `log`, `--json`, prefixes and bad input.
 //! - [`faults`]: corrupt ledgers, stale locks, ref clashes, repository formats and layouts.
 //! - [`race`]: real concurrent processes on one issue.
+//! - [`gc_race`]: readers and writers while git packs objects and refs under them.
 //! - [`model`]: property test of the library against a simple model.
 //! - [`server`]: a served bare repository per test (`git daemon`, or lighttpd and
 //!   `git http-backend`), with the system clock or a fixed one, with the hook or not; its own
@@ -20,6 +21,7 @@ mod daemon;
 mod faults;
 mod fence;
 mod forge;
+mod gc_race;
 mod hook;
 mod http;
 mod mirror;
