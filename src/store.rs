@@ -836,19 +836,7 @@ impl Store {
             })
             .collect();
         let fail = gix::lock::acquire::Fail::AfterDurationWithBackoff(self.lock_wait);
-        let committer = gix::actor::Signature {
-            name: "git-lease".into(),
-            email: "git-lease@localhost".into(),
-            // Only a reflog entry's time (written when core.logAllRefUpdates=always), in UTC:
-            // finding the local zone scans the whole time zone database, which cost more than
-            // the rest of an acquire.
-            time: gix::date::Time::new(
-                std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(0)),
-                0,
-            ),
-        };
+        let committer = reflog_committer();
         let mut time_buf = Default::default();
         let prepared = self.repo.refs.transaction().prepare(ref_edits, fail, fail);
         let result = prepared.and_then(|t| t.commit(Some(committer.to_ref(&mut time_buf))));
@@ -980,11 +968,13 @@ impl Store {
             deref: false,
         };
         let fail = gix::lock::acquire::Fail::AfterDurationWithBackoff(self.lock_wait);
+        let committer = reflog_committer();
+        let mut time_buf = Default::default();
         self.repo
             .refs
             .transaction()
             .prepare([edit], fail, fail)
-            .and_then(|t| t.commit(None))
+            .and_then(|t| t.commit(Some(committer.to_ref(&mut time_buf))))
             .map_err(|e| Error::git(format!("cannot update {name}"), e))?;
         self.after_ref_update([name])
     }
@@ -994,6 +984,25 @@ impl Store {
 pub(crate) struct RawEntry {
     pub parents: Vec<ObjectId>,
     pub lease_json: std::result::Result<Vec<u8>, String>,
+}
+
+/// The identity of the reflog entries git-lease writes (when `core.logAllRefUpdates=always`,
+/// or a ref's reflog exists), for ledger refs and bookkeeping refs alike: git-lease, as in
+/// the committer of every ledger commit, so that an update never depends on a configured
+/// user (which a server or a CI runner often lacks) and never fails after a remote accepted
+/// it. The time is now, in UTC: finding the local zone scans the whole time zone database,
+/// which cost more than the rest of an acquire.
+fn reflog_committer() -> gix::actor::Signature {
+    gix::actor::Signature {
+        name: "git-lease".into(),
+        email: "git-lease@localhost".into(),
+        time: gix::date::Time::new(
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(0)),
+            0,
+        ),
+    }
 }
 
 fn signature(actor: &str, time: gix::date::Time) -> gix::actor::Signature {

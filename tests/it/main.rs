@@ -12,6 +12,7 @@
 //!   tests are in [`daemon`].
 //! - [`forge`]: ledger history built by hand with plain git plumbing, and `lease.json` values.
 //! - [`remote`], [`mirror`], [`verify`]: claims through a remote, sync, and ledger audits.
+//! - [`reflog`]: reflogs of every ref update without a configured identity.
 //! - [`hook`], [`fence`]: the server hook against forged pushes, and fenced work branches.
 
 pub mod env;
@@ -29,6 +30,7 @@ mod model;
 mod perf;
 mod race;
 mod readme;
+mod reflog;
 mod remote;
 mod rules;
 mod run;
