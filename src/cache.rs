@@ -59,8 +59,10 @@ use crate::lease::{self, Event, Lease, Takeover};
 use crate::store::{Entry, Store};
 
 const MAGIC: &[u8; 8] = b"GLLCACHE";
-/// The version of the file layout above; bump it when the layout changes.
-const CACHE_FORMAT: u32 = 1;
+/// The version of the file layout above; bump it when the layout changes, or when the
+/// ledger's rules refuse what an earlier build accepted (its records would vouch for it). 2: a
+/// `lease.json` must be mode 100644 and at most [`lease::MAX_LEASE_JSON_BYTES`].
+const CACHE_FORMAT: u32 = 2;
 const HEADER_LEN: usize = 48;
 const FLAG_PARENT: u8 = 1;
 const FLAG_JSON: u8 = 2;

@@ -115,6 +115,9 @@ trait Objects: gix::objs::Find + gix::objs::FindHeader {}
 
 impl<T: gix::objs::Find + gix::objs::FindHeader> Objects for T {}
 
+/// The one mode `lease.json` may have in a ledger tree: a regular, non-executable file.
+const LEASE_FILE_MODE: u16 = 0o100644;
+
 /// How many times a read of refs or objects that raced with packing is made (see
 /// [`Store::read_refs`] and [`Store::find`]).
 const READ_ATTEMPTS: usize = 5;
@@ -432,6 +435,12 @@ impl Store {
         Ok((kind, buf))
     }
 
+    /// Reads one object's kind and size without its content (for a loose object, the start
+    /// of its file; for a packed one, its entry's header); see [`Store::lookup`].
+    fn header(&self, id: ObjectId) -> std::result::Result<gix::objs::Header, String> {
+        self.lookup(id, |odb| odb.try_header(&id))
+    }
+
     /// Looks `id` up with `look`: in the repository's object database, and inside a server
     /// hook in the push's quarantine too (which gix does not see by itself).
     ///
@@ -500,7 +509,7 @@ impl Store {
             .map(|e| e.filename.to_str_lossy().into_owned())
             .collect();
         let entry = match decoded.entries.as_slice() {
-            [only] if only.filename == LEASE_FILE && only.mode.is_blob() => only,
+            [only] if only.filename == LEASE_FILE => only,
             [] => return Err(format!("its tree has no {LEASE_FILE}")),
             _ if !names.iter().any(|n| n == LEASE_FILE) => {
                 return Err(format!(
@@ -515,9 +524,25 @@ impl Store {
                 ))
             }
         };
-        let (kind, data) = self
-            .find(entry.oid.to_owned())
-            .map_err(|e| format!("{LEASE_FILE}: {e}"))?;
+        // Exactly a regular, non-executable file, as this build writes it: not an executable,
+        // a symbolic link, a submodule or a directory, nor git's old group-writable mode.
+        if entry.mode.value() != LEASE_FILE_MODE {
+            let mut octal = [0; 6];
+            return Err(format!(
+                "{LEASE_FILE} must be a regular file (mode 100644), not mode {}",
+                entry.mode.as_bytes(&mut octal)
+            ));
+        }
+        let id = entry.oid.to_owned();
+        // The size is checked from the object's header, before its content is read.
+        let header = self.header(id).map_err(|e| format!("{LEASE_FILE}: {e}"))?;
+        if header.kind != gix::object::Kind::Blob {
+            return Err(format!("{LEASE_FILE} is a {}, not a file", header.kind));
+        }
+        if header.size > lease::MAX_LEASE_JSON_BYTES {
+            return Err(lease::DecodeError::TooLarge(header.size).to_string());
+        }
+        let (kind, data) = self.find(id).map_err(|e| format!("{LEASE_FILE}: {e}"))?;
         if kind != gix::object::Kind::Blob {
             return Err(format!("{LEASE_FILE} is a {kind}, not a file"));
         }

@@ -602,3 +602,78 @@ fn git_namespace_keeps_ledgers_inside_the_namespace() {
     // Outside the namespace there is no such lease.
     repo.run_at(&at_min(3), &["show", "x"]).code(4);
 }
+
+// ---------------------------------------------------------------------------------------------
+// lease.json: only a regular file, and a bounded one
+
+/// Builds a commit by hand whose tree holds one entry `lease.json` of `mode` (`100644`,
+/// `100755`, `120000` with a blob, or `160000` with a commit) pointing at `object`.
+fn hand_commit_with_mode(repo: &TestRepo, mode: &str, object: &str) -> String {
+    let kind = if mode == "160000" { "commit" } else { "blob" };
+    let tree = repo.git_stdin(
+        &["mktree"],
+        format!("{mode} {kind} {object}\tlease.json\n").as_bytes(),
+    );
+    repo.git(&["commit-tree", &tree, "-m", "by hand"])
+}
+
+#[test]
+fn a_lease_json_that_is_not_a_plain_regular_file_is_corrupt() {
+    let repo = TestRepo::new();
+    let doc = lease_bytes(&lease_doc("42", "alice", 1));
+    let blob = repo.git_stdin(&["hash-object", "-w", "--stdin"], &doc);
+    // The very same valid record, as an executable and as a symbolic link...
+    for mode in ["100755", "120000"] {
+        let commit = hand_commit_with_mode(&repo, mode, &blob);
+        point(&repo, "42", &commit);
+        assert_corrupt(&repo, "42", &commit, mode);
+        repo.run_at(&at_min(1), &["verify"])
+            .code(1)
+            .stdout_has(&commit)
+            .stdout_has(mode);
+    }
+    // ...and a submodule (gitlink) named lease.json.
+    let valid = hand_commit(&repo, &[("lease.json", &doc)], &[]);
+    let commit = hand_commit_with_mode(&repo, "160000", &valid);
+    point(&repo, "42", &commit);
+    assert_corrupt(&repo, "42", &commit, "160000");
+    // The control: mode 100644 is read.
+    let commit = hand_commit_with_mode(&repo, "100644", &blob);
+    point(&repo, "42", &commit);
+    let v = repo.json_at(&at_min(1), 0, &["show", "42"]);
+    assert_eq!(v["holder"], "alice");
+}
+
+/// A valid `lease.json` for issue 42 of exactly `len` bytes (its note pads it).
+fn lease_json_of_len(len: usize) -> Vec<u8> {
+    let mut doc = lease_doc("42", "alice", 1);
+    doc["note"] = json!("");
+    let base = lease_bytes(&doc).len();
+    doc["note"] = json!("n".repeat(len - base));
+    let bytes = lease_bytes(&doc);
+    assert_eq!(bytes.len(), len);
+    bytes
+}
+
+#[test]
+fn a_lease_json_over_64_kib_is_corrupt() {
+    let repo = TestRepo::new();
+    // At the limit, a record is read.
+    let at_limit = hand_commit(&repo, &[("lease.json", &lease_json_of_len(65536))], &[]);
+    point(&repo, "42", &at_limit);
+    let v = repo.json_at(&at_min(1), 0, &["show", "42"]);
+    assert_eq!(v["holder"], "alice");
+    repo.run_at(&at_min(1), &["verify"]).ok();
+    // One byte more, or 30 MB, and it is refused, naming its size.
+    for len in [65537, 30 << 20] {
+        let commit = hand_commit(&repo, &[("lease.json", &lease_json_of_len(len))], &[]);
+        point(&repo, "42", &commit);
+        assert_corrupt(&repo, "42", &commit, &format!("{len} bytes"));
+        repo.run_at(&at_min(1), &["verify"])
+            .code(1)
+            .stdout_has(&commit)
+            .stdout_has("65536");
+        let run = repo.run_at(&at_min(1), &["list", "--all"]);
+        run.code(1).stderr_has(&commit);
+    }
+}
