@@ -144,9 +144,27 @@ impl ListCache {
         &self.path
     }
 
-    /// Reads the cache file; `None` when it is missing, unreadable, corrupt or foreign.
+    /// Reads the cache file; `None` when it is missing, unreadable, corrupt or foreign, or
+    /// not a regular file.
+    ///
+    /// Anything else at the path (a FIFO, a device, a directory, a symbolic link) is never
+    /// read: the file is opened without following a link and without blocking (opening a
+    /// FIFO for reading would wait for a writer forever), and used only if the opened file
+    /// is a regular one. The next rewrite replaces whatever is there.
     pub fn load(&self) -> Option<Snapshot> {
-        let data = std::fs::read(&self.path).ok()?;
+        use std::io::Read;
+        use std::os::unix::fs::OpenOptionsExt;
+        let mut file = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK | libc::O_NOFOLLOW | libc::O_NOCTTY)
+            .open(&self.path)
+            .ok()?;
+        let meta = file.metadata().ok()?;
+        if !meta.file_type().is_file() {
+            return None;
+        }
+        let mut data = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
+        file.read_to_end(&mut data).ok()?;
         Snapshot::parse(data, self.hash.len_in_bytes())
     }
 
@@ -195,7 +213,10 @@ impl ListCache {
             std::process::id(),
             fastrand::u32(..)
         ));
-        let written = std::fs::File::create(&tmp)
+        let written = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&tmp)
             .and_then(|mut f| f.write_all(&header).and_then(|()| f.write_all(&body)))
             .and_then(|()| std::fs::rename(&tmp, &self.path));
         if let Err(e) = written {

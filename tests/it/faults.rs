@@ -677,3 +677,60 @@ fn a_lease_json_over_64_kib_is_corrupt() {
         run.code(1).stderr_has(&commit);
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// The list cache
+
+#[test]
+fn a_fifo_at_the_list_cache_path_is_neither_read_nor_kept() {
+    use std::sync::mpsc;
+    let repo = TestRepo::new();
+    // Enough leases for a listing to rewrite the cache (more misses than 64).
+    let issues: Vec<String> = (0..70).map(|i| format!("c{i}")).collect();
+    let mut args: Vec<&str> = vec!["acquire"];
+    args.extend(issues.iter().map(String::as_str));
+    args.extend(["--holder", "alice"]);
+    repo.json_at(T0, 0, &args);
+    let cache = repo.git_dir().join("git-lease").join("list-cache");
+    std::fs::create_dir_all(cache.parent().expect("parent")).expect("mkdir git-lease");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&cache)
+        .status()
+        .expect("run mkfifo");
+    assert!(made.success(), "mkfifo {}", cache.display());
+
+    let mut list = repo
+        .lease()
+        .now(&at_min(1))
+        .args(["--json", "list", "--all"])
+        .command();
+    list.stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let child = list.spawn().expect("spawn list");
+    let (done, finished) = mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = done.send(child.wait_with_output());
+    });
+    // A guard against hanging the test run, not a measure: a listing that opened the FIFO
+    // for reading waits for a writer forever, so one is given (which closes at once, ending
+    // the read) before the failure is reported.
+    let out = match finished.recv_timeout(Duration::from_secs(60)) {
+        Ok(out) => out.expect("wait for list"),
+        Err(_) => {
+            let _ = std::fs::OpenOptions::new().write(true).open(&cache);
+            panic!("`list` blocked reading the FIFO at {}", cache.display());
+        }
+    };
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let listed: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(listed.as_array().map(Vec::len), Some(70));
+    // The rewrite replaced the FIFO with a cache file, which the next listing uses.
+    let kind = std::fs::symlink_metadata(&cache).expect("stat").file_type();
+    assert!(kind.is_file(), "{kind:?}");
+    let again = repo.json_at(&at_min(1), 0, &["list", "--all"]);
+    assert_eq!(again, listed);
+}
