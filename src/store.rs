@@ -940,13 +940,9 @@ impl Store {
             return Ok(Swap::Lost);
         }
         if err.classify().is_retryable() {
-            let issue = edits
-                .iter()
-                .find(|(i, _, _)| self.lock_path(i).exists())
-                .map(|(i, _, _)| i)
-                .unwrap_or(&edits[0].0);
+            let common = self.repo.common_dir();
             return Err(Error::Locked {
-                path: self.lock_path(issue),
+                path: self.held_lock(edits.iter().map(|(i, _, _)| common.join(i.ref_name()))),
                 waited_ms: self.lock_wait.as_millis(),
             });
         }
@@ -966,6 +962,30 @@ impl Store {
             format!("cannot update {}", edits[0].0.ref_name()),
             err,
         ))
+    }
+
+    /// Returns the lock file that kept a ref update of the files `refs` (paths of the refs
+    /// themselves) from going through: the first of their locks that exists, else
+    /// `packed-refs.lock` if it exists (a multi-ref transaction also locks `packed-refs`),
+    /// else the first ref's lock. Locks this process held are gone by then, so a lock found
+    /// is someone else's.
+    fn held_lock(&self, refs: impl IntoIterator<Item = PathBuf>) -> PathBuf {
+        let locks: Vec<PathBuf> = refs
+            .into_iter()
+            .map(|r| {
+                let mut lock = r.into_os_string();
+                lock.push(".lock");
+                PathBuf::from(lock)
+            })
+            .collect();
+        let packed = self.repo.common_dir().join("packed-refs.lock");
+        locks
+            .iter()
+            .chain(std::iter::once(&packed))
+            .find(|lock| lock.exists())
+            .or(locks.first())
+            .cloned()
+            .unwrap_or(packed)
     }
 
     /// Returns the path of the lock file git uses for `refs/leases/<issue>`.
@@ -1000,7 +1020,16 @@ impl Store {
             .transaction()
             .prepare([edit], fail, fail)
             .and_then(|t| t.commit(Some(committer.to_ref(&mut time_buf))))
-            .map_err(|e| Error::git(format!("cannot update {name}"), e))?;
+            .map_err(|e| {
+                if e.classify().is_retryable() {
+                    Error::Locked {
+                        path: self.held_lock(std::iter::once(self.repo.common_dir().join(name))),
+                        waited_ms: self.lock_wait.as_millis(),
+                    }
+                } else {
+                    Error::git(format!("cannot update {name}"), e)
+                }
+            })?;
         self.after_ref_update([name])
     }
 }

@@ -734,3 +734,29 @@ fn a_fifo_at_the_list_cache_path_is_neither_read_nor_kept() {
     let again = repo.json_at(&at_min(1), 0, &["list", "--all"]);
     assert_eq!(again, listed);
 }
+
+// ---------------------------------------------------------------------------------------------
+// Locks held by others are named as they are
+
+#[test]
+fn a_stale_packed_refs_lock_is_named_as_the_lock_held() {
+    let repo = TestRepo::new();
+    repo.git(&["config", "lease.lockTimeout", "300ms"]);
+    repo.json_at(T0, 0, &["acquire", "packed", "--holder", "alice"]);
+    repo.git(&["pack-refs", "--all", "--prune"]);
+    let lock = repo.git_dir().join("packed-refs.lock");
+    std::fs::write(&lock, b"").expect("create a stale packed-refs.lock");
+    // A claim of several issues is one transaction, which also locks packed-refs.
+    let run = repo.run_at(&at_min(1), &["acquire", "x", "y", "--holder", "bob"]);
+    run.code(1)
+        .stderr_has(lock.to_str().expect("UTF-8 path"))
+        .stderr_has("rm ");
+    assert!(
+        !run.stderr.contains("refs/leases/x.lock") && !run.stderr.contains("refs/leases/y.lock"),
+        "a lock that does not exist is blamed:\n{run}"
+    );
+    assert_eq!(repo.tip("x"), None);
+    assert_eq!(repo.tip("y"), None);
+    std::fs::remove_file(&lock).expect("remove the lock");
+    repo.json_at(&at_min(2), 0, &["acquire", "x", "y", "--holder", "bob"]);
+}
