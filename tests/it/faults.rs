@@ -760,3 +760,78 @@ fn a_stale_packed_refs_lock_is_named_as_the_lock_held() {
     std::fs::remove_file(&lock).expect("remove the lock");
     repo.json_at(&at_min(2), 0, &["acquire", "x", "y", "--holder", "bob"]);
 }
+
+// ---------------------------------------------------------------------------------------------
+// Temporary files of killed writers
+
+#[test]
+fn gc_removes_only_old_temporary_files() {
+    let repo = TestRepo::new();
+    repo.json_at(T0, 0, &["acquire", "1", "--holder", "a"]);
+    let git_dir = repo.git_dir();
+    let objects = git_dir.join("objects");
+    let now = std::time::SystemTime::now();
+    let day = Duration::from_secs(24 * 3600);
+    let make = |path: std::path::PathBuf, age: Duration| {
+        std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+        let file = std::fs::File::create(&path).expect("create");
+        file.set_modified(now - age).expect("set its time");
+        path
+    };
+    let month = 30 * day;
+    let stale = [
+        make(objects.join("tmp_obj_aB3dE9"), month),
+        make(objects.join("17").join("tmp_obj_x1Y2z3"), month),
+        make(objects.join("pack").join(".tmpQ1w2E3"), month),
+        make(objects.join("pack").join("tmp_pack_Zz9Yy8"), month),
+        make(
+            git_dir
+                .join("git-lease")
+                .join(".list-cache.tmp-4242-0badcafe"),
+            month,
+        ),
+    ];
+    let kept = [
+        // Fresh ones: a write in progress.
+        make(objects.join("tmp_obj_fresh1"), Duration::ZERO),
+        make(objects.join("pack").join(".tmpFresh1"), Duration::ZERO),
+        make(
+            git_dir.join("git-lease").join(".list-cache.tmp-1-00000000"),
+            Duration::ZERO,
+        ),
+        // Younger than gc.pruneExpire (two weeks by default).
+        make(objects.join("tmp_obj_week01"), 7 * day),
+        // Old, but not a temporary file.
+        make(objects.join("pack").join("notes.txt"), month),
+        make(objects.join("pack").join(".tmpTooLongName"), month),
+        make(git_dir.join("git-lease").join("list-cache-old"), month),
+    ];
+    let v = repo.json_at(&at_min(1), 0, &["gc"]);
+    assert_eq!(v["temporary_files_removed"], stale.len(), "{v}");
+    for path in &stale {
+        assert!(!path.exists(), "{} was left", path.display());
+    }
+    for path in &kept {
+        assert!(path.exists(), "{} was removed", path.display());
+    }
+
+    // gc.pruneExpire=now: anything older than an hour goes, still never a fresh one.
+    repo.git(&["config", "gc.pruneExpire", "now"]);
+    let hours = make(
+        objects.join("tmp_obj_hours1"),
+        2 * 3600 * Duration::from_secs(1),
+    );
+    let v = repo.json_at(&at_min(2), 0, &["gc"]);
+    assert_eq!(v["temporary_files_removed"], 2, "{v}");
+    assert!(!hours.exists() && !kept[3].exists());
+    assert!(kept[0].exists() && kept[1].exists() && kept[2].exists());
+
+    // gc.pruneExpire=never: nothing goes.
+    repo.git(&["config", "gc.pruneExpire", "never"]);
+    let old = make(objects.join("tmp_obj_never1"), month);
+    let v = repo.json_at(&at_min(3), 0, &["gc"]);
+    assert_eq!(v["temporary_files_removed"], 0, "{v}");
+    assert!(old.exists());
+    repo.assert_fsck();
+    repo.json_at(&at_min(4), 0, &["show", "1"]);
+}
