@@ -366,7 +366,7 @@ impl Raw<'_> {
 /// cheap way when it can: loose refs through gix, then `packed-refs` line by line, without
 /// gix's per-ref validation and conversions. Anything unusual (a ref namespace, a line this
 /// reader does not expect) falls back to [`Store::refs_under`]. Either is read as
-/// [`Store::read_refs`] reads, so that `git pack-refs` running meanwhile hides no ref.
+/// `Store::read_refs` reads, so that `git pack-refs` running meanwhile hides no ref.
 pub fn list_namespace(store: &Store, namespace: &str) -> Result<(Vec<Entry>, ListStats)> {
     let refs = match store.read_refs(|| refs_fast(store, namespace)) {
         Ok(Some(refs)) => refs,

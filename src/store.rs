@@ -6,8 +6,8 @@
 //! ref (`Store::swap`, locked with gix's lock files as git's files backend does it). A ledger
 //! commit has exactly one tree entry, `lease.json`, and at most one parent; [`Store::entry`]
 //! refuses anything else, naming the commit, so a corrupt ledger is an error and never a
-//! guess; and only a real absence is one: every read of refs ([`Store::read_refs`]) and of
-//! objects ([`Store::lookup`]) is made again when `git gc`, `git repack` or `git pack-refs`
+//! guess; and only a real absence is one: every read of refs (`Store::read_refs`) and of
+//! objects (`Store::lookup`) is made again when `git gc`, `git repack` or `git pack-refs`
 //! moved what it reads meanwhile.
 
 use std::path::{Path, PathBuf};
@@ -253,7 +253,7 @@ impl Store {
 
     /// Returns the commit the ref `name` points at, if it exists.
     ///
-    /// Read as [`Store::read_refs`] reads: a ref that `git pack-refs` moves meanwhile is found
+    /// Read as `Store::read_refs` reads: a ref that `git pack-refs` moves meanwhile is found
     /// where it went.
     pub fn tip_of(&self, name: &str) -> Result<Option<ObjectId>> {
         let found = self
@@ -562,7 +562,7 @@ impl Store {
     }
 
     /// Returns every ref under `prefix` (which ends with `/`) as `(name without prefix, tip)`,
-    /// read as [`Store::read_refs`] reads.
+    /// read as `Store::read_refs` reads.
     pub fn refs_under(&self, prefix: &str) -> Result<Vec<(String, ObjectId)>> {
         let mut out = self
             .read_refs(|| {
