@@ -59,8 +59,10 @@ use crate::lease::{self, Event, Lease, Takeover};
 use crate::store::{Entry, Store};
 
 const MAGIC: &[u8; 8] = b"GLLCACHE";
-/// The version of the file layout above; bump it when the layout changes.
-const CACHE_FORMAT: u32 = 1;
+/// The version of the file layout above; bump it when the layout changes, or when the
+/// ledger's rules refuse what an earlier build accepted (its records would vouch for it). 2: a
+/// `lease.json` must be mode 100644 and at most [`lease::MAX_LEASE_JSON_BYTES`].
+const CACHE_FORMAT: u32 = 2;
 const HEADER_LEN: usize = 48;
 const FLAG_PARENT: u8 = 1;
 const FLAG_JSON: u8 = 2;
@@ -142,9 +144,27 @@ impl ListCache {
         &self.path
     }
 
-    /// Reads the cache file; `None` when it is missing, unreadable, corrupt or foreign.
+    /// Reads the cache file; `None` when it is missing, unreadable, corrupt or foreign, or
+    /// not a regular file.
+    ///
+    /// Anything else at the path (a FIFO, a device, a directory, a symbolic link) is never
+    /// read: the file is opened without following a link and without blocking (opening a
+    /// FIFO for reading would wait for a writer forever), and used only if the opened file
+    /// is a regular one. The next rewrite replaces whatever is there.
     pub fn load(&self) -> Option<Snapshot> {
-        let data = std::fs::read(&self.path).ok()?;
+        use std::io::Read;
+        use std::os::unix::fs::OpenOptionsExt;
+        let mut file = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK | libc::O_NOFOLLOW | libc::O_NOCTTY)
+            .open(&self.path)
+            .ok()?;
+        let meta = file.metadata().ok()?;
+        if !meta.file_type().is_file() {
+            return None;
+        }
+        let mut data = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
+        file.read_to_end(&mut data).ok()?;
         Snapshot::parse(data, self.hash.len_in_bytes())
     }
 
@@ -193,7 +213,10 @@ impl ListCache {
             std::process::id(),
             fastrand::u32(..)
         ));
-        let written = std::fs::File::create(&tmp)
+        let written = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&tmp)
             .and_then(|mut f| f.write_all(&header).and_then(|()| f.write_all(&body)))
             .and_then(|()| std::fs::rename(&tmp, &self.path));
         if let Err(e) = written {
@@ -342,29 +365,40 @@ impl Raw<'_> {
 /// Listing the refs themselves is the other half of a listing's cost, so this reads them the
 /// cheap way when it can: loose refs through gix, then `packed-refs` line by line, without
 /// gix's per-ref validation and conversions. Anything unusual (a ref namespace, a line this
-/// reader does not expect) falls back to [`Store::refs_under`].
+/// reader does not expect) falls back to [`Store::refs_under`]. Either is read as
+/// `Store::read_refs` reads, so that `git pack-refs` running meanwhile hides no ref.
 pub fn list_namespace(store: &Store, namespace: &str) -> Result<(Vec<Entry>, ListStats)> {
-    let refs = match refs_fast(store, namespace) {
-        Some(refs) => refs,
-        None => store.refs_under(namespace)?,
+    let refs = match store.read_refs(|| refs_fast(store, namespace)) {
+        Ok(Some(refs)) => refs,
+        // Unusual, or failing each time: gix's reader decides, or says what is wrong.
+        Ok(None) | Err(_) => store.refs_under(namespace)?,
     };
     list(store, namespace, refs)
 }
 
 /// Lists the direct (non-symbolic) refs under `namespace` as `(name without it, target)`,
-/// sorted by name, loose refs winning over packed ones; `None` to let gix do it.
-fn refs_fast(store: &Store, namespace: &str) -> Option<Vec<(String, ObjectId)>> {
+/// sorted by name, loose refs winning over packed ones; `None` to let gix do it, an error
+/// when a file or directory could not be read.
+fn refs_fast(
+    store: &Store,
+    namespace: &str,
+) -> std::result::Result<Option<Vec<(String, ObjectId)>>, gix::Error> {
     use gix::bstr::ByteSlice;
     let refs = &store.repo().refs;
     if refs.namespace.is_some() || !namespace.ends_with('/') {
-        return None;
+        return Ok(None);
     }
-    let prefix = <&gix::path::RelativePath>::try_from(namespace).ok()?;
+    let Ok(prefix) = <&gix::path::RelativePath>::try_from(namespace) else {
+        return Ok(None);
+    };
     // Loose first: `git pack-refs` writes packed-refs before it deletes the loose files, so
     // reading in this order never misses a ref that is being packed.
     let mut loose = Vec::new();
-    for r in refs.loose_iter_prefixed(prefix).ok()? {
-        let r = r.ok()?;
+    for r in refs
+        .loose_iter_prefixed(prefix)
+        .map_err(gix::Error::from_error)?
+    {
+        let r = r?;
         let name = r.name.as_bstr().to_str_lossy();
         if let (Some(short), gix::refs::Target::Object(id)) =
             (name.strip_prefix(namespace), &r.target)
@@ -374,7 +408,7 @@ fn refs_fast(store: &Store, namespace: &str) -> Option<Vec<(String, ObjectId)>> 
     }
     loose.sort_by(|a, b| a.0.cmp(&b.0));
     let mut packed = Vec::new();
-    if let Some(buffer) = refs.cached_packed_buffer().ok()? {
+    if let Some(buffer) = refs.cached_packed_buffer()? {
         // gix has already stripped the header and sorted the records.
         let hex_len = store.repo().object_hash().len_in_hex();
         let mut rest: &[u8] = (**buffer).as_ref();
@@ -386,12 +420,14 @@ fn refs_fast(store: &Store, namespace: &str) -> Option<Vec<(String, ObjectId)>> 
                 continue; // the peeled target of the ref above
             }
             if line.get(hex_len) != Some(&b' ') {
-                return None;
+                return Ok(None);
             }
             let name = &line[hex_len + 1..];
             match name.strip_prefix(namespace.as_bytes()) {
                 Some(short) => {
-                    let id = ObjectId::from_hex(&line[..hex_len]).ok()?;
+                    let Ok(id) = ObjectId::from_hex(&line[..hex_len]) else {
+                        return Ok(None);
+                    };
                     packed.push((short.to_str_lossy().into_owned(), id));
                 }
                 None if name > namespace.as_bytes() => break,
@@ -400,7 +436,7 @@ fn refs_fast(store: &Store, namespace: &str) -> Option<Vec<(String, ObjectId)>> 
         }
     }
     if loose.is_empty() {
-        return Some(packed);
+        return Ok(Some(packed));
     }
     let mut out = Vec::with_capacity(loose.len() + packed.len());
     let mut packed = packed.into_iter().peekable();
@@ -412,7 +448,7 @@ fn refs_fast(store: &Store, namespace: &str) -> Option<Vec<(String, ObjectId)>> 
         out.push((name, id));
     }
     out.extend(packed);
-    Some(out)
+    Ok(Some(out))
 }
 
 /// Returns the newest entry of every ref in `refs` (sorted by name, as [`Store::refs_under`]

@@ -10,7 +10,9 @@
 //! - [`gc`] (`git lease gc`) packs refs (`git pack-refs --all --prune`) and loose objects
 //!   (`git repack -d -q`: an incremental pack; never deletes anything that is not also in a
 //!   pack), or with `full` runs `git gc --quiet` (which also consolidates packs and prunes
-//!   unreachable objects past git's expiry).
+//!   unreachable objects past git's expiry). Either way it then removes the temporary files
+//!   that killed writers left behind, once they are older than `gc.pruneExpire` (two weeks
+//!   by default) and at least an hour old ([`remove_stale_temporaries`]).
 //! - [`AutoGc`] is the write path's trigger, the way `git gc --auto` works after a commit: git
 //!   estimates the loose objects as 256 × the files in `objects/17`, so that count can only
 //!   cross the threshold when a write puts an object there. After a successful ref update that
@@ -27,6 +29,7 @@
 use std::cell::Cell;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use gix::bstr::ByteSlice;
 use gix::ObjectId;
@@ -218,6 +221,8 @@ pub struct GcReport {
     pub loose_lease_refs_after: u64,
     /// The git commands run, in order.
     pub commands: Vec<String>,
+    /// Stale temporary files removed ([`remove_stale_temporaries`]).
+    pub temporary_files_removed: u64,
 }
 
 /// Packs refs and objects of `store`'s repository with git (see the module documentation).
@@ -249,6 +254,14 @@ pub fn gc(store: &Store, full: bool) -> Result<GcReport> {
         }
         commands.push(shown);
     }
+    let temporary_files_removed = match temporaries_cutoff(&git_dir)? {
+        Some(cutoff) => remove_stale_temporaries(
+            store.repo().objects.store_ref().path(),
+            &store.repo().common_dir().join("git-lease"),
+            cutoff,
+        ),
+        None => 0,
+    };
     let after = count_objects(&git_dir)?;
     Ok(GcReport {
         loose_objects_before: before.loose,
@@ -257,7 +270,110 @@ pub fn gc(store: &Store, full: bool) -> Result<GcReport> {
         loose_lease_refs_before: refs_before,
         loose_lease_refs_after: count_files(&leases),
         commands,
+        temporary_files_removed,
     })
+}
+
+/// git's default `gc.pruneExpire`: two weeks.
+const DEFAULT_PRUNE_EXPIRE: Duration = Duration::from_secs(14 * 24 * 3600);
+
+/// The youngest a temporary file can be and still be removed, whatever `gc.pruneExpire` says
+/// (`now` included): a write in progress has a temporary file seconds old, never an hour.
+pub const MIN_TEMPORARY_AGE: Duration = Duration::from_secs(3600);
+
+/// Returns the instant before which a temporary file is stale: `gc.pruneExpire` as git reads
+/// it (default two weeks ago), but at least [`MIN_TEMPORARY_AGE`] ago; `None` when it is
+/// `never`, or when git does not accept its value (then `git gc` would not run either).
+fn temporaries_cutoff(git_dir: &Path) -> Result<Option<SystemTime>> {
+    let shown = "git config --type=expiry-date gc.pruneExpire";
+    let out = git(git_dir)
+        .args(["config", "--type=expiry-date", "--get", "gc.pruneExpire"])
+        .output()
+        .map_err(|e| spawn_error(shown, e))?;
+    let now = SystemTime::now();
+    let latest = now.checked_sub(MIN_TEMPORARY_AGE).unwrap_or(UNIX_EPOCH);
+    let configured = match out.status.code() {
+        Some(0) => {
+            let Some(secs) = out
+                .stdout
+                .to_str()
+                .ok()
+                .and_then(|t| t.trim().parse::<u64>().ok())
+            else {
+                return Ok(None);
+            };
+            if secs == 0 {
+                return Ok(None); // never
+            }
+            UNIX_EPOCH
+                .checked_add(Duration::from_secs(secs))
+                .unwrap_or(now)
+        }
+        // Not set.
+        Some(1) => now.checked_sub(DEFAULT_PRUNE_EXPIRE).unwrap_or(UNIX_EPOCH),
+        _ => return Ok(None),
+    };
+    Ok(Some(configured.min(latest)))
+}
+
+/// Removes the temporary files that a killed writer left behind and that were last modified
+/// before `cutoff`, as `git prune` does for its own, and returns how many it removed:
+///
+/// - in `objects_dir` and its fan-out directories, `tmp_*` (a loose object being written by
+///   this crate, `tmp_obj_*`, or by git);
+/// - in `objects_dir/pack`, `tmp_*` (git's packs and indexes being written) and `.tmp`
+///   followed by six letters or digits (a pack or index of a multi-issue write);
+/// - in `cache_dir` (`<common dir>/git-lease`), `.list-cache*.tmp-*` (a list cache being
+///   written, [`crate::cache`]).
+///
+/// Only regular files are removed, never a directory, a link or anything else; a file that
+/// cannot be examined or removed is left alone.
+pub fn remove_stale_temporaries(objects_dir: &Path, cache_dir: &Path, cutoff: SystemTime) -> u64 {
+    let git_tmp = |name: &str| name.starts_with("tmp_");
+    let pack_tmp = |name: &str| {
+        git_tmp(name)
+            || name.strip_prefix(".tmp").is_some_and(|rest| {
+                rest.len() == 6 && rest.bytes().all(|b| b.is_ascii_alphanumeric())
+            })
+    };
+    let cache_tmp = |name: &str| name.starts_with(".list-cache") && name.contains(".tmp-");
+    let mut removed = remove_old_files(objects_dir, cutoff, &git_tmp);
+    removed += remove_old_files(&objects_dir.join("pack"), cutoff, &pack_tmp);
+    for fan_out in 0..=255u8 {
+        removed += remove_old_files(
+            &objects_dir.join(format!("{fan_out:02x}")),
+            cutoff,
+            &git_tmp,
+        );
+    }
+    removed + remove_old_files(cache_dir, cutoff, &cache_tmp)
+}
+
+/// Removes the regular files directly in `dir` whose names `matches` accepts and that were
+/// last modified before `cutoff`; returns how many.
+fn remove_old_files(dir: &Path, cutoff: SystemTime, matches: &dyn Fn(&str) -> bool) -> u64 {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    let mut removed = 0;
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        if !name.to_str().is_some_and(matches) {
+            continue;
+        }
+        let path = entry.path();
+        // Not followed: a link is left alone, and so is anything but a regular file.
+        let Ok(meta) = std::fs::symlink_metadata(&path) else {
+            continue;
+        };
+        if !meta.file_type().is_file() || !meta.modified().is_ok_and(|m| m < cutoff) {
+            continue;
+        }
+        if std::fs::remove_file(&path).is_ok() {
+            removed += 1;
+        }
+    }
+    removed
 }
 
 struct Counts {

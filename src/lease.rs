@@ -15,6 +15,11 @@ pub const FORMAT_VERSION: u32 = 1;
 /// The name of the one blob in each ledger commit's tree.
 pub const LEASE_FILE: &str = "lease.json";
 
+/// The largest `lease.json` a reader accepts, in bytes (64 KiB). What this build writes is a
+/// few hundred bytes (a holder is at most 256 bytes); the limit keeps a forged ledger from
+/// making every reader inflate and parse megabytes, and is checked before the blob is read.
+pub const MAX_LEASE_JSON_BYTES: u64 = 64 * 1024;
+
 /// What a ledger commit did.
 #[derive(Serialize, Deserialize, Clone, Copy, PartialEq, Eq, Debug, Hash)]
 #[serde(rename_all = "snake_case")]
@@ -193,14 +198,21 @@ pub enum DecodeError {
     /// The bytes are not JSON of the expected shape.
     #[error("lease.json is not valid: {0}")]
     Invalid(String),
+    /// The record is larger than [`MAX_LEASE_JSON_BYTES`].
+    #[error("lease.json is {0} bytes, more than the {MAX_LEASE_JSON_BYTES} bytes allowed")]
+    TooLarge(u64),
     /// The record is of a version this build does not know.
     #[error("lease.json has unknown format version {0} (this build reads version {FORMAT_VERSION}); upgrade git-lease")]
     UnknownVersion(u64),
 }
 
-/// Parses `lease.json` bytes, checking the version before the shape so that a newer format is
-/// reported as such rather than as garbage.
+/// Parses `lease.json` bytes, checking the size first ([`MAX_LEASE_JSON_BYTES`]), then the
+/// version before the shape so that a newer format is reported as such rather than as garbage.
 pub fn decode(bytes: &[u8]) -> Result<Lease, DecodeError> {
+    let len = bytes.len() as u64;
+    if len > MAX_LEASE_JSON_BYTES {
+        return Err(DecodeError::TooLarge(len));
+    }
     #[derive(Deserialize)]
     struct VersionOnly {
         version: Option<serde_json::Value>,

@@ -6,7 +6,9 @@
 //! ref (`Store::swap`, locked with gix's lock files as git's files backend does it). A ledger
 //! commit has exactly one tree entry, `lease.json`, and at most one parent; [`Store::entry`]
 //! refuses anything else, naming the commit, so a corrupt ledger is an error and never a
-//! guess.
+//! guess; and only a real absence is one: every read of refs (`Store::read_refs`) and of
+//! objects (`Store::lookup`) is made again when `git gc`, `git repack` or `git pack-refs`
+//! moved what it reads meanwhile.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -80,8 +82,8 @@ pub struct Store {
     quarantine: Option<gix::odb::Handle>,
     fsync: crate::durability::Fsync,
     auto_gc: crate::gc::AutoGc,
-    /// The identity, size and times of `packed-refs` (`None`: absent) when gix last read it
-    /// for [`Store::swap`]; see [`Store::refresh_packed_refs`].
+    /// The identity, size and times of `packed-refs` (`None`: absent) when this store last
+    /// made gix read it; see [`Store::refresh_packed_refs`].
     packed_refs_seen: std::cell::Cell<Option<Option<PackedRefsStat>>>,
     /// The pack [`Store::write_staged`] wrote last, kept (`.keep`) until a ref update makes
     /// its objects reachable, or until the store is dropped.
@@ -89,7 +91,44 @@ pub struct Store {
 }
 
 /// `(dev, ino, size, mtime, mtime_nsec, ctime_nsec)` of `packed-refs`.
-type PackedRefsStat = (u64, u64, u64, i64, i64, i64);
+pub(crate) type PackedRefsStat = (u64, u64, u64, i64, i64, i64);
+
+/// Returns the identity, size and times of `packed-refs` at `path` (`None`: absent).
+fn packed_refs_stat(path: &Path) -> std::io::Result<Option<PackedRefsStat>> {
+    use std::os::unix::fs::MetadataExt;
+    match std::fs::metadata(path) {
+        Ok(m) => Ok(Some((
+            m.dev(),
+            m.ino(),
+            m.size(),
+            m.mtime(),
+            m.mtime_nsec(),
+            m.ctime_nsec(),
+        ))),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// The reads [`Store::lookup`] makes, by any handle of an object database.
+trait Objects: gix::objs::Find + gix::objs::FindHeader {}
+
+impl<T: gix::objs::Find + gix::objs::FindHeader> Objects for T {}
+
+/// The one mode `lease.json` may have in a ledger tree: a regular, non-executable file.
+const LEASE_FILE_MODE: u16 = 0o100644;
+
+/// How many times a read of refs or objects that raced with packing is made (see
+/// [`Store::read_refs`] and [`Store::find`]).
+const READ_ATTEMPTS: usize = 10;
+
+/// Waits before attempt `attempt` (from 1) of a read that raced with packing: a moment that
+/// doubles from 1 ms, so that a `git pack-refs --prune` deleting loose refs one by one has
+/// finished before the walk is made again (about 0.5 s in all, only ever spent while packing).
+fn settle(attempt: usize) {
+    let ms = 1u64 << attempt.saturating_sub(1).min(8);
+    std::thread::sleep(std::time::Duration::from_millis(ms));
+}
 
 /// Below this many ledgers to decode, [`Store::entries`] stays on one thread.
 const PARALLEL_DECODE_MIN: usize = 1024;
@@ -221,21 +260,63 @@ impl Store {
     }
 
     /// Returns the commit the ref `name` points at, if it exists.
+    ///
+    /// Read as `Store::read_refs` reads: a ref that `git pack-refs` moves meanwhile is found
+    /// where it went.
     pub fn tip_of(&self, name: &str) -> Result<Option<ObjectId>> {
         let found = self
-            .repo
-            .try_find_reference(name)
+            .read_refs(|| {
+                self.repo
+                    .try_find_reference(name)
+                    .map(|r| r.map(gix::Reference::detach))
+            })
             .map_err(|e| Error::git(format!("cannot read {name}"), e))?;
         match found {
             None => Ok(None),
-            Some(r) => match r.target() {
-                gix::refs::TargetRef::Object(id) => Ok(Some(id.to_owned())),
-                gix::refs::TargetRef::Symbolic(to) => Err(Error::Corrupt {
+            Some(r) => match r.target {
+                Target::Object(id) => Ok(Some(id)),
+                Target::Symbolic(to) => Err(Error::Corrupt {
                     issue: name.trim_start_matches(REF_PREFIX).to_owned(),
                     commit: format!("(symbolic ref to {to})"),
                     reason: "a lease ref must point at a commit, not at another ref".into(),
                 }),
             },
+        }
+    }
+
+    /// Runs `read`, a read of refs, so that packing cannot make it fail or miss a ref: with
+    /// gix's `packed-refs` buffer the file on disk (see [`Store::refresh_packed_refs`]), and
+    /// again when `packed-refs` changed while it ran or it failed, up to [`READ_ATTEMPTS`]
+    /// times; the last answer stands.
+    ///
+    /// `git pack-refs --prune` (and `git gc`) first writes every loose ref into a new
+    /// `packed-refs`, then deletes the loose files and the directories they leave empty. A
+    /// reader that took the old `packed-refs` and then finds a loose file gone, or a
+    /// directory it was listing gone, has missed a ref or fails on it; both happen only when
+    /// `packed-refs` was replaced after the reader took it (so it differs now), or while the
+    /// loose files were being deleted (an I/O error). Reading again then finds the ref in the
+    /// new `packed-refs`. An answer given while `packed-refs` stayed the same is the truth at
+    /// that moment, an absent ref included.
+    pub(crate) fn read_refs<T>(
+        &self,
+        mut read: impl FnMut() -> std::result::Result<T, gix::Error>,
+    ) -> std::result::Result<T, gix::Error> {
+        let mut attempt = 1;
+        loop {
+            let answer = self.refresh_packed_refs().and_then(|before| {
+                let answer = read()?;
+                Ok((before, answer))
+            });
+            let settled = match &answer {
+                Ok((before, _)) => packed_refs_stat(&self.repo.refs.packed_refs_path())
+                    .is_ok_and(|after| after == *before),
+                Err(_) => false,
+            };
+            if settled || attempt >= READ_ATTEMPTS {
+                return answer.map(|(_, answer)| answer);
+            }
+            settle(attempt);
+            attempt += 1;
         }
     }
 
@@ -354,28 +435,74 @@ impl Store {
         })
     }
 
-    /// Reads one object's kind and bytes, from the repository or, inside a server hook, from
-    /// the push's quarantine (which gix does not see by itself).
+    /// Reads one object's kind and bytes; see [`Store::lookup`].
     fn find(&self, id: ObjectId) -> std::result::Result<(gix::object::Kind, Vec<u8>), String> {
-        use gix::objs::Find;
         let mut buf = Vec::new();
-        let found = match self.repo.objects.try_find(&id, &mut buf) {
-            Ok(Some(data)) => Some(data.kind),
-            Ok(None) => None,
-            Err(e) => return Err(format!("cannot read object {id}: {e}")),
-        };
-        if let Some(kind) = found {
-            return Ok((kind, buf));
-        }
-        if let Some(quarantine) = &self.quarantine {
-            if let Some(data) = quarantine
-                .try_find(&id, &mut buf)
-                .map_err(|e| format!("cannot read object {id}: {e}"))?
-            {
-                return Ok((data.kind, buf));
+        let kind = self.lookup(id, |odb| {
+            Ok(odb.try_find(&id, &mut buf)?.map(|data| data.kind))
+        })?;
+        Ok((kind, buf))
+    }
+
+    /// Reads one object's kind and size without its content (for a loose object, the start
+    /// of its file; for a packed one, its entry's header); see [`Store::lookup`].
+    fn header(&self, id: ObjectId) -> std::result::Result<gix::objs::Header, String> {
+        self.lookup(id, |odb| odb.try_header(&id))
+    }
+
+    /// Looks `id` up with `look`: in the repository's object database, and inside a server
+    /// hook in the push's quarantine too (which gix does not see by itself).
+    ///
+    /// An object that is not found, or that fails to read, is looked up again in an object
+    /// database opened afresh, up to [`READ_ATTEMPTS`] times in all: `git repack -d` and
+    /// `git gc` move objects from loose files into packs and from packs into new ones under
+    /// a reader's feet (the new pack is in place before the old copy goes), and an open
+    /// handle's view of them can lag behind the disk. Only an object that no fresh look finds
+    /// is missing; the last error stands for one that cannot be read.
+    fn lookup<T>(
+        &self,
+        id: ObjectId,
+        mut look: impl FnMut(&dyn Objects) -> std::result::Result<Option<T>, gix::Error>,
+    ) -> std::result::Result<T, String> {
+        let mut failure = None;
+        for attempt in 0..READ_ATTEMPTS {
+            let fresh;
+            let odb: &dyn Objects = if attempt == 0 {
+                &self.repo.objects
+            } else {
+                let store = self.repo.objects.store_ref();
+                match gix::odb::at_opts(
+                    store.path(),
+                    self.object_hash(),
+                    store.replacements(),
+                    Default::default(),
+                ) {
+                    Ok(handle) => {
+                        fresh = handle;
+                        &fresh
+                    }
+                    Err(e) => {
+                        failure = Some(format!("cannot open the object database: {e}"));
+                        continue;
+                    }
+                }
+            };
+            match look(odb) {
+                Ok(Some(found)) => return Ok(found),
+                Ok(None) => {}
+                Err(e) => failure = Some(format!("cannot read object {id}: {e}")),
+            }
+            if attempt == 0 {
+                if let Some(quarantine) = &self.quarantine {
+                    match look(quarantine) {
+                        Ok(Some(found)) => return Ok(found),
+                        Ok(None) => {}
+                        Err(e) => failure = Some(format!("cannot read object {id}: {e}")),
+                    }
+                }
             }
         }
-        Err(format!("object {id} is missing"))
+        Err(failure.unwrap_or_else(|| format!("object {id} is missing")))
     }
 
     fn lease_blob(&self, tree_id: ObjectId) -> std::result::Result<Vec<u8>, String> {
@@ -391,7 +518,7 @@ impl Store {
             .map(|e| e.filename.to_str_lossy().into_owned())
             .collect();
         let entry = match decoded.entries.as_slice() {
-            [only] if only.filename == LEASE_FILE && only.mode.is_blob() => only,
+            [only] if only.filename == LEASE_FILE => only,
             [] => return Err(format!("its tree has no {LEASE_FILE}")),
             _ if !names.iter().any(|n| n == LEASE_FILE) => {
                 return Err(format!(
@@ -406,9 +533,25 @@ impl Store {
                 ))
             }
         };
-        let (kind, data) = self
-            .find(entry.oid.to_owned())
-            .map_err(|e| format!("{LEASE_FILE}: {e}"))?;
+        // Exactly a regular, non-executable file, as this build writes it: not an executable,
+        // a symbolic link, a submodule or a directory, nor git's old group-writable mode.
+        if entry.mode.value() != LEASE_FILE_MODE {
+            let mut octal = [0; 6];
+            return Err(format!(
+                "{LEASE_FILE} must be a regular file (mode 100644), not mode {}",
+                entry.mode.as_bytes(&mut octal)
+            ));
+        }
+        let id = entry.oid.to_owned();
+        // The size is checked from the object's header, before its content is read.
+        let header = self.header(id).map_err(|e| format!("{LEASE_FILE}: {e}"))?;
+        if header.kind != gix::object::Kind::Blob {
+            return Err(format!("{LEASE_FILE} is a {}, not a file", header.kind));
+        }
+        if header.size > lease::MAX_LEASE_JSON_BYTES {
+            return Err(lease::DecodeError::TooLarge(header.size).to_string());
+        }
+        let (kind, data) = self.find(id).map_err(|e| format!("{LEASE_FILE}: {e}"))?;
         if kind != gix::object::Kind::Blob {
             return Err(format!("{LEASE_FILE} is a {kind}, not a file"));
         }
@@ -427,26 +570,26 @@ impl Store {
         self.refs_under(REF_PREFIX)
     }
 
-    /// Returns every ref under `prefix` (which ends with `/`) as `(name without prefix, tip)`.
+    /// Returns every ref under `prefix` (which ends with `/`) as `(name without prefix, tip)`,
+    /// read as `Store::read_refs` reads.
     pub fn refs_under(&self, prefix: &str) -> Result<Vec<(String, ObjectId)>> {
-        let platform = self
-            .repo
-            .references()
+        let mut out = self
+            .read_refs(|| {
+                let platform = self.repo.references()?;
+                let mut out = Vec::new();
+                for r in platform.prefixed(prefix)? {
+                    let r = r?;
+                    let name = r.name().as_bstr().to_str_lossy();
+                    let Some(short) = name.strip_prefix(prefix) else {
+                        continue;
+                    };
+                    if let gix::refs::TargetRef::Object(id) = r.target() {
+                        out.push((short.to_owned(), id.to_owned()));
+                    }
+                }
+                Ok(out)
+            })
             .map_err(|e| Error::git("cannot list references", e))?;
-        let iter = platform
-            .prefixed(prefix)
-            .map_err(|e| Error::git("cannot list references", e))?;
-        let mut out = Vec::new();
-        for r in iter {
-            let r = r.map_err(|e| Error::git("cannot list references", e))?;
-            let name = r.name().as_bstr().to_str_lossy();
-            let Some(short) = name.strip_prefix(prefix) else {
-                continue;
-            };
-            if let gix::refs::TargetRef::Object(id) = r.target() {
-                out.push((short.to_owned(), id.to_owned()));
-            }
-        }
         out.sort_by(|a, b| a.0.cmp(&b.0));
         Ok(out)
     }
@@ -727,19 +870,7 @@ impl Store {
             })
             .collect();
         let fail = gix::lock::acquire::Fail::AfterDurationWithBackoff(self.lock_wait);
-        let committer = gix::actor::Signature {
-            name: "git-lease".into(),
-            email: "git-lease@localhost".into(),
-            // Only a reflog entry's time (written when core.logAllRefUpdates=always), in UTC:
-            // finding the local zone scans the whole time zone database, which cost more than
-            // the rest of an acquire.
-            time: gix::date::Time::new(
-                std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(0)),
-                0,
-            ),
-        };
+        let committer = reflog_committer();
         let mut time_buf = Default::default();
         let prepared = self.repo.refs.transaction().prepare(ref_edits, fail, fail);
         let result = prepared.and_then(|t| t.commit(Some(committer.to_ref(&mut time_buf))));
@@ -753,32 +884,24 @@ impl Store {
     }
 
     /// Makes gix read `packed-refs` again if the file changed since this store last made
-    /// sure of it. gix reloads it only when its modification time is newer, which a rewrite
-    /// within the same clock tick (or with an older time) does not show; git compares the
-    /// file's identity, size and times, and so does this.
-    fn refresh_packed_refs(&self) -> std::result::Result<(), gix::Error> {
-        use std::os::unix::fs::MetadataExt;
-        let path = self.repo.refs.packed_refs_path();
-        let now = match std::fs::metadata(&path) {
-            Ok(m) => Some((
-                m.dev(),
-                m.ino(),
-                m.size(),
-                m.mtime(),
-                m.mtime_nsec(),
-                m.ctime_nsec(),
-            )),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-            Err(e) => return Err(gix::Error::from_error(e)),
-        };
+    /// sure of it, and returns what the file was then (`None`: absent). gix reloads it only
+    /// when its modification time is newer, which a rewrite within the same clock tick (or
+    /// with an older time) does not show; git compares the file's identity, size and times,
+    /// and so does this. The file is looked at before it is read, so a rewrite in between
+    /// only makes the next call read it once more.
+    pub(crate) fn refresh_packed_refs(
+        &self,
+    ) -> std::result::Result<Option<PackedRefsStat>, gix::Error> {
+        let now =
+            packed_refs_stat(&self.repo.refs.packed_refs_path()).map_err(gix::Error::from_error)?;
         if self.packed_refs_seen.get() == Some(now) {
-            return Ok(());
+            return Ok(now);
         }
         if now.is_some() {
             self.repo.refs.force_refresh_packed_buffer()?;
         }
         self.packed_refs_seen.set(Some(now));
-        Ok(())
+        Ok(now)
     }
 
     /// What follows a successful swap: see [`Store::after_ref_update`].
@@ -826,13 +949,9 @@ impl Store {
             return Ok(Swap::Lost);
         }
         if err.classify().is_retryable() {
-            let issue = edits
-                .iter()
-                .find(|(i, _, _)| self.lock_path(i).exists())
-                .map(|(i, _, _)| i)
-                .unwrap_or(&edits[0].0);
+            let common = self.repo.common_dir();
             return Err(Error::Locked {
-                path: self.lock_path(issue),
+                path: self.held_lock(edits.iter().map(|(i, _, _)| common.join(i.ref_name()))),
                 waited_ms: self.lock_wait.as_millis(),
             });
         }
@@ -854,6 +973,30 @@ impl Store {
         ))
     }
 
+    /// Returns the lock file that kept a ref update of the files `refs` (paths of the refs
+    /// themselves) from going through: the first of their locks that exists, else
+    /// `packed-refs.lock` if it exists (a multi-ref transaction also locks `packed-refs`),
+    /// else the first ref's lock. Locks this process held are gone by then, so a lock found
+    /// is someone else's.
+    fn held_lock(&self, refs: impl IntoIterator<Item = PathBuf>) -> PathBuf {
+        let locks: Vec<PathBuf> = refs
+            .into_iter()
+            .map(|r| {
+                let mut lock = r.into_os_string();
+                lock.push(".lock");
+                PathBuf::from(lock)
+            })
+            .collect();
+        let packed = self.repo.common_dir().join("packed-refs.lock");
+        locks
+            .iter()
+            .chain(std::iter::once(&packed))
+            .find(|lock| lock.exists())
+            .or(locks.first())
+            .cloned()
+            .unwrap_or(packed)
+    }
+
     /// Returns the path of the lock file git uses for `refs/leases/<issue>`.
     pub fn lock_path(&self, issue: &IssueId) -> PathBuf {
         self.repo
@@ -871,43 +1014,24 @@ impl Store {
         moves: &[(String, ObjectId, Option<ObjectId>)],
         log_message: &str,
     ) -> Result<()> {
-        let edit = |(name, new, expected): &(String, ObjectId, Option<ObjectId>)| {
-            let full = gix::refs::FullName::try_from(name.as_str())
-                .map_err(|e| Error::InvalidInput(format!("invalid ref name {name:?}: {e}")))?;
-            Ok(RefEdit {
-                change: Change::Update {
-                    log: LogChange {
-                        mode: RefLog::AndReference,
-                        force_create_reflog: false,
-                        message: log_message.into(),
-                    },
-                    expected: match expected {
-                        Some(old) => PreviousValue::MustExistAndMatch(Target::Object(*old)),
-                        None => PreviousValue::MustNotExist,
-                    },
-                    new: Target::Object(*new),
-                },
-                name: full,
-                deref: false,
+        let edits = moves
+            .iter()
+            .map(|(name, new, expected)| {
+                let expected = match expected {
+                    Some(old) => PreviousValue::MustExistAndMatch(Target::Object(*old)),
+                    None => PreviousValue::MustNotExist,
+                };
+                bookkeeping_edit(name, *new, expected, log_message)
             })
-        };
-        let commit = |edits: Vec<RefEdit>| {
-            let fail = gix::lock::acquire::Fail::AfterDurationWithBackoff(self.lock_wait);
-            self.repo
-                .refs
-                .transaction()
-                .prepare(edits, fail, fail)
-                .and_then(|t| t.commit(None))
-        };
-        let edits = moves.iter().map(edit).collect::<Result<Vec<_>>>()?;
+            .collect::<Result<Vec<_>>>()?;
         let names = || moves.iter().map(|(name, _, _)| name.as_str());
-        if moves.len() > 1 && commit(edits.clone()).is_ok() {
+        if moves.len() > 1 && self.commit_bookkeeping(edits.clone(), names()).is_ok() {
             return self.after_ref_update(names());
         }
         let mut first_error = None;
         for (edit, (name, _, _)) in edits.into_iter().zip(moves) {
-            if let Err(e) = commit(vec![edit]) {
-                first_error.get_or_insert(Error::git(format!("cannot update {name}"), e));
+            if let Err(e) = self.commit_bookkeeping(vec![edit], [name.as_str()]) {
+                first_error.get_or_insert(e);
             }
         }
         self.after_ref_update(names())?;
@@ -916,36 +1040,90 @@ impl Store {
 
     /// Sets a ref to `new` unconditionally; for mirror bookkeeping refs, never ledger refs.
     pub(crate) fn set_ref(&self, name: &str, new: ObjectId, log_message: &str) -> Result<()> {
-        let full = gix::refs::FullName::try_from(name)
-            .map_err(|e| Error::InvalidInput(format!("invalid ref name {name:?}: {e}")))?;
-        let edit = RefEdit {
-            change: Change::Update {
-                log: LogChange {
-                    mode: RefLog::AndReference,
-                    force_create_reflog: false,
-                    message: log_message.into(),
-                },
-                expected: PreviousValue::Any,
-                new: Target::Object(new),
-            },
-            name: full,
-            deref: false,
-        };
+        let edit = bookkeeping_edit(name, new, PreviousValue::Any, log_message)?;
+        self.commit_bookkeeping(vec![edit], [name])?;
+        self.after_ref_update([name])
+    }
+
+    /// Commits `edits` of bookkeeping refs `names` in one gix transaction, logging git-lease
+    /// as the committer where git would write a reflog.
+    fn commit_bookkeeping<'a>(
+        &self,
+        edits: Vec<RefEdit>,
+        names: impl IntoIterator<Item = &'a str> + Clone,
+    ) -> Result<()> {
         let fail = gix::lock::acquire::Fail::AfterDurationWithBackoff(self.lock_wait);
+        let committer = reflog_committer();
+        let mut time_buf = Default::default();
         self.repo
             .refs
             .transaction()
-            .prepare([edit], fail, fail)
-            .and_then(|t| t.commit(None))
-            .map_err(|e| Error::git(format!("cannot update {name}"), e))?;
-        self.after_ref_update([name])
+            .prepare(edits, fail, fail)
+            .and_then(|t| t.commit(Some(committer.to_ref(&mut time_buf))))
+            .map(|_| ())
+            .map_err(|e| {
+                let common = self.repo.common_dir();
+                if e.classify().is_retryable() {
+                    Error::Locked {
+                        path: self.held_lock(names.clone().into_iter().map(|n| common.join(n))),
+                        waited_ms: self.lock_wait.as_millis(),
+                    }
+                } else {
+                    let shown: Vec<&str> = names.into_iter().collect();
+                    Error::git(format!("cannot update {}", shown.join(", ")), e)
+                }
+            })
     }
+}
+
+/// A change of the bookkeeping ref `name` to `new`, expecting `expected`, logged with
+/// `log_message` where git would write a reflog.
+fn bookkeeping_edit(
+    name: &str,
+    new: ObjectId,
+    expected: PreviousValue,
+    log_message: &str,
+) -> Result<RefEdit> {
+    let full = gix::refs::FullName::try_from(name)
+        .map_err(|e| Error::InvalidInput(format!("invalid ref name {name:?}: {e}")))?;
+    Ok(RefEdit {
+        change: Change::Update {
+            log: LogChange {
+                mode: RefLog::AndReference,
+                force_create_reflog: false,
+                message: log_message.into(),
+            },
+            expected,
+            new: Target::Object(new),
+        },
+        name: full,
+        deref: false,
+    })
 }
 
 /// A commit's parents and its `lease.json` bytes (or why it has none), undecoded.
 pub(crate) struct RawEntry {
     pub parents: Vec<ObjectId>,
     pub lease_json: std::result::Result<Vec<u8>, String>,
+}
+
+/// The identity of the reflog entries git-lease writes (when `core.logAllRefUpdates=always`,
+/// or a ref's reflog exists), for ledger refs and bookkeeping refs alike: git-lease, as in
+/// the committer of every ledger commit, so that an update never depends on a configured
+/// user (which a server or a CI runner often lacks) and never fails after a remote accepted
+/// it. The time is now, in UTC: finding the local zone scans the whole time zone database,
+/// which cost more than the rest of an acquire.
+fn reflog_committer() -> gix::actor::Signature {
+    gix::actor::Signature {
+        name: "git-lease".into(),
+        email: "git-lease@localhost".into(),
+        time: gix::date::Time::new(
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(0)),
+            0,
+        ),
+    }
 }
 
 fn signature(actor: &str, time: gix::date::Time) -> gix::actor::Signature {

@@ -602,3 +602,236 @@ fn git_namespace_keeps_ledgers_inside_the_namespace() {
     // Outside the namespace there is no such lease.
     repo.run_at(&at_min(3), &["show", "x"]).code(4);
 }
+
+// ---------------------------------------------------------------------------------------------
+// lease.json: only a regular file, and a bounded one
+
+/// Builds a commit by hand whose tree holds one entry `lease.json` of `mode` (`100644`,
+/// `100755`, `120000` with a blob, or `160000` with a commit) pointing at `object`.
+fn hand_commit_with_mode(repo: &TestRepo, mode: &str, object: &str) -> String {
+    let kind = if mode == "160000" { "commit" } else { "blob" };
+    let tree = repo.git_stdin(
+        &["mktree"],
+        format!("{mode} {kind} {object}\tlease.json\n").as_bytes(),
+    );
+    repo.git(&["commit-tree", &tree, "-m", "by hand"])
+}
+
+#[test]
+fn a_lease_json_that_is_not_a_plain_regular_file_is_corrupt() {
+    let repo = TestRepo::new();
+    let doc = lease_bytes(&lease_doc("42", "alice", 1));
+    let blob = repo.git_stdin(&["hash-object", "-w", "--stdin"], &doc);
+    // The very same valid record, as an executable and as a symbolic link...
+    for mode in ["100755", "120000"] {
+        let commit = hand_commit_with_mode(&repo, mode, &blob);
+        point(&repo, "42", &commit);
+        assert_corrupt(&repo, "42", &commit, mode);
+        repo.run_at(&at_min(1), &["verify"])
+            .code(1)
+            .stdout_has(&commit)
+            .stdout_has(mode);
+    }
+    // ...and a submodule (gitlink) named lease.json.
+    let valid = hand_commit(&repo, &[("lease.json", &doc)], &[]);
+    let commit = hand_commit_with_mode(&repo, "160000", &valid);
+    point(&repo, "42", &commit);
+    assert_corrupt(&repo, "42", &commit, "160000");
+    // The control: mode 100644 is read.
+    let commit = hand_commit_with_mode(&repo, "100644", &blob);
+    point(&repo, "42", &commit);
+    let v = repo.json_at(&at_min(1), 0, &["show", "42"]);
+    assert_eq!(v["holder"], "alice");
+}
+
+/// A valid `lease.json` for issue 42 of exactly `len` bytes (its note pads it).
+fn lease_json_of_len(len: usize) -> Vec<u8> {
+    let mut doc = lease_doc("42", "alice", 1);
+    doc["note"] = json!("");
+    let base = lease_bytes(&doc).len();
+    doc["note"] = json!("n".repeat(len - base));
+    let bytes = lease_bytes(&doc);
+    assert_eq!(bytes.len(), len);
+    bytes
+}
+
+#[test]
+fn a_lease_json_over_64_kib_is_corrupt() {
+    let repo = TestRepo::new();
+    // At the limit, a record is read.
+    let at_limit = hand_commit(&repo, &[("lease.json", &lease_json_of_len(65536))], &[]);
+    point(&repo, "42", &at_limit);
+    let v = repo.json_at(&at_min(1), 0, &["show", "42"]);
+    assert_eq!(v["holder"], "alice");
+    repo.run_at(&at_min(1), &["verify"]).ok();
+    // One byte more, or 30 MB, and it is refused, naming its size.
+    for len in [65537, 30 << 20] {
+        let commit = hand_commit(&repo, &[("lease.json", &lease_json_of_len(len))], &[]);
+        point(&repo, "42", &commit);
+        assert_corrupt(&repo, "42", &commit, &format!("{len} bytes"));
+        repo.run_at(&at_min(1), &["verify"])
+            .code(1)
+            .stdout_has(&commit)
+            .stdout_has("65536");
+        let run = repo.run_at(&at_min(1), &["list", "--all"]);
+        run.code(1).stderr_has(&commit);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The list cache
+
+#[test]
+fn a_fifo_at_the_list_cache_path_is_neither_read_nor_kept() {
+    use std::sync::mpsc;
+    let repo = TestRepo::new();
+    // Enough leases for a listing to rewrite the cache (more misses than 64).
+    let issues: Vec<String> = (0..70).map(|i| format!("c{i}")).collect();
+    let mut args: Vec<&str> = vec!["acquire"];
+    args.extend(issues.iter().map(String::as_str));
+    args.extend(["--holder", "alice"]);
+    repo.json_at(T0, 0, &args);
+    let cache = repo.git_dir().join("git-lease").join("list-cache");
+    std::fs::create_dir_all(cache.parent().expect("parent")).expect("mkdir git-lease");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&cache)
+        .status()
+        .expect("run mkfifo");
+    assert!(made.success(), "mkfifo {}", cache.display());
+
+    let mut list = repo
+        .lease()
+        .now(&at_min(1))
+        .args(["--json", "list", "--all"])
+        .command();
+    list.stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let child = list.spawn().expect("spawn list");
+    let (done, finished) = mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = done.send(child.wait_with_output());
+    });
+    // A guard against hanging the test run, not a measure: a listing that opened the FIFO
+    // for reading waits for a writer forever, so one is given (which closes at once, ending
+    // the read) before the failure is reported.
+    let out = match finished.recv_timeout(Duration::from_secs(60)) {
+        Ok(out) => out.expect("wait for list"),
+        Err(_) => {
+            let _ = std::fs::OpenOptions::new().write(true).open(&cache);
+            panic!("`list` blocked reading the FIFO at {}", cache.display());
+        }
+    };
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let listed: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(listed.as_array().map(Vec::len), Some(70));
+    // The rewrite replaced the FIFO with a cache file, which the next listing uses.
+    let kind = std::fs::symlink_metadata(&cache).expect("stat").file_type();
+    assert!(kind.is_file(), "{kind:?}");
+    let again = repo.json_at(&at_min(1), 0, &["list", "--all"]);
+    assert_eq!(again, listed);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Locks held by others are named as they are
+
+#[test]
+fn a_stale_packed_refs_lock_is_named_as_the_lock_held() {
+    let repo = TestRepo::new();
+    repo.git(&["config", "lease.lockTimeout", "300ms"]);
+    repo.json_at(T0, 0, &["acquire", "packed", "--holder", "alice"]);
+    repo.git(&["pack-refs", "--all", "--prune"]);
+    let lock = repo.git_dir().join("packed-refs.lock");
+    std::fs::write(&lock, b"").expect("create a stale packed-refs.lock");
+    // A claim of several issues is one transaction, which also locks packed-refs.
+    let run = repo.run_at(&at_min(1), &["acquire", "x", "y", "--holder", "bob"]);
+    run.code(1)
+        .stderr_has(lock.to_str().expect("UTF-8 path"))
+        .stderr_has("rm ");
+    assert!(
+        !run.stderr.contains("refs/leases/x.lock") && !run.stderr.contains("refs/leases/y.lock"),
+        "a lock that does not exist is blamed:\n{run}"
+    );
+    assert_eq!(repo.tip("x"), None);
+    assert_eq!(repo.tip("y"), None);
+    std::fs::remove_file(&lock).expect("remove the lock");
+    repo.json_at(&at_min(2), 0, &["acquire", "x", "y", "--holder", "bob"]);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Temporary files of killed writers
+
+#[test]
+fn gc_removes_only_old_temporary_files() {
+    let repo = TestRepo::new();
+    repo.json_at(T0, 0, &["acquire", "1", "--holder", "a"]);
+    let git_dir = repo.git_dir();
+    let objects = git_dir.join("objects");
+    let now = std::time::SystemTime::now();
+    let day = Duration::from_secs(24 * 3600);
+    let make = |path: std::path::PathBuf, age: Duration| {
+        std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+        let file = std::fs::File::create(&path).expect("create");
+        file.set_modified(now - age).expect("set its time");
+        path
+    };
+    let month = 30 * day;
+    let stale = [
+        make(objects.join("tmp_obj_aB3dE9"), month),
+        make(objects.join("17").join("tmp_obj_x1Y2z3"), month),
+        make(objects.join("pack").join(".tmpQ1w2E3"), month),
+        make(objects.join("pack").join("tmp_pack_Zz9Yy8"), month),
+        make(
+            git_dir
+                .join("git-lease")
+                .join(".list-cache.tmp-4242-0badcafe"),
+            month,
+        ),
+    ];
+    let kept = [
+        // Fresh ones: a write in progress.
+        make(objects.join("tmp_obj_fresh1"), Duration::ZERO),
+        make(objects.join("pack").join(".tmpFresh1"), Duration::ZERO),
+        make(
+            git_dir.join("git-lease").join(".list-cache.tmp-1-00000000"),
+            Duration::ZERO,
+        ),
+        // Younger than gc.pruneExpire (two weeks by default).
+        make(objects.join("tmp_obj_week01"), 7 * day),
+        // Old, but not a temporary file.
+        make(objects.join("pack").join("notes.txt"), month),
+        make(objects.join("pack").join(".tmpTooLongName"), month),
+        make(git_dir.join("git-lease").join("list-cache-old"), month),
+    ];
+    let v = repo.json_at(&at_min(1), 0, &["gc"]);
+    assert_eq!(v["temporary_files_removed"], stale.len(), "{v}");
+    for path in &stale {
+        assert!(!path.exists(), "{} was left", path.display());
+    }
+    for path in &kept {
+        assert!(path.exists(), "{} was removed", path.display());
+    }
+
+    // gc.pruneExpire=now: anything older than an hour goes, still never a fresh one.
+    repo.git(&["config", "gc.pruneExpire", "now"]);
+    let hours = make(
+        objects.join("tmp_obj_hours1"),
+        2 * 3600 * Duration::from_secs(1),
+    );
+    let v = repo.json_at(&at_min(2), 0, &["gc"]);
+    assert_eq!(v["temporary_files_removed"], 2, "{v}");
+    assert!(!hours.exists() && !kept[3].exists());
+    assert!(kept[0].exists() && kept[1].exists() && kept[2].exists());
+
+    // gc.pruneExpire=never: nothing goes.
+    repo.git(&["config", "gc.pruneExpire", "never"]);
+    let old = make(objects.join("tmp_obj_never1"), month);
+    let v = repo.json_at(&at_min(3), 0, &["gc"]);
+    assert_eq!(v["temporary_files_removed"], 0, "{v}");
+    assert!(old.exists());
+    repo.assert_fsck();
+    repo.json_at(&at_min(4), 0, &["show", "1"]);
+}

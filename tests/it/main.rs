@@ -5,12 +5,14 @@
 //! - [`cli`]: what plain git sees, `list`, `log`, `--json`, prefixes and bad input.
 //! - [`faults`]: corrupt ledgers, stale locks, ref clashes, repository formats and layouts.
 //! - [`race`]: real concurrent processes on one issue.
+//! - [`gc_race`]: readers and writers while git packs objects and refs under them.
 //! - [`model`]: property test of the library against a simple model.
 //! - [`server`]: a served bare repository per test (`git daemon`, or lighttpd and
 //!   `git http-backend`), with the system clock or a fixed one, with the hook or not; its own
 //!   tests are in [`daemon`].
 //! - [`forge`]: ledger history built by hand with plain git plumbing, and `lease.json` values.
 //! - [`remote`], [`mirror`], [`verify`]: claims through a remote, sync, and ledger audits.
+//! - [`reflog`]: reflogs of every ref update without a configured identity.
 //! - [`hook`], [`fence`]: the server hook against forged pushes, and fenced work branches.
 //! - [`attack`]: the forged-push matrix (every event x pusher x forged data) against the
 //!   specification of who may push what, and when.
@@ -25,6 +27,7 @@ mod daemon;
 mod faults;
 mod fence;
 mod forge;
+mod gc_race;
 mod hook;
 mod http;
 mod mirror;
@@ -33,6 +36,7 @@ mod output;
 mod perf;
 mod race;
 mod readme;
+mod reflog;
 mod remote;
 mod rewound;
 mod rules;

@@ -1,0 +1,256 @@
+//! Packing under readers and writers: while `git lease gc`, `git gc --auto`,
+//! `git repack -a -d` and `git pack-refs --all --prune` move objects from loose files into
+//! packs (and from packs into new ones) and refs from loose files into `packed-refs`, every
+//! reader and writer must still see every ledger. An object or ref that only moved is never
+//! reported as corrupt, missing or unlistable, and a listing never leaves a lease out.
+//!
+//! One thread packs for a fixed number of rounds; readers (`list --all`, `show`, `log`,
+//! `verify`) and writers (acquire, renew and release of issues of their own) loop until the
+//! packer is done, within fixed bounds. Nothing sleeps: the threads only start together on a
+//! barrier and stop on a flag set by the packer.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Barrier, Mutex};
+
+use crate::env::{Run, TestRepo};
+
+/// Leases made before the race.
+const LEASES: usize = 200;
+/// Rounds of the packer.
+const PACK_ROUNDS: usize = 15;
+const READERS: usize = 3;
+const WRITERS: usize = 2;
+/// Each reader and writer runs at least this many iterations, and at most `MAX_ITERATIONS`.
+const MIN_ITERATIONS: usize = 10;
+const MAX_ITERATIONS: usize = 400;
+
+fn run(cmd: std::process::Command, what: String) -> Run {
+    let mut cmd = cmd;
+    let out = cmd.output().expect("spawn a process");
+    Run {
+        command: what,
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// True if `run` says something about the repository that a move into a pack can cause.
+fn false_alarm(run: &Run) -> bool {
+    let text = run.stderr.to_lowercase();
+    [
+        "corrupt",
+        "missing",
+        "cannot list",
+        "cannot read",
+        "not found",
+    ]
+    .iter()
+    .any(|word| text.contains(word))
+}
+
+/// The issues of the initial leases.
+fn initial(i: usize) -> String {
+    format!("pre/{i:03}")
+}
+
+struct Shared {
+    repo: TestRepo,
+    barrier: Barrier,
+    packing: AtomicBool,
+    failures: Mutex<Vec<Run>>,
+}
+
+impl Shared {
+    fn fail(&self, run: Run) {
+        self.failures.lock().expect("the failure list").push(run);
+    }
+
+    /// Records `run` as a failure unless it exited with one of `codes` and said nothing of
+    /// corruption; returns whether it passed.
+    fn expect(&self, run: Run, codes: &[i32]) -> Option<Run> {
+        if codes.contains(&run.code) && !false_alarm(&run) {
+            Some(run)
+        } else {
+            self.fail(run);
+            None
+        }
+    }
+
+    fn iterations(&self, i: usize) -> bool {
+        i < MIN_ITERATIONS || (i < MAX_ITERATIONS && self.packing.load(Ordering::SeqCst))
+    }
+}
+
+fn packer(shared: &Shared) -> usize {
+    let repo = &shared.repo;
+    shared.barrier.wait();
+    let steps: [&[&str]; 4] = [
+        &["gc"],
+        &[
+            "-c",
+            "gc.auto=1",
+            "-c",
+            "gc.autoPackLimit=1",
+            "-c",
+            "gc.autoDetach=false",
+            "gc",
+            "--auto",
+            "--quiet",
+        ],
+        &["repack", "-a", "-d", "-q"],
+        &["pack-refs", "--all", "--prune"],
+    ];
+    let mut ran = 0;
+    for round in 0..PACK_ROUNDS {
+        for (n, args) in steps.iter().enumerate() {
+            let cmd = if n == 0 {
+                repo.lease().args(*args)
+            } else {
+                repo.git_cmd().args(*args)
+            };
+            let out = run(cmd.command(), format!("packer round {round}: {args:?}"));
+            // The packers themselves must work too (git's own locks keep them apart).
+            if out.code != 0 {
+                shared.fail(out);
+            }
+            ran += 1;
+        }
+    }
+    shared.packing.store(false, Ordering::SeqCst);
+    ran
+}
+
+fn reader(shared: &Shared, n: usize) -> usize {
+    let repo = &shared.repo;
+    shared.barrier.wait();
+    let mut i = 0;
+    while shared.iterations(i) {
+        let issue = initial((i * 7 + n * 13) % LEASES);
+        let writer_issue = format!("w{}/{}", i % WRITERS, i % 3);
+        let (args, what): (Vec<String>, &str) = match (i + n) % 5 {
+            0 => (vec!["--json".into(), "list".into(), "--all".into()], "list"),
+            1 => (vec!["--json".into(), "show".into(), issue.clone()], "show"),
+            2 => (vec!["--json".into(), "log".into(), issue.clone()], "log"),
+            3 => (vec!["log".into(), writer_issue.clone()], "log writer"),
+            _ => (vec!["verify".into()], "verify"),
+        };
+        let cmd = repo.lease().args(&args);
+        let out = run(cmd.command(), format!("reader {n} #{i}: {args:?}"));
+        // A writer's issue may not exist yet (4: no such lease); everything else answers.
+        let codes: &[i32] = if what == "log writer" { &[0, 4] } else { &[0] };
+        if let Some(out) = shared.expect(out, codes) {
+            if what == "list" {
+                let listed = out.json().as_array().map_or(0, Vec::len);
+                if listed < LEASES {
+                    let mut short = out.clone();
+                    short.stderr += &format!("\n(listed {listed} of at least {LEASES} leases)");
+                    shared.fail(short);
+                }
+            }
+        }
+        i += 1;
+    }
+    i
+}
+
+fn writer(shared: &Shared, n: usize) -> usize {
+    let repo = &shared.repo;
+    let holder = format!("writer-{n}");
+    shared.barrier.wait();
+    let mut i = 0;
+    while shared.iterations(i) {
+        let issue = format!("w{n}/{}", i % 3);
+        for op in ["acquire", "renew", "release"] {
+            let args = [
+                op,
+                issue.as_str(),
+                "--holder",
+                holder.as_str(),
+                "--ttl",
+                "1h",
+            ];
+            let args: &[&str] = if op == "release" { &args[..4] } else { &args };
+            let out = run(
+                repo.lease().args(args).command(),
+                format!("writer {n} #{i}: {args:?}"),
+            );
+            shared.expect(out, &[0]);
+        }
+        i += 1;
+    }
+    i
+}
+
+#[test]
+fn packing_never_makes_a_ledger_look_corrupt_or_missing() {
+    let repo = TestRepo::new();
+    // The packer here packs; the write path's own background packing would outlive the test.
+    repo.git(&["config", "lease.gcAuto", "0"]);
+    let issues: Vec<String> = (0..LEASES).map(initial).collect();
+    let mut args = vec!["acquire".to_owned()];
+    args.extend(issues.iter().cloned());
+    args.extend([
+        "--holder".into(),
+        "seed".into(),
+        "--ttl".into(),
+        "1h".into(),
+    ]);
+    repo.run(&args).ok();
+    // Some history in loose objects and loose refs on top of the pack.
+    for issue in issues.iter().step_by(4) {
+        repo.run(&["renew", issue, "--holder", "seed", "--ttl", "2h"])
+            .ok();
+    }
+
+    let shared = Arc::new(Shared {
+        repo,
+        barrier: Barrier::new(1 + READERS + WRITERS),
+        packing: AtomicBool::new(true),
+        failures: Mutex::new(Vec::new()),
+    });
+    let mut handles = Vec::new();
+    {
+        let shared = Arc::clone(&shared);
+        handles.push((
+            "packer".to_owned(),
+            std::thread::spawn(move || packer(&shared)),
+        ));
+    }
+    for n in 0..READERS {
+        let shared = Arc::clone(&shared);
+        handles.push((
+            format!("reader {n}"),
+            std::thread::spawn(move || reader(&shared, n)),
+        ));
+    }
+    for n in 0..WRITERS {
+        let shared = Arc::clone(&shared);
+        handles.push((
+            format!("writer {n}"),
+            std::thread::spawn(move || writer(&shared, n)),
+        ));
+    }
+    let counts: Vec<(String, usize)> = handles
+        .into_iter()
+        .map(|(name, h)| (name, h.join().expect("a thread panicked")))
+        .collect();
+
+    let failures = shared.failures.lock().expect("the failure list");
+    let shown: Vec<String> = failures
+        .iter()
+        .take(5)
+        .map(|r| format!("`{}`\n{r}", r.command))
+        .collect();
+    assert!(
+        failures.is_empty(),
+        "{} false failures while packing (iterations: {counts:?}); the first:\n{}",
+        failures.len(),
+        shown.join("\n")
+    );
+    let repo = &shared.repo;
+    repo.run(&["verify"]).ok();
+    let listed = repo.json_at(crate::env::T0, 0, &["list", "--all"]);
+    assert!(listed.as_array().map_or(0, Vec::len) >= LEASES, "{listed}");
+    repo.assert_fsck();
+}
