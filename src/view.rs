@@ -7,8 +7,9 @@
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
-use crate::lease::Event;
+use crate::lease::{Event, Takeover};
 use crate::ledger::Report;
+use crate::liveness::HolderProcess;
 use crate::rules::{self, Outcome};
 use crate::store::Entry;
 use crate::time::format_instant;
@@ -80,6 +81,15 @@ pub struct LeaseView {
     /// The task id attached to the claim.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub task: Option<String>,
+    /// For a tenure that took over from a holder: why that holder lost it.
+    pub takeover: Option<Takeover>,
+    /// The holding process, when the claim recorded one.
+    pub process: Option<HolderProcess>,
+    /// True when a reader on the holder's machine found that process gone (the lease is then
+    /// not live).
+    pub process_gone: bool,
+    /// True when the tenure was taken with a session (its secret is needed to renew or free it).
+    pub session: bool,
 }
 
 impl LeaseView {
@@ -103,6 +113,10 @@ impl LeaseView {
             commit: entry.map(|e| e.commit.to_string()),
             note: lease.and_then(|l| l.note.clone()),
             task: lease.and_then(|l| l.task.clone()),
+            takeover: lease.and_then(|l| l.takeover),
+            process: lease.and_then(|l| l.process.clone()),
+            process_gone: lease.is_some_and(|l| l.process_gone),
+            session: lease.is_some_and(|l| l.session.is_some()),
         }
     }
 }
@@ -110,7 +124,7 @@ impl LeaseView {
 /// The answer to an operation: its outcome and the lease as it stands afterwards.
 #[derive(Serialize, Clone, Debug, PartialEq, Eq)]
 pub struct ReportView {
-    /// `acquired`, `held`, `renewed`, `not_holder`, `released` or `not_held`.
+    /// What the operation answered (see [`Outcome`]).
     pub outcome: Outcome,
     /// Whether a ledger commit was written.
     pub wrote: bool,
@@ -159,6 +173,13 @@ pub struct LogView {
     /// The task id attached to the claim.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub task: Option<String>,
+    /// For an acquire over a lease that still had a holder: why that holder lost it; for a
+    /// release of someone else's lease: why it was no longer live.
+    pub takeover: Option<Takeover>,
+    /// The holding process, when the claim recorded one.
+    pub process: Option<HolderProcess>,
+    /// True when the tenure has a session.
+    pub session: bool,
 }
 
 impl From<&Entry> for LogView {
@@ -177,6 +198,9 @@ impl From<&Entry> for LogView {
             expires_at: l.expires_at.map(format_instant),
             note: l.note.clone(),
             task: l.task.clone(),
+            takeover: l.takeover,
+            process: l.process.clone(),
+            session: l.session.is_some(),
         }
     }
 }

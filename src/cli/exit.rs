@@ -1,4 +1,5 @@
-//! Exit codes: a documented, stable API (see README.md). One match decides them.
+//! Exit codes: a documented, stable API (see README.md). Errors are decided by their class
+//! ([`for_error`]), outcomes by whether they refuse ([`for_outcome`]).
 
 use git_lease::{ErrorKind, Outcome};
 
@@ -26,6 +27,17 @@ pub fn for_error(kind: ErrorKind) -> u8 {
         ErrorKind::Refused => REFUSED,
         ErrorKind::NotFound => NOT_FOUND,
         ErrorKind::LostRace => LOST_RACE,
+    }
+}
+
+/// Returns the name of an error class in `--json` errors.
+pub fn kind_name(kind: ErrorKind) -> &'static str {
+    match kind {
+        ErrorKind::Failure => "failure",
+        ErrorKind::Usage => "usage",
+        ErrorKind::Refused => "refused",
+        ErrorKind::NotFound => "not_found",
+        ErrorKind::LostRace => "lost_race",
     }
 }
 

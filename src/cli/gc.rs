@@ -12,12 +12,13 @@ pub(crate) fn gc(ctx: &Context, full: bool, out: &mut dyn Write) -> Result<u8, F
     } else {
         writeln!(
             out,
-            "packed: loose objects {} -> {}, loose lease refs {} -> {}, {} pack(s) ({})",
+            "packed: loose objects {} -> {}, loose lease refs {} -> {}, {} pack(s), {} stale temporary file(s) removed ({})",
             report.loose_objects_before,
             report.loose_objects_after,
             report.loose_lease_refs_before,
             report.loose_lease_refs_after,
             report.packs_after,
+            report.temporary_files_removed,
             report.commands.join("; ")
         )?;
     }

@@ -38,14 +38,12 @@ pub(crate) fn man(
     if json {
         #[derive(serde::Serialize)]
         struct Installed<'a> {
-            schema_version: u32,
             dir: &'a Path,
             pages: &'a [PathBuf],
         }
         json_line(
             out,
             &Installed {
-                schema_version: super::SCHEMA_VERSION,
                 dir: &man1,
                 pages: &written,
             },

@@ -327,6 +327,12 @@ pub(crate) fn command() -> clap::Command {
 
 /// Runs the command line `args` (the program name first) and returns the exit code.
 pub fn main(args: Vec<std::ffi::OsString>) -> u8 {
+    // Known before parsing, so that a usage error in JSON mode is JSON too.
+    let json = args
+        .iter()
+        .skip(1)
+        .take_while(|a| *a != "--")
+        .any(|a| a == "--json");
     let mut command = command();
     let parsed = command
         .try_get_matches_from_mut(args)
@@ -336,28 +342,57 @@ pub fn main(args: Vec<std::ffi::OsString>) -> u8 {
     let cli = match parsed {
         Ok(cli) => cli,
         Err(e) => {
-            let code = match e.kind() {
-                clap::error::ErrorKind::DisplayHelp | clap::error::ErrorKind::DisplayVersion => {
-                    exit::OK
-                }
-                _ => exit::USAGE,
-            };
+            if matches!(
+                e.kind(),
+                clap::error::ErrorKind::DisplayHelp | clap::error::ErrorKind::DisplayVersion
+            ) {
+                let _ = e.print();
+                return exit::OK;
+            }
+            if json {
+                // clap's message up to its usage hint, without the `error: ` label.
+                let rendered = e.render().to_string();
+                let message = rendered
+                    .split("\n\n")
+                    .next()
+                    .unwrap_or_default()
+                    .trim_start_matches("error: ")
+                    .trim();
+                return fail(true, "usage", message, exit::USAGE);
+            }
             let _ = e.print();
-            return code;
+            return exit::USAGE;
         }
     };
     match run(cli) {
         Ok(code) => code,
         Err(Failure::Lib(e)) => {
-            eprintln!("git lease: {e}");
-            exit::for_error(e.kind())
+            let code = exit::for_error(e.kind());
+            fail(json, exit::kind_name(e.kind()), &e.to_string(), code)
         }
         Err(Failure::Io(e)) if e.kind() == std::io::ErrorKind::BrokenPipe => exit::OK,
-        Err(Failure::Io(e)) => {
-            eprintln!("git lease: cannot write output: {e}");
-            exit::FAILURE
-        }
+        Err(Failure::Io(e)) => fail(
+            json,
+            "failure",
+            &format!("cannot write output: {e}"),
+            exit::FAILURE,
+        ),
     }
+}
+
+/// Reports an error on stderr, as text or (with `--json`) as one JSON object
+/// (`{"schema_version", "error": {"kind", "message", "exit_code"}}`, docs/JSON.md), and
+/// returns its exit code.
+fn fail(json: bool, kind: &str, message: &str, code: u8) -> u8 {
+    if json {
+        let error = serde_json::json!({
+            "error": {"kind": kind, "message": message, "exit_code": code},
+        });
+        eprintln!("{}", json_text(&error).unwrap_or_default());
+    } else {
+        eprintln!("git lease: {message}");
+    }
+    code
 }
 
 pub(crate) enum Failure {
@@ -980,7 +1015,7 @@ fn end(
     emit_reports(ctx, &[report], false, None, out)
 }
 
-fn emit_reports(
+pub(crate) fn emit_reports(
     ctx: &Context,
     reports: &[Report],
     as_array: bool,
@@ -1191,9 +1226,22 @@ fn log_line(e: &Entry) -> String {
     text
 }
 
-fn json_line(out: &mut dyn Write, value: &impl serde::Serialize) -> std::io::Result<()> {
-    serde_json::to_writer(&mut *out, value)?;
+/// Writes `value` as one JSON document on one line ([`json_text`]).
+pub(crate) fn json_line(out: &mut dyn Write, value: &impl serde::Serialize) -> std::io::Result<()> {
+    out.write_all(json_text(value)?.as_bytes())?;
     out.write_all(b"\n")
+}
+
+/// Returns `value` as one line of JSON. An object starts with `"schema_version"`
+/// ([`SCHEMA_VERSION`]); arrays (`list`, `log`, a multi-issue `acquire`) are documented under
+/// the same version.
+pub(crate) fn json_text(value: &impl serde::Serialize) -> serde_json::Result<String> {
+    let text = serde_json::to_string(value)?;
+    Ok(match text.strip_prefix('{') {
+        Some("}") => format!("{{\"schema_version\":{SCHEMA_VERSION}}}"),
+        Some(rest) => format!("{{\"schema_version\":{SCHEMA_VERSION},{rest}"),
+        None => text,
+    })
 }
 
 /// Writes `items` as one JSON array on one line, as [`json_line`] of a `Vec` would, one item at

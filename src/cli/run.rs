@@ -118,6 +118,45 @@ impl RunningClock {
     }
 }
 
+/// Reports on stderr (stdout is the child's alone) what became of the lease: a report line,
+/// or with `--json` the operation's JSON object, with `exit_code` once the child has ended.
+fn tell(ctx: &Context, report: &Report, now: DateTime<Utc>, exit_code: Option<u8>) {
+    if ctx.json {
+        #[derive(serde::Serialize)]
+        struct Told {
+            #[serde(flatten)]
+            report: git_lease::view::ReportView,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            exit_code: Option<u8>,
+        }
+        let told = Told {
+            report: git_lease::view::ReportView::new(report, now),
+            exit_code,
+        };
+        if let Ok(line) = super::json_text(&told) {
+            eprintln!("{line}");
+        }
+    } else {
+        eprintln!("git lease run: {}", output::report_line(report, now));
+    }
+}
+
+/// Reports on stderr that the lease was lost and the child is being stopped: a line, or with
+/// `--json` `{"issue", "outcome": "lease_lost", "reason", "exit_code": 6}`.
+fn tell_lost(ctx: &Context, issue: &IssueId, reason: &str) {
+    if ctx.json {
+        let told = serde_json::json!({
+            "issue": issue.as_str(),
+            "outcome": "lease_lost",
+            "reason": reason,
+            "exit_code": exit::LEASE_LOST,
+        });
+        eprintln!("{}", super::json_text(&told).unwrap_or_default());
+    } else {
+        eprintln!("git lease run: {}", output::printable(reason));
+    }
+}
+
 /// Returns the instant `d` from now, or a century from now for a longer `d`: a duration a user
 /// typed never overflows the monotonic clock.
 fn after(d: Duration) -> Instant {
@@ -245,14 +284,13 @@ pub(crate) fn run(ctx: &Context, args: RunArgs) -> Result<u8, Failure> {
     let report = handle.apply(|cur| rules::acquire(&issue, cur, &claim, now))?;
     let started_session = report.lease().is_some_and(|l| l.session == claim.session);
     if report.outcome != Outcome::Acquired || !started_session {
-        eprintln!("git lease run: {}", output::report_line(&report, now));
+        tell(ctx, &report, now, None);
         return Ok(exit::REFUSED);
     }
-    let lease = report
-        .lease()
-        .cloned()
-        .expect("an acquired report has a lease");
-    eprintln!("git lease run: {}", output::report_line(&report, now));
+    let Some(lease) = report.lease().cloned() else {
+        return Err(Error::InvalidInput("the acquired lease has no state".into()).into());
+    };
+    tell(ctx, &report, now, None);
 
     // Catch signals before the child exists, so none is lost between spawn and forwarding;
     // the child starts with default dispositions, as exec resets caught signals.
@@ -273,11 +311,24 @@ pub(crate) fn run(ctx: &Context, args: RunArgs) -> Result<u8, Failure> {
             let _ = handle.apply(|cur| {
                 rules::release(&issue, cur, handle.credentials(), Ending::Abandon, now)
             });
-            return Err(Error::Io {
-                context: format!("cannot start {program}"),
-                source: e,
-            }
-            .into());
+            // The shell's codes: 127 for a command that is not there, 126 for one that
+            // cannot be run.
+            let code = match e.kind() {
+                std::io::ErrorKind::NotFound => 127,
+                std::io::ErrorKind::PermissionDenied => 126,
+                _ => {
+                    return Err(Error::Io {
+                        context: format!("cannot start {program}"),
+                        source: e,
+                    }
+                    .into())
+                }
+            };
+            eprintln!(
+                "git lease run: cannot start {}: {e}",
+                output::printable(program)
+            );
+            return Ok(code);
         }
     };
     // The child leads its own process group: its id is the group's.
@@ -360,24 +411,32 @@ pub(crate) fn run(ctx: &Context, args: RunArgs) -> Result<u8, Failure> {
                 args.on_failure
             };
             let now = clock.now();
+            let code = child_code(status);
             match handle.apply(|cur| {
                 rules::release(&issue, cur, handle.credentials(), end_as.ending(), now)
             }) {
-                Ok(report) => eprintln!("git lease run: {}", output::report_line(&report, now)),
+                Ok(report) => tell(ctx, &report, now, Some(code)),
                 Err(e) => eprintln!("git lease run: could not end the lease: {e}"),
             }
-            Ok(child_code(status))
+            Ok(code)
         }
         Stop::Lost(why) => {
-            eprintln!("git lease run: lease lost, stopping {program}: {why}");
+            tell_lost(
+                ctx,
+                &issue,
+                &format!("lease lost, stopping {program}: {why}"),
+            );
             stop_child(group, after(args.grace), &inbox);
             Ok(exit::LEASE_LOST)
         }
         Stop::Deadline(w) => {
-            eprintln!(
-                "git lease run: no renewal succeeded in time, stopping {program} before the lease \
-                 expires at {}",
-                git_lease::time::format_instant(w.expires_at)
+            tell_lost(
+                ctx,
+                &issue,
+                &format!(
+                    "no renewal succeeded in time, stopping {program} before the lease expires at {}",
+                    git_lease::time::format_instant(w.expires_at)
+                ),
             );
             // The grace period ends by the window's SIGKILL instant, sooner if need be.
             let kill_at = after(args.grace.min(clock.until(w.kill_by)));
@@ -556,11 +615,31 @@ pub(crate) fn wait(
             .filter(|e| git_lease::is_live(&e.lease, now));
         if live.is_none() {
             let Some(claim) = &acquire else {
-                writeln!(
-                    out,
-                    "free: {} is not held",
-                    output::printable(issue.as_str())
-                )?;
+                if ctx.json {
+                    #[derive(serde::Serialize)]
+                    struct Free {
+                        outcome: &'static str,
+                        #[serde(flatten)]
+                        lease: git_lease::view::LeaseView,
+                    }
+                    super::json_line(
+                        out,
+                        &Free {
+                            outcome: "free",
+                            lease: git_lease::view::LeaseView::new(
+                                issue.as_str(),
+                                current.as_ref(),
+                                now,
+                            ),
+                        },
+                    )?;
+                } else {
+                    writeln!(
+                        out,
+                        "free: {} is not held",
+                        output::printable(issue.as_str())
+                    )?;
+                }
                 return Ok(exit::OK);
             };
             let report = match &remote {
@@ -570,15 +649,13 @@ pub(crate) fn wait(
                     .apply(&issue, |cur| rules::acquire(&issue, cur, claim, now))?,
             };
             if report.outcome == Outcome::Acquired {
-                writeln!(out, "{}", output::report_line(&report, now))?;
-                return Ok(exit::OK);
+                return super::emit_reports(ctx, &[report], false, None, out);
             }
         }
         let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
         if left.is_some_and(|l| l.is_zero()) {
             let report = Report::unchanged(Outcome::Held, &issue, current);
-            writeln!(out, "{}", output::report_line(&report, now))?;
-            return Ok(exit::REFUSED);
+            return super::emit_reports(ctx, &[report], false, None, out);
         }
         let nap = left.map_or(pause, |l| l.min(pause));
         std::thread::sleep(nap);

@@ -30,6 +30,7 @@ mod forge;
 mod gc_race;
 mod hook;
 mod http;
+mod json;
 mod mirror;
 mod model;
 mod output;

@@ -1150,3 +1150,23 @@ fn wait_returns_when_the_lease_expires() {
         "wait returned after {took:?}\n{run}"
     );
 }
+
+#[test]
+fn a_command_that_is_not_there_exits_127_and_one_that_cannot_run_126_as_in_the_shell() {
+    let repo = TestRepo::new();
+    let not_executable = repo.scratch("bin").join("plain-file");
+    std::fs::write(&not_executable, "#!/bin/sh\nexit 0\n").expect("write a file");
+    repo.lease()
+        .args(["run", "x", "--holder", "a", "--", "/no/such/command"])
+        .run()
+        .code(127)
+        .stderr_has("/no/such/command");
+    let path = not_executable.to_str().expect("a UTF-8 path");
+    repo.lease()
+        .args(["run", "x", "--holder", "a", "--", path])
+        .run()
+        .code(126);
+    // Nothing ran, so nobody is left waiting for the lease.
+    let v = repo.lease().arg_json().args(["show", "x"]).run().json();
+    assert_eq!(v["held"], false, "{v}");
+}
