@@ -1190,7 +1190,7 @@ fn log_line(e: &Entry) -> String {
     let short = e.commit.to_hex_with_len(10).to_string();
     let mut text = format!(
         "{short} {} {:<9} token {}",
-        l.at.format("%Y-%m-%d %H:%M:%S"),
+        l.at.format(output::FULL_TIME),
         l.event.as_str(),
         l.token
     );
@@ -1216,7 +1216,7 @@ fn log_line(e: &Entry) -> String {
         text += &format!(" by {by}");
     }
     if let Some(t) = l.expires_at {
-        text += &format!("  until {}", t.format("%Y-%m-%d %H:%M:%S"));
+        text += &format!("  until {}", t.format(output::FULL_TIME));
     } else if l.holder.is_some() {
         text += "  no expiry";
     }

@@ -159,61 +159,69 @@ pub fn report_line(report: &Report, now: DateTime<Utc>) -> String {
 
 /// Returns the multi-line `show` output.
 pub fn show(view: &LeaseView, entry: Option<&Entry>, now: DateTime<Utc>) -> String {
-    let mut out = format!(
-        "issue:     {}\nstate:     {}\n",
-        printable(&view.issue),
-        view.state.as_str()
-    );
-    let Some(e) = entry else {
-        return out;
+    let state = match view.state {
+        State::Expired if view.process_gone => "free (holder's process gone)".to_owned(),
+        other => other.as_str().to_owned(),
     };
-    let l = &e.lease;
-    match view.state {
-        State::Held => {
-            out += &format!(
-                "holder:    {}\n",
-                printable(l.holder.as_deref().unwrap_or(""))
-            )
+    let mut rows: Vec<(&str, String)> = vec![("issue", printable(&view.issue).into_owned())];
+    rows.push(("state", state));
+    if let Some(e) = entry {
+        let l = &e.lease;
+        let stamp = |t: DateTime<Utc>| format!("{} ({})", t.format(FULL_TIME), when(t, now));
+        match (view.state, &view.last_holder) {
+            (State::Held, _) => rows.push((
+                "holder",
+                printable(l.holder.as_deref().unwrap_or("")).into_owned(),
+            )),
+            (_, Some(h)) => rows.push(("last holder", printable(h).into_owned())),
+            _ => {}
         }
-        _ => {
-            if let Some(h) = &view.last_holder {
-                out += &format!("last holder: {}\n", printable(h));
-            }
+        rows.push(("token", l.token.to_string()));
+        if let Some(t) = l.acquired_at {
+            rows.push(("acquired", stamp(t)));
         }
-    }
-    out += &format!("token:     {}\n", l.token);
-    if let Some(t) = l.acquired_at {
-        out += &format!(
-            "acquired:  {} ({})\n",
-            t.format("%Y-%m-%d %H:%M:%S UTC"),
-            when(t, now)
-        );
-    }
-    match l.expires_at {
-        Some(t) => {
-            out += &format!(
-                "expires:   {} ({})\n",
-                t.format("%Y-%m-%d %H:%M:%S UTC"),
-                when(t, now)
-            )
+        match l.expires_at {
+            Some(t) => rows.push(("expires", stamp(t))),
+            None if l.holder.is_some() => rows.push(("expires", "never".into())),
+            None => {}
         }
-        None if l.holder.is_some() => out += "expires:   never\n",
-        None => {}
+        if let Some(n) = &l.note {
+            rows.push(("note", printable(n).into_owned()));
+        }
+        if let Some(t) = &l.task {
+            rows.push(("task", printable(t).into_owned()));
+        }
+        if let (Some(p), Some(takeover)) = (&l.previous_holder, l.takeover) {
+            let why = match takeover {
+                git_lease::lease::Takeover::Expired => "expired",
+                git_lease::lease::Takeover::ProcessGone => "its holder's process was gone",
+            };
+            rows.push(("took over", format!("from {} ({why})", printable(p))));
+        }
+        if let Some(p) = &l.process {
+            let gone = if view.process_gone { ", gone" } else { "" };
+            rows.push(("process", format!("pid {}{gone}", p.pid)));
+        }
+        if l.session.is_some() {
+            rows.push((
+                "session",
+                "yes (its secret is needed to renew or free it)".into(),
+            ));
+        }
+        rows.push((
+            "last event",
+            format!("{} at {}", l.event, l.at.format(FULL_TIME)),
+        ));
+        rows.push(("commit", e.commit.to_string()));
     }
-    if let Some(n) = &l.note {
-        out += &format!("note:      {}\n", printable(n));
-    }
-    if let Some(t) = &l.task {
-        out += &format!("task:      {}\n", printable(t));
-    }
-    out += &format!(
-        "last event: {} at {}\ncommit:    {}\n",
-        l.event,
-        l.at.format("%Y-%m-%d %H:%M:%S UTC"),
-        e.commit
-    );
-    out
+    let width = rows.iter().map(|(label, _)| label.len()).max().unwrap_or(0) + 1;
+    rows.iter()
+        .map(|(label, value)| format!("{:<width$} {value}\n", format!("{label}:")))
+        .collect()
 }
+
+/// How full instants are shown: in UTC, labelled, as everywhere in human output.
+pub const FULL_TIME: &str = "%Y-%m-%d %H:%M:%S UTC";
 
 /// An aligned table built cell by cell into one buffer, so that tens of thousands of rows
 /// cost no allocation per cell, and written line by line: columns padded to their widest
@@ -306,6 +314,9 @@ pub fn push_short_time(
 ) {
     match at {
         None => out.push_str(none),
-        Some(t) => push_clock(out, t, t.naive_utc().date() != now.naive_utc().date()),
+        Some(t) => {
+            push_clock(out, t, t.naive_utc().date() != now.naive_utc().date());
+            out.push_str(" UTC");
+        }
     }
 }

@@ -1135,3 +1135,38 @@ fn output_cut_short_by_a_closed_pipe_ends_quietly_with_success() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+#[test]
+fn show_aligns_its_labels_and_names_a_holder_whose_process_is_gone() {
+    let repo = TestRepo::new();
+    let mut sleeper = std::process::Command::new("sleep")
+        .arg("600")
+        .spawn()
+        .expect("start sleep");
+    let pid = sleeper.id().to_string();
+    repo.run_at(
+        T0,
+        &[
+            "acquire", "7", "--holder", "a", "--pid", &pid, "--note", "n",
+        ],
+    )
+    .ok();
+    let show = repo.run_at(T0, &["show", "7"]);
+    show.ok().stdout_has(&format!("pid {pid}"));
+    // Every value starts in the same column.
+    let starts: std::collections::BTreeSet<usize> = show
+        .stdout
+        .lines()
+        .map(|l| {
+            let colon = l.find(':').expect("a label");
+            colon + 1 + l[colon + 1..].len() - l[colon + 1..].trim_start().len()
+        })
+        .collect();
+    assert_eq!(starts.len(), 1, "{show}");
+    sleeper.kill().expect("kill sleep");
+    sleeper.wait().expect("reap sleep");
+    repo.run_at(T0, &["show", "7"])
+        .ok()
+        .stdout_has("free (holder's process gone)")
+        .stdout_has(", gone");
+}
