@@ -31,6 +31,18 @@ impl IssueId {
         if id.chars().any(|c| c.is_control()) {
             return Err(refuse("an issue id must not contain control characters"));
         }
+        // Ids that look alike are one id, or none: invisible and bidi characters are refused,
+        // and an id is in Unicode NFC, so `café` typed composed or decomposed is one issue.
+        if id.chars().any(crate::text::is_hidden) {
+            return Err(refuse(
+                "an issue id must not contain invisible or bidirectional control characters",
+            ));
+        }
+        if !unicode_normalization::is_nfc(id) {
+            return Err(refuse(
+                "an issue id must be in Unicode normalization form C (NFC): type it composed",
+            ));
+        }
         if id.contains(' ') {
             return Err(refuse("an issue id must not contain spaces"));
         }
@@ -115,7 +127,16 @@ mod tests {
 
     #[test]
     fn accepts_plain_and_namespaced_ids() {
-        for ok in ["42", "gh/123", "PROJ-7", "a.b", "feature_x", "a/b/c", "é"] {
+        for ok in [
+            "42",
+            "gh/123",
+            "PROJ-7",
+            "a.b",
+            "feature_x",
+            "a/b/c",
+            "é",
+            "caf\u{e9}",
+        ] {
             assert!(IssueId::new(ok).is_ok(), "{ok:?} must be accepted");
         }
     }
@@ -144,6 +165,10 @@ mod tests {
             ("a//b", "'//'"),
             ("a@{1}", "'@{'"),
             ("x.", "end with '.'"),
+            ("cafe\u{301}", "NFC"),
+            ("a\u{200b}b", "invisible"),
+            ("a\u{202e}b", "bidirectional"),
+            ("\u{feff}a", "invisible"),
         ];
         for (id, rule) in cases {
             match IssueId::new(id) {

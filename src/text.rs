@@ -62,7 +62,7 @@ fn push_escaped(out: &mut String, text: &str) {
 }
 
 /// True for the characters [`printable`] escapes.
-fn is_hidden(c: char) -> bool {
+pub(crate) fn is_hidden(c: char) -> bool {
     c.is_control() // C0, DEL and C1 (category Cc)
         || matches!(
             c,

@@ -76,12 +76,10 @@ pub fn verify_segment(
         detail,
     };
     let mut result = SegmentCheck::default();
-    if IssueId::new(issue).is_err() {
-        result.findings.push(finding(
-            tip,
-            Rule::Issue,
-            format!("{issue:?} is not a valid issue id"),
-        ));
+    if let Err(e) = IssueId::new(issue) {
+        result
+            .findings
+            .push(finding(tip, Rule::Issue, e.to_string()));
         return result;
     }
     // Walk back to the base (or the root), newest first.

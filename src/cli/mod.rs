@@ -155,8 +155,12 @@ enum Command {
         #[arg(long)]
         all: bool,
         /// Only leases whose live (or, with --all, last) holder is this
-        #[arg(long)]
+        #[arg(long, conflicts_with = "mine")]
         holder: Option<String>,
+        /// Only your own leases (the holder of --holder's default: lease.holder, then
+        /// user.email, or GIT_LEASE_HOLDER)
+        #[arg(long)]
+        mine: bool,
         /// Only leases in this state (implies --all for expired and free)
         #[arg(long, value_parser = ["held", "expired", "free"])]
         state: Option<String>,
@@ -822,9 +826,21 @@ fn dispatch(ctx: &Context, command: Command, out: &mut dyn Write) -> Result<u8, 
         Command::List {
             all,
             holder,
+            mine,
             state,
             prefix,
         } => {
+            let holder = if mine {
+                let me = HolderArg {
+                    holder: std::env::var("GIT_LEASE_HOLDER")
+                        .ok()
+                        .filter(|h| !h.is_empty()),
+                    secret: None,
+                };
+                Some(ctx.holder(&me)?)
+            } else {
+                holder
+            };
             let (entries, diverged) = target.list()?;
             let code = list(ctx, entries, all, holder, state, prefix, out)?;
             report_diverged(ctx, &diverged, out)?;

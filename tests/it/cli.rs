@@ -1170,3 +1170,25 @@ fn show_aligns_its_labels_and_names_a_holder_whose_process_is_gone() {
         .stdout_has("free (holder's process gone)")
         .stdout_has(", gone");
 }
+
+#[test]
+fn list_mine_shows_only_your_own_leases() {
+    let repo = TestRepo::new();
+    repo.git(&["config", "lease.holder", "me@example.com"]);
+    repo.run_at(T0, &["acquire", "1"]).ok();
+    repo.run_at(T0, &["acquire", "2", "--holder", "other"]).ok();
+    repo.run_at(T0, &["acquire", "3"]).ok();
+    let v = repo.json_at(T0, 0, &["list", "--mine"]);
+    assert_eq!(issues(&v), ["1", "3"]);
+    let v = repo
+        .lease()
+        .now(T0)
+        .env("GIT_LEASE_HOLDER", "other")
+        .arg_json()
+        .args(["list", "--mine"])
+        .run()
+        .json();
+    assert_eq!(issues(&v), ["2"]);
+    repo.run_at(T0, &["list", "--mine", "--holder", "x"])
+        .code(2);
+}

@@ -955,3 +955,28 @@ fn the_servers_clock_rules_hold_at_exact_instants() {
         }
     }
 }
+
+#[test]
+fn ids_that_look_alike_are_refused_by_the_tool_and_the_hook_alike() {
+    let mut server = Server::with_hook();
+    server.start_at(&at(0));
+    let alice = server.client("alice");
+    let composed = "caf\u{e9}";
+    let decomposed = "cafe\u{301}";
+    alice
+        .run_at(&at(0), &["acquire", composed, "--holder", "alice"])
+        .ok();
+    for id in [decomposed, "ca\u{200b}fe", "ab\u{202e}cd"] {
+        alice
+            .run_at(&at(0), &["acquire", id, "--holder", "alice"])
+            .code(2)
+            .stderr_has("issue id");
+        // A ledger under such a name, built with plain git, is refused by the server.
+        let root = lease_commit(&alice, &forge::acquired(id, "alice", 1, 0, Some(600)), &[]);
+        let run = push(&alice, false, &[&format!("{root}:refs/leases/{id}")]);
+        assert_ne!(run.code, 0, "{run}");
+        run.stderr_has(&format!("at {}: issue: ", &root[..12]))
+            .stderr_has("hook declined");
+        assert_eq!(server.tip(id), None);
+    }
+}
