@@ -56,6 +56,63 @@ pub struct SyncReport {
     pub unchanged: usize,
     /// Ledgers that were refused.
     pub refused: Vec<Refused>,
+    /// Diverged local ledgers replaced by the remote's (`--adopt`), each kept under another
+    /// ref.
+    pub adopted: Vec<Adopted>,
+}
+
+/// A local ledger that had diverged from the remote's and was replaced by it.
+#[derive(Serialize, Clone, Debug, PartialEq, Eq)]
+pub struct Adopted {
+    /// The issue.
+    pub issue: String,
+    /// The ref that keeps the local ledger.
+    pub kept: String,
+    /// The local tip before.
+    pub from: String,
+    /// The remote's tip, the local tip now.
+    pub to: String,
+}
+
+/// Where `sync --adopt` keeps a local ledger it replaced: `refs/lease-diverged/<issue>`
+/// (with `-2`, `-3`, … if that is taken). Never deleted, never read as a lease.
+pub const DIVERGED_PREFIX: &str = "refs/lease-diverged/";
+
+/// Replaces the local ledger of `issue` (at `local`) by the remote's (at `remote_tip`, already
+/// verified against what this clone saw of the remote), keeping the local one under
+/// [`DIVERGED_PREFIX`]. Returns the ref that keeps it, or why nothing was done.
+fn adopt_remote(
+    store: &crate::store::Store,
+    issue: &IssueId,
+    local: ObjectId,
+    remote_tip: ObjectId,
+) -> Result<std::result::Result<String, String>> {
+    let check = verify::verify_segment(
+        store,
+        issue.as_str(),
+        remote_tip,
+        None,
+        crate::step::Judgement::Recorded,
+    );
+    if let Some(first) = check.findings.first() {
+        return Ok(Err(format!("the remote's ledger breaks a rule: {first}")));
+    }
+    let mut kept = format!("{DIVERGED_PREFIX}{issue}");
+    let mut n = 1;
+    while store.tip_of(&kept)?.is_some() {
+        n += 1;
+        kept = format!("{DIVERGED_PREFIX}{issue}-{n}");
+    }
+    store.move_refs(
+        &[(kept.clone(), local, None)],
+        "git-lease: sync --adopt keeps the diverged local ledger",
+    )?;
+    Ok(
+        match store.swap(issue, remote_tip, Some(local), "git-lease: sync --adopt")? {
+            Swap::Done => Ok(kept),
+            Swap::Lost => Err("the local ref moved during the sync; run it again".into()),
+        },
+    )
 }
 
 /// Fetches every lease ref of `remote` in one fetch and moves each local ledger forward to
@@ -63,6 +120,7 @@ pub struct SyncReport {
 pub fn sync(
     ledger: &Ledger,
     remote: &Remote<'_>,
+    adopt: &[String],
     progress: &mut dyn FnMut(usize, usize),
 ) -> Result<SyncReport> {
     let store = ledger.store();
@@ -101,10 +159,36 @@ pub fn sync(
             ));
             continue;
         };
+        // The remote went back on what this clone verified from it before.
+        if let Some(d) = fetched.diverged.iter().find(|d| &d.issue == issue) {
+            report.refused.push(refuse(
+                format!("remote ledger {}: {}", d.divergence.as_str(), d.detail),
+                d.findings.clone(),
+            ));
+            continue;
+        }
+        // The remote's ledger is consistent with what was seen of it, so where this copy is
+        // not behind it, this copy has commits the remote never had: claims made here.
         if let Some(l) = local {
-            if verify::descends_from(store, l, *remote_tip) {
+            if !verify::descends_from(store, *remote_tip, l) {
+                if adopt.contains(issue) {
+                    match adopt_remote(store, &id, l, *remote_tip)? {
+                        Ok(kept) => report.adopted.push(Adopted {
+                            issue: issue.clone(),
+                            kept,
+                            from: l.to_string(),
+                            to: remote_tip.to_string(),
+                        }),
+                        Err(reason) => report.refused.push(refuse(reason, Vec::new())),
+                    }
+                    continue;
+                }
                 report.refused.push(refuse(
-                    "the remote is behind this copy: its ledger was rewound".into(),
+                    format!(
+                        "this clone's ledger has diverged from {}'s: it has commits the remote never had (claims made here); adopt the remote's with `git lease sync --adopt {issue}`, which keeps this one as {}{issue}",
+                        remote.name(),
+                        DIVERGED_PREFIX
+                    ),
                     Vec::new(),
                 ));
                 continue;

@@ -75,6 +75,8 @@ pub struct Diverged {
     pub remote: Option<String>,
     /// What exactly is wrong, in one line.
     pub detail: String,
+    /// The rules the remote's new commits break, when that is why.
+    pub findings: Vec<verify::Finding>,
 }
 
 impl Diverged {
@@ -316,6 +318,7 @@ impl<'a> Remote<'a> {
             seen: seen.map(|s| s.to_string()),
             remote: fetched.map(|f| f.to_string()),
             detail,
+            findings: Vec::new(),
         };
         let Some(tip) = fetched else {
             return Ok(match seen {
@@ -348,10 +351,13 @@ impl<'a> Remote<'a> {
                     ),
                 }
             } else {
-                diverged(
-                    Divergence::Rewritten,
-                    format!("the remote's new commits break a rule: {first}"),
-                )
+                Diverged {
+                    findings: check.findings.clone(),
+                    ..diverged(
+                        Divergence::Rewritten,
+                        format!("the remote's new commits break a rule: {first}"),
+                    )
+                }
             }));
         }
         Ok(Ok(Some(tip)))

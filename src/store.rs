@@ -243,6 +243,16 @@ impl Store {
             .map(|s| s.to_str_lossy().into_owned())
     }
 
+    /// Returns the names of the configured remotes (those with a `remote.<name>.url`).
+    pub fn remote_names(&self) -> Vec<String> {
+        self.repo
+            .remote_names()
+            .into_iter()
+            .map(|name| name.to_str_lossy().into_owned())
+            .filter(|name| self.config_string(&format!("remote.{name}.url")).is_some())
+            .collect()
+    }
+
     /// Returns every value of a multi-valued configuration key, in order.
     pub fn config_strings(&self, key: &str) -> Vec<String> {
         self.repo

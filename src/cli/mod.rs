@@ -187,6 +187,13 @@ enum Command {
     Sync {
         /// The remote to copy from [default: --remote, lease.remote, then origin]
         remote_name: Option<String>,
+        /// Replace these local ledgers, which diverged from the remote's (claims made here),
+        /// by the remote's; each local one is kept as refs/lease-diverged/<issue>
+        #[arg(long, value_name = "ISSUE", num_args = 1..)]
+        adopt: Vec<String>,
+        /// Also print a line per new or updated ledger (refusals are always printed)
+        #[arg(short, long)]
+        verbose: bool,
     },
     /// Audit ledgers from their roots: every step must follow the transition rules
     Verify {
@@ -584,6 +591,9 @@ fn run(cli: Cli) -> Result<u8, Failure> {
             .clone()
             .or_else(|| ledger.store().config_string("lease.remote"))
     };
+    if remote.is_none() && !cli.local && cli.command.writes_leases() {
+        advise_local(&ledger);
+    }
     let ctx = Context {
         ledger,
         now,
@@ -601,7 +611,11 @@ fn run(cli: Cli) -> Result<u8, Failure> {
 fn dispatch(ctx: &Context, command: Command, out: &mut dyn Write) -> Result<u8, Failure> {
     let now = ctx.now;
     match &command {
-        Command::Sync { remote_name } => return sync(ctx, remote_name.as_deref(), out),
+        Command::Sync {
+            remote_name,
+            adopt,
+            verbose,
+        } => return sync(ctx, remote_name.as_deref(), adopt, *verbose, out),
         Command::Hook { kind } => return crate::cli::server::hook(ctx, kind),
         Command::InstallHook { .. } => return crate::cli::server::install_hook(ctx, out),
         Command::Gc { full } => return gc::gc(ctx, *full, out),
@@ -922,14 +936,23 @@ fn dispatch(ctx: &Context, command: Command, out: &mut dyn Write) -> Result<u8, 
     }
 }
 
-fn sync(ctx: &Context, remote_name: Option<&str>, out: &mut dyn Write) -> Result<u8, Failure> {
+fn sync(
+    ctx: &Context,
+    remote_name: Option<&str>,
+    adopt: &[String],
+    verbose: bool,
+    out: &mut dyn Write,
+) -> Result<u8, Failure> {
     let name = remote_name
         .map(str::to_owned)
         .or_else(|| ctx.remote.clone())
         .unwrap_or_else(|| "origin".to_owned());
+    for issue in adopt {
+        IssueId::new(issue)?;
+    }
     let remote = Remote::new(&ctx.ledger, &name)?;
     let bar = progress::Progress::new(0, "syncing");
-    let report = git_lease::mirror::sync(&ctx.ledger, &remote, &mut |done, total| {
+    let report = git_lease::mirror::sync(&ctx.ledger, &remote, adopt, &mut |done, total| {
         bar.set_length(total as u64);
         bar.set_position(done as u64);
     })?;
@@ -937,20 +960,31 @@ fn sync(ctx: &Context, remote_name: Option<&str>, out: &mut dyn Write) -> Result
     if ctx.json {
         json_line(out, &report)?;
     } else {
-        for m in &report.new {
-            writeln!(
-                out,
-                "new      {} ({} commits verified)",
-                output::printable(&m.issue),
-                m.commits
-            )?;
+        if verbose {
+            for m in &report.new {
+                writeln!(
+                    out,
+                    "new      {} ({} commits verified)",
+                    output::printable(&m.issue),
+                    m.commits
+                )?;
+            }
+            for m in &report.updated {
+                writeln!(
+                    out,
+                    "updated  {} (+{} commits verified)",
+                    output::printable(&m.issue),
+                    m.commits
+                )?;
+            }
         }
-        for m in &report.updated {
+        for a in &report.adopted {
             writeln!(
                 out,
-                "updated  {} (+{} commits verified)",
-                output::printable(&m.issue),
-                m.commits
+                "adopted  {}: the remote's ledger ({}) replaces this clone's, kept as {}",
+                output::printable(&a.issue),
+                a.to,
+                output::printable(&a.kept)
             )?;
         }
         for r in &report.refused {
@@ -963,9 +997,14 @@ fn sync(ctx: &Context, remote_name: Option<&str>, out: &mut dyn Write) -> Result
                 r.remote.as_deref().unwrap_or("none")
             )?;
         }
+        let adopted = if report.adopted.is_empty() {
+            String::new()
+        } else {
+            format!(", {} adopted", report.adopted.len())
+        };
         writeln!(
             out,
-            "synced from {}: {} new, {} updated, {} unchanged, {} refused",
+            "synced from {}: {} new, {} updated, {} unchanged, {} refused{adopted}",
             report.remote,
             report.new.len(),
             report.updated.len(),
@@ -1179,6 +1218,52 @@ fn list(
     }
     table.write_to(out)?;
     Ok(exit::OK)
+}
+
+impl Command {
+    /// Returns true for the commands that write to a ledger.
+    fn writes_leases(&self) -> bool {
+        match self {
+            Command::Acquire { .. }
+            | Command::Renew { .. }
+            | Command::Release { .. }
+            | Command::Complete { .. }
+            | Command::Abandon { .. }
+            | Command::Revoke { .. }
+            | Command::Run { .. } => true,
+            Command::Wait { acquire, .. } => *acquire,
+            _ => false,
+        }
+    }
+}
+
+/// Warns, the way git's `advice.*` hints do, that a write is local to a repository that has
+/// remotes: whoever shares those remotes cannot see it, and may take the same issue with the
+/// same token. `lease.remote` (or `--remote`), `--local`, or `advice.leaseLocal=false`
+/// silences it.
+fn advise_local(ledger: &Ledger) {
+    let store = ledger.store();
+    let advice = store.config_string("advice.leaseLocal");
+    if advice.is_some_and(|v| {
+        matches!(
+            v.to_ascii_lowercase().as_str(),
+            "false" | "no" | "off" | "0"
+        )
+    }) {
+        return;
+    }
+    let remotes = store.remote_names();
+    let Some(first) = remotes.first() else {
+        return;
+    };
+    eprintln!(
+        "hint: this claim is local to this repository, which has remotes ({}): whoever shares\n\
+         hint: them cannot see it, and may take the same issue with the same token.\n\
+         hint: Share claims with `git config lease.remote {first}` (or --remote {first}); keep this\n\
+         hint: repository's worktrees to themselves with --local.\n\
+         hint: Disable this message with `git config advice.leaseLocal false`.",
+        remotes.join(", ")
+    );
 }
 
 /// Says, on stderr, which remote ledgers were left out of an answer because the remote rewound

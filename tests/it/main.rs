@@ -44,4 +44,5 @@ mod rules;
 mod run;
 mod server;
 mod session;
+mod sharing;
 mod verify;
