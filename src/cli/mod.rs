@@ -1,6 +1,7 @@
 //! The `git lease` command line: parses arguments, reads the clock once, calls the library,
 //! and turns outcomes and errors into output and exit codes.
 
+mod color;
 mod exit;
 mod gc;
 mod manual;
@@ -56,6 +57,10 @@ struct Cli {
     /// Operate on the local refs even if lease.remote is set
     #[arg(long, global = true)]
     local: bool,
+
+    /// Colour the output: auto (on a terminal), always or never [config: color.ui; NO_COLOR]
+    #[arg(long, global = true, value_name = "WHEN", value_enum)]
+    color: Option<color::ColorChoice>,
 
     #[command(subcommand)]
     command: Command,
@@ -591,6 +596,11 @@ fn run(cli: Cli) -> Result<u8, Failure> {
             .clone()
             .or_else(|| ledger.store().config_string("lease.remote"))
     };
+    color::decide(
+        cli.color,
+        ledger.store().config_string("color.ui").as_deref(),
+        cli.json,
+    );
     if remote.is_none() && !cli.local && cli.command.writes_leases() {
         advise_local(&ledger);
     }
@@ -913,19 +923,25 @@ fn dispatch(ctx: &Context, command: Command, out: &mut dyn Write) -> Result<u8, 
                     },
                 )?;
             } else {
-                match &verdict {
-                    Ok(()) => writeln!(
-                        out,
-                        "ok: token {token} is the live tenure of {issue} (held by {})",
-                        output::printable(
-                            entry
-                                .as_ref()
-                                .and_then(|e| e.lease.holder.as_deref())
-                                .unwrap_or("?")
-                        )
-                    )?,
-                    Err(why) => writeln!(out, "refused: token {token} for {issue}: {why}")?,
-                }
+                let (line, tone) = match &verdict {
+                    Ok(()) => (
+                        format!(
+                            "ok: token {token} is the live tenure of {issue} (held by {})",
+                            output::printable(
+                                entry
+                                    .as_ref()
+                                    .and_then(|e| e.lease.holder.as_deref())
+                                    .unwrap_or("?")
+                            )
+                        ),
+                        color::Tone::Good,
+                    ),
+                    Err(why) => (
+                        format!("refused: token {token} for {issue}: {why}"),
+                        color::Tone::Bad,
+                    ),
+                };
+                writeln!(out, "{}", color::paint_head(&line, tone))?;
             }
             Ok(if verdict.is_ok() {
                 exit::OK

@@ -85,6 +85,17 @@ fn until(entry: &Entry, now: DateTime<Utc>) -> String {
 
 /// Returns the one line that reports an operation.
 pub fn report_line(report: &Report, now: DateTime<Utc>) -> String {
+    let line = plain_report_line(report, now);
+    let tone = if report.outcome.is_refusal() {
+        super::color::Tone::Bad
+    } else {
+        super::color::Tone::Good
+    };
+    super::color::paint_head(&line, tone)
+}
+
+/// [`report_line`] without colour.
+fn plain_report_line(report: &Report, now: DateTime<Utc>) -> String {
     let issue = printable(report.issue.as_str());
     let entry = report.entry.as_ref();
     match (report.outcome, entry) {
@@ -159,8 +170,11 @@ pub fn report_line(report: &Report, now: DateTime<Utc>) -> String {
 
 /// Returns the multi-line `show` output.
 pub fn show(view: &LeaseView, entry: Option<&Entry>, now: DateTime<Utc>) -> String {
+    use super::color::{paint, Tone};
     let state = match view.state {
-        State::Expired if view.process_gone => "free (holder's process gone)".to_owned(),
+        State::Expired if view.process_gone => paint("free (holder's process gone)", Tone::Notice),
+        State::Expired => paint("expired", Tone::Notice),
+        State::Held => paint("held", Tone::Good),
         other => other.as_str().to_owned(),
     };
     let mut rows: Vec<(&str, String)> = vec![("issue", printable(&view.issue).into_owned())];

@@ -1192,3 +1192,33 @@ fn list_mine_shows_only_your_own_leases() {
     repo.run_at(T0, &["list", "--mine", "--holder", "x"])
         .code(2);
 }
+
+#[test]
+fn colour_follows_gits_convention() {
+    let repo = TestRepo::new();
+    let painted = |run: &crate::env::Run| run.stdout.contains("\u{1b}[");
+    // Not a terminal: no colour by default.
+    let run = repo.run_at(T0, &["acquire", "1", "--holder", "a"]);
+    assert!(!painted(&run), "{run}");
+    let run = repo.run_at(T0, &["--color=always", "check", "1", "--token", "1"]);
+    assert!(painted(&run), "{run}");
+    assert!(
+        run.stdout.contains("\u{1b}[32mok:\u{1b}[m token 1"),
+        "{run}"
+    );
+    let run = repo.run_at(T0, &["acquire", "1", "--holder", "b", "--color=always"]);
+    assert!(run.stdout.starts_with("\u{1b}[31mheld:"), "{run}");
+    repo.git(&["config", "color.ui", "always"]);
+    assert!(painted(&repo.run_at(T0, &["show", "1"])));
+    assert!(!painted(&repo.run_at(T0, &["show", "1", "--color=never"])));
+    // NO_COLOR wins over color.ui, and --color over NO_COLOR; JSON is never painted.
+    let no_color = |args: &[&str]| repo.lease().now(T0).env("NO_COLOR", "1").args(args).run();
+    assert!(!painted(&no_color(&["show", "1"])));
+    assert!(painted(&no_color(&["show", "1", "--color=always"])));
+    assert!(!painted(&no_color(&[
+        "--json",
+        "show",
+        "1",
+        "--color=always"
+    ])));
+}
