@@ -14,7 +14,15 @@ use crate::server::Server;
 /// An http server for alice, bob and admin, identity from `REMOTE_USER`, admin in
 /// `lease.admins`, its clock at T0.
 fn http_server() -> Server {
-    let mut server = Server::http(&["alice", "bob", "admin"]);
+    configured(Server::http(&["alice", "bob", "admin"]))
+}
+
+/// The same server behind the harness's own web front, whatever is installed.
+fn builtin_server() -> Server {
+    configured(Server::http_builtin(&["alice", "bob", "admin"]))
+}
+
+fn configured(mut server: Server) -> Server {
     server.config("lease.pusherEnv", "REMOTE_USER");
     server.config("lease.admins", "admin");
     server.start_at(&at(0));
@@ -42,7 +50,15 @@ fn git(client: &TestRepo, args: &[&str]) -> Run {
 
 #[test]
 fn over_http_only_authenticated_users_get_in() {
-    let server = http_server();
+    only_authenticated_users_get_in(http_server());
+}
+
+#[test]
+fn behind_the_harnesss_own_front_only_authenticated_users_get_in() {
+    only_authenticated_users_get_in(builtin_server());
+}
+
+fn only_authenticated_users_get_in(server: Server) {
     let alice = server.client("alice");
     git(&alice, &["ls-remote", "origin"]).ok();
     // A wrong password is refused by the web server itself.
@@ -57,7 +73,15 @@ fn over_http_only_authenticated_users_get_in() {
 
 #[test]
 fn over_http_the_hook_judges_the_authenticated_pusher() {
-    let server = http_server();
+    the_hook_judges_the_authenticated_pusher(http_server());
+}
+
+#[test]
+fn behind_the_harnesss_own_front_the_hook_judges_the_authenticated_pusher() {
+    the_hook_judges_the_authenticated_pusher(builtin_server());
+}
+
+fn the_hook_judges_the_authenticated_pusher(server: Server) {
     let alice = server.client("alice");
     let bob = server.client("bob");
     let admin = server.client("admin");

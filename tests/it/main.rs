@@ -22,6 +22,7 @@
 pub mod env;
 
 mod attack;
+mod cgi;
 mod cli;
 mod daemon;
 mod faults;

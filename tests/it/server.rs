@@ -45,9 +45,11 @@ const LIGHTTPD_CONF: &str = include_str!("../../fixtures/lighttpd-git.conf");
 enum Transport {
     /// `git daemon`: nobody is authenticated.
     Daemon,
-    /// lighttpd running `git http-backend` as CGI, basic auth from a plain user file; each
-    /// user's password is `<user>pw`. The backend and hooks see `REMOTE_USER`.
-    Http { users: Vec<String> },
+    /// `git http-backend` as CGI with basic auth; each user's password is `<user>pw`. The
+    /// backend and hooks see `REMOTE_USER`. Served by lighttpd where it is installed (CI
+    /// installs it), else, or when `builtin`, by the harness's own front ([`crate::cgi`]), so
+    /// the http tests run on a machine with only git and Rust.
+    Http { users: Vec<String>, builtin: bool },
 }
 
 /// A bare repository (`<tmp>/repos/leases.git`) served on 127.0.0.1; see the module
@@ -58,6 +60,8 @@ pub struct Server {
     port: Option<u16>,
     log: PathBuf,
     child: Option<Child>,
+    /// The harness's own web front, when it serves instead of a child process.
+    front: Option<crate::cgi::Front>,
 }
 
 impl Server {
@@ -77,6 +81,7 @@ impl Server {
             transport: Transport::Daemon,
             port: None,
             child: None,
+            front: None,
         }
     }
 
@@ -95,9 +100,20 @@ impl Server {
         let mut server = Server::without_hook();
         server.transport = Transport::Http {
             users: users.iter().map(|u| (*u).to_owned()).collect(),
+            builtin: lighttpd().is_none(),
         };
         server.config("http.receivepack", "true");
         server.install_lease_hook();
+        server
+    }
+
+    /// As [`Server::http`], served by the harness's own web front ([`crate::cgi`]) whatever
+    /// is installed.
+    pub fn http_builtin(users: &[&str]) -> Server {
+        let mut server = Server::http(users);
+        if let Transport::Http { builtin, .. } = &mut server.transport {
+            *builtin = true;
+        }
         server
     }
 
@@ -152,7 +168,26 @@ impl Server {
             };
             let (mut cmd, log, marker) = match &self.transport {
                 Transport::Daemon => self.daemon_command(port, attempt),
-                Transport::Http { users } => self.lighttpd_command(users, port, attempt),
+                Transport::Http {
+                    users,
+                    builtin: true,
+                } => {
+                    let log = self.root().join(format!("front-{attempt}-{port}.log"));
+                    let repos = self.root().join("repos");
+                    match crate::cgi::Front::start(&repos, self.repo.home(), users, port, &log) {
+                        Ok(front) => {
+                            self.front = Some(front);
+                            self.port = Some(port);
+                            self.log = log;
+                            return;
+                        }
+                        Err(e) => {
+                            failures.push(format!("port {port}: {e}"));
+                            continue;
+                        }
+                    }
+                }
+                Transport::Http { users, .. } => self.lighttpd_command(users, port, attempt),
             };
             let mut child = cmd
                 .spawn()
@@ -192,13 +227,7 @@ impl Server {
         port: u16,
         attempt: usize,
     ) -> (Command, PathBuf, &'static str) {
-        let lighttpd = find_program("lighttpd", &["/usr/sbin", "/usr/local/sbin", "/sbin"])
-            .unwrap_or_else(|| {
-                panic!(
-                    "lighttpd is not installed: the http tests need it \
-                     (.ci/run installs it: apt-get install lighttpd)"
-                )
-            });
+        let lighttpd = lighttpd().expect("lighttpd is installed: Server::http checked");
         let root = self.root();
         let exec_path = self.git(&["--exec-path"]);
         assert!(
@@ -240,6 +269,7 @@ impl Server {
         if let Some(mut child) = self.child.take() {
             stop(&mut child);
         }
+        self.front = None;
     }
 
     /// The URL of the served repository: `git://127.0.0.1:PORT/leases.git`, or over http
@@ -247,7 +277,7 @@ impl Server {
     pub fn url(&self) -> String {
         match &self.transport {
             Transport::Daemon => format!("git://127.0.0.1:{}/leases.git", self.port()),
-            Transport::Http { users } => self.url_as(&users[0]),
+            Transport::Http { users, .. } => self.url_as(&users[0]),
         }
     }
 
@@ -415,6 +445,16 @@ impl std::fmt::Display for Start {
             Start::TimedOut => f.write_str("not ready in time"),
         }
     }
+}
+
+/// Returns lighttpd's path, if it is installed and not set aside with
+/// `GIT_LEASE_TEST_HTTP=builtin` (which runs every http test behind [`crate::cgi`], as on a
+/// machine without it).
+fn lighttpd() -> Option<PathBuf> {
+    if std::env::var("GIT_LEASE_TEST_HTTP").as_deref() == Ok("builtin") {
+        return None;
+    }
+    find_program("lighttpd", &["/usr/sbin", "/usr/local/sbin", "/sbin"])
 }
 
 /// `git daemon` serving every repository under `base` on 127.0.0.1:`port`, hermetic (`HOME` =
