@@ -47,6 +47,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+pub mod any;
 pub mod batch;
 pub mod cache;
 pub mod durability;

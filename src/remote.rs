@@ -114,7 +114,7 @@ pub struct Remote<'a> {
 }
 
 /// What one push told us.
-enum PushResult {
+pub(crate) enum PushResult {
     Done,
     Lost,
     Refused(String),
@@ -162,7 +162,22 @@ impl<'a> Remote<'a> {
         &self.tracking
     }
 
-    fn tracking_ref(&self, issue: &IssueId) -> String {
+    /// Returns the staging namespace fetches of this remote land in.
+    pub(crate) fn incoming_prefix(&self) -> &str {
+        &self.incoming
+    }
+
+    /// Returns the ledger this remote's copies are kept in.
+    pub(crate) fn ledger(&self) -> &Ledger {
+        self.ledger
+    }
+
+    /// Returns how many pushes a write may make before it gives up with a lost race.
+    pub(crate) fn attempts(&self) -> u32 {
+        self.attempts
+    }
+
+    pub(crate) fn tracking_ref(&self, issue: &IssueId) -> String {
         format!("{}{}", self.tracking, issue)
     }
 
@@ -173,13 +188,13 @@ impl<'a> Remote<'a> {
         cmd
     }
 
-    fn incoming_ref(&self, issue: &IssueId) -> String {
+    pub(crate) fn incoming_ref(&self, issue: &IssueId) -> String {
         format!("{}{}", self.incoming, issue)
     }
 
     /// Runs `git fetch` with `args`, retrying while a concurrent command in this clone holds
     /// the lock of a ref it would update. Returns git's output of the last attempt.
-    fn fetch(&self, args: &[&str], shown: &str) -> Result<std::process::Output> {
+    pub(crate) fn fetch(&self, args: &[&str], shown: &str) -> Result<std::process::Output> {
         let mut attempt = 0;
         loop {
             let mut cmd = self.git();
@@ -300,7 +315,7 @@ impl<'a> Remote<'a> {
     /// Decides whether the remote's `fetched` tip of `issue` may replace the `seen` one: it
     /// must descend from it, and its new commits must pass the transition rules. Returns the
     /// tip to track (the caller moves the tracking ref) or why it was refused.
-    fn judge_fetched(
+    pub(crate) fn judge_fetched(
         &self,
         issue: &str,
         seen: Option<ObjectId>,
@@ -357,7 +372,7 @@ impl<'a> Remote<'a> {
     /// Moves the tracking refs of `moves` (`(issue, new, seen)`) to what was verified. Best
     /// effort: a concurrent command in this clone may have moved one on, or hold its lock; the
     /// next read verifies again from what is there.
-    fn track(&self, moves: &[(&str, ObjectId, Option<ObjectId>)]) {
+    pub(crate) fn track(&self, moves: &[(&str, ObjectId, Option<ObjectId>)]) {
         if moves.is_empty() {
             return;
         }
@@ -545,7 +560,7 @@ impl<'a> Remote<'a> {
     /// Sets the tracking ref and the local lease ref to what the remote accepted, on top of
     /// `parent`. Both are copies: the remote has the write, so a lock another command in this
     /// clone holds (or any other failure here) must not fail it; the next read catches up.
-    fn record_accepted(
+    pub(crate) fn record_accepted(
         &self,
         issue: &IssueId,
         commit: ObjectId,
@@ -560,7 +575,10 @@ impl<'a> Remote<'a> {
 
     /// Pushes `edits` as `(issue, new, expected old)` in one atomic push with a lease on each
     /// old value.
-    fn push(&self, edits: &[(IssueId, ObjectId, Option<ObjectId>)]) -> Result<PushResult> {
+    pub(crate) fn push(
+        &self,
+        edits: &[(IssueId, ObjectId, Option<ObjectId>)],
+    ) -> Result<PushResult> {
         let mut cmd = self.git();
         cmd.args(["push", "--porcelain", "--atomic", "--no-verify"]);
         for (issue, _, old) in edits {

@@ -40,7 +40,10 @@ impl EndAs {
 
 /// The arguments of `run`.
 pub(crate) struct RunArgs {
-    pub issue: String,
+    /// The issue, or with `any` the candidates.
+    pub issues: Vec<String>,
+    /// Claim any one free issue of `issues`.
+    pub any: bool,
     pub holder: String,
     pub ttl: Ttl,
     pub every: Option<Duration>,
@@ -53,13 +56,22 @@ pub(crate) struct RunArgs {
 /// A clock that starts at the command's one reading of `now` and then runs with the machine's
 /// monotonic clock, so a long-running `run` or `wait` honours `GIT_LEASE_NOW` too.
 #[derive(Clone, Copy)]
-struct RunningClock {
+pub(crate) struct RunningClock {
     start: DateTime<Utc>,
     started: Instant,
 }
 
 impl RunningClock {
-    fn now(&self) -> DateTime<Utc> {
+    /// Starts counting from `start` now.
+    pub(crate) fn starting_at(start: DateTime<Utc>) -> RunningClock {
+        RunningClock {
+            start,
+            started: Instant::now(),
+        }
+    }
+
+    /// Returns the instant now, to the second.
+    pub(crate) fn now(&self) -> DateTime<Utc> {
         let elapsed = chrono::Duration::from_std(self.started.elapsed()).unwrap_or_default();
         use chrono::SubsecRound;
         (self.start + elapsed).trunc_subsecs(0)
@@ -117,33 +129,44 @@ enum Event {
 
 /// Runs `git lease run`.
 pub(crate) fn run(ctx: &Context, args: RunArgs) -> Result<u8, Failure> {
-    let clock = RunningClock {
-        start: ctx.now,
-        started: Instant::now(),
-    };
+    let clock = RunningClock::starting_at(ctx.now);
     let Some((program, program_args)) = args.command.split_first() else {
         return Err(Error::InvalidInput("give the command to run after --".into()).into());
     };
-    let issue = IssueId::new(&args.issue)?;
     let secret = git_lease::session::new_secret()?;
     let dir = std::env::current_dir().map_err(|e| Error::Io {
         context: "cannot read the current directory".into(),
         source: e,
     })?;
-    let handle = Handle {
-        dir,
-        remote: ctx.remote.clone(),
-        issue: issue.clone(),
-        holder: args.holder.clone(),
-        secret: secret.clone(),
-    };
     let claim = Claim {
         session: Some(git_lease::session::hash(&secret)),
         process: git_lease::liveness::HolderProcess::of(std::process::id()),
         ..Claim::new(args.holder.clone(), args.ttl)
     };
     let now = clock.now();
-    let report = handle.apply(|cur| rules::acquire(&issue, cur, &claim, now))?;
+    let handle = |issue: &IssueId| Handle {
+        dir: dir.clone(),
+        remote: ctx.remote.clone(),
+        issue: issue.clone(),
+        holder: args.holder.clone(),
+        secret: secret.clone(),
+    };
+    let (handle, report) = if args.any {
+        let candidates = super::any::candidates(&args.issues)?;
+        let got = super::any::claim(ctx, &candidates, &claim)?;
+        super::report_diverged(ctx, &got.diverged, &mut std::io::stderr())?;
+        let Some(report) = got.claimed else {
+            eprintln!("git lease run: {}", super::any::none_free(&got));
+            return Ok(exit::REFUSED);
+        };
+        (handle(&report.issue), report)
+    } else {
+        let issue = IssueId::new(args.issues.first().map_or("", String::as_str))?;
+        let handle = handle(&issue);
+        let report = handle.apply(|cur| rules::acquire(&issue, cur, &claim, now))?;
+        (handle, report)
+    };
+    let issue = handle.issue.clone();
     let started_session = report.lease().is_some_and(|l| l.session == claim.session);
     if report.outcome != Outcome::Acquired || !started_session {
         eprintln!("git lease run: {}", output::report_line(&report, now));
@@ -328,10 +351,7 @@ pub(crate) fn wait(
     acquire: Option<Claim>,
     out: &mut dyn std::io::Write,
 ) -> Result<u8, Failure> {
-    let clock = RunningClock {
-        start: ctx.now,
-        started: Instant::now(),
-    };
+    let clock = RunningClock::starting_at(ctx.now);
     let issue = IssueId::new(issue)?;
     let remote = match &ctx.remote {
         Some(name) => Some(Remote::new(&ctx.ledger, name)?),
