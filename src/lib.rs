@@ -69,6 +69,7 @@ pub mod store;
 pub mod time;
 pub mod verify;
 pub mod view;
+pub mod watch;
 
 pub use error::{Error, ErrorKind, Result};
 pub use issue::IssueId;

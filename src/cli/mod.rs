@@ -8,6 +8,7 @@ mod output;
 mod progress;
 mod run;
 mod server;
+mod watch;
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -245,6 +246,18 @@ enum Command {
         holder: HolderArg,
         #[command(flatten)]
         ttl: TtlArg,
+    },
+    /// Stream lease events, one line each, as they appear (reads only; ends on SIGINT or SIGTERM)
+    Watch {
+        /// First replay the history since this instant (unix seconds, RFC 3339) or duration ago
+        #[arg(long, value_name = "TIME")]
+        since: Option<String>,
+        /// How often to fetch with --remote [default: 3s]; locally, how often to read the refs
+        /// when no file-system notification came [default: 2s]
+        #[arg(long, value_name = "DURATION")]
+        interval: Option<String>,
+        /// Only issues starting with this prefix
+        prefix: Option<String>,
     },
     /// Run as a server hook (git runs this; see install-hook)
     Hook {
@@ -514,6 +527,18 @@ fn dispatch(ctx: &Context, command: Command, out: &mut dyn Write) -> Result<u8, 
         Command::Hook { kind } => return crate::cli::server::hook(ctx, kind),
         Command::InstallHook { .. } => return crate::cli::server::install_hook(ctx, out),
         Command::Gc { full } => return gc::gc(ctx, *full, out),
+        Command::Watch {
+            since,
+            interval,
+            prefix,
+        } => {
+            let args = watch::WatchArgs {
+                since: since.clone(),
+                interval: interval.clone(),
+                prefix: prefix.clone(),
+            };
+            return watch::watch(ctx, args, out);
+        }
         Command::Push {
             remote_name,
             branch,
@@ -574,6 +599,7 @@ fn dispatch(ctx: &Context, command: Command, out: &mut dyn Write) -> Result<u8, 
         | Command::Hook { .. }
         | Command::InstallHook { .. }
         | Command::Gc { .. }
+        | Command::Watch { .. }
         | Command::Push { .. } => unreachable!("handled above"),
         Command::Revoke {
             issue,

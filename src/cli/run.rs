@@ -70,6 +70,14 @@ impl RunningClock {
         }
     }
 
+    /// Returns how long it is from now until `at` on this clock (zero once it has passed).
+    pub(crate) fn until(&self, at: DateTime<Utc>) -> Duration {
+        let elapsed = chrono::Duration::from_std(self.started.elapsed()).unwrap_or_default();
+        (at - (self.start + elapsed))
+            .to_std()
+            .unwrap_or(Duration::ZERO)
+    }
+
     /// Returns the instant now, to the second.
     pub(crate) fn now(&self) -> DateTime<Utc> {
         let elapsed = chrono::Duration::from_std(self.started.elapsed()).unwrap_or_default();
