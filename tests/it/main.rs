@@ -12,6 +12,7 @@
 //! - [`forge`]: ledger history built by hand with plain git plumbing, and `lease.json` values.
 //! - [`remote`], [`mirror`], [`verify`]: claims through a remote, sync, and ledger audits.
 //! - [`hook`], [`fence`]: the server hook against forged pushes, and fenced work branches.
+//! - [`fleet`]: `acquire --any` and `run --any` racing through a daemon, and `watch`.
 //! - [`attack`]: the forged-push matrix (every event x pusher x forged data) against the
 //!   specification of who may push what, and when.
 
@@ -22,6 +23,7 @@ mod cli;
 mod daemon;
 mod faults;
 mod fence;
+mod fleet;
 mod forge;
 mod hook;
 mod http;
