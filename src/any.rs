@@ -11,12 +11,15 @@
 //! Locally every attempt is the ledger's compare-and-swap ([`Ledger::apply`]). Through a
 //! remote ([`Remote::acquire_any`]), one fetch learns the state of every candidate, and then
 //! every attempt is exactly one push with an expected old value, decided from the verified
-//! tracking copy. A push that loses the race does not retry the contended issue: one fetch
-//! re-reads it together with the candidates not tried yet, and the claim moves on to another
-//! free one. Only when nothing else is free does it come back to a lost issue that the
-//! re-read shows free again. Nothing is pushed when no candidate is free.
+//! tracking copy. A push that loses the race does not retry the contended issue: after a
+//! random part of the lost push's own duration (so that the other losers of the same race
+//! spread out), one listing of the remote's refs tells which untried candidates moved
+//! meanwhile, and the next push goes to one that did not. The lost and moved ones are fetched
+//! and verified again only when nothing else is left, and retried only if free again.
+//! Nothing is pushed when no candidate is free.
 
 use std::collections::HashMap;
+use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
 use gix::ObjectId;
@@ -31,6 +34,10 @@ use crate::store::Entry;
 /// Past this many candidates, a remote claim learns their state by fetching every lease ref
 /// of the remote (one refspec) rather than one refspec per candidate on the command line.
 const MAX_REFSPECS: usize = 256;
+
+/// The longest a remote claim waits after a lost push before it looks again (it waits a
+/// random part of the lost push's own duration, up to this).
+const MAX_SPREAD: Duration = Duration::from_millis(500);
 
 /// What a claim of any one candidate did.
 #[derive(Clone, Debug)]
@@ -192,10 +199,16 @@ impl Remote<'_> {
             .iter()
             .map(|issue| format!("+{leases}*/{issue}:{incoming}*/{issue}"))
             .collect();
+        // Protocol version 0: the server advertises its refs as soon as the client connects,
+        // so a fetch that finds nothing new is one exchange, and one that does, two; version
+        // 2 asks for the refs first, one more round trip (over git:// on loopback, one more
+        // 40 ms delayed-ACK stall). Either way every lease ref is listed: a pattern's prefix
+        // is all of `refs/leases`. And no automatic maintenance: one process less per claim.
         let mut args = vec![
             "--quiet",
             "--no-tags",
             "--no-write-fetch-head",
+            "--no-auto-maintenance",
             "--",
             self.name(),
         ];
@@ -206,7 +219,7 @@ impl Remote<'_> {
             refspecs[0],
             issues.len()
         );
-        let out = self.fetch(&args, &shown)?;
+        let out = self.fetch_configured(&["protocol.version=0"], &args, &shown)?;
         if !out.status.success() {
             return Err(Error::Transport {
                 command: shown,
@@ -239,8 +252,50 @@ impl Remote<'_> {
         Ok((state, diverged))
     }
 
+    /// Returns the tip of every lease ref of the remote, by issue, as the remote advertises
+    /// them: one exchange and no objects (`git ls-remote`, protocol version 0). Nothing is
+    /// verified or recorded; this only tells which ledgers moved.
+    pub fn remote_tips(&self) -> Result<HashMap<String, ObjectId>> {
+        let mut cmd = self.git();
+        cmd.args(["-c", "protocol.version=0", "ls-remote", "--refs", "--"])
+            .arg(self.name())
+            .env("LC_ALL", "C");
+        let shown = format!("git ls-remote {}", self.name());
+        let out = cmd.output().map_err(|e| Error::Transport {
+            command: shown.clone(),
+            message: format!("cannot run git: {e}"),
+        })?;
+        if !out.status.success() {
+            return Err(Error::Transport {
+                command: shown,
+                message: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
+            });
+        }
+        let text = String::from_utf8_lossy(&out.stdout);
+        let mut tips = HashMap::new();
+        for line in text.lines() {
+            let Some((id, name)) = line.split_once('\t') else {
+                continue;
+            };
+            let (Some(issue), Ok(id)) = (
+                name.strip_prefix(REF_PREFIX),
+                ObjectId::from_hex(id.as_bytes()),
+            ) else {
+                continue;
+            };
+            tips.insert(issue.to_owned(), id);
+        }
+        Ok(tips)
+    }
+
     /// Claims exactly one of `candidates` on the remote for `claim.holder`: one fetch, then
     /// one push per attempt (see the module documentation).
+    ///
+    /// After a lost push, one listing of the remote's refs (no objects) tells which of the
+    /// untried candidates moved since they were verified; those are set aside, and the next
+    /// push goes to one that did not move, decided from its verified state. Only when none is
+    /// left are the lost and moved ones fetched (one fetch) and verified, and any of them
+    /// that is free again is tried.
     ///
     /// Returns [`AnyReport::claimed`] `None`, having pushed nothing, when none is free;
     /// [`Error::LostRace`] when the attempt limit (`lease.pushAttempts`) is spent while a
@@ -256,58 +311,63 @@ impl Remote<'_> {
         let store = self.ledger().store();
         let candidates = distinct(candidates);
         let (mut state, mut diverged) = self.fetch_some(&candidates)?;
-        // Candidates not tried yet, in the order to try them, and the ones lost to a racer.
+        let mut report = AnyReport {
+            claimed: None,
+            candidates: candidates.len(),
+            attempts: 0,
+            diverged: Vec::new(),
+        };
+        // The candidates to try, in order; and those set aside since they were verified (lost
+        // to a racer, or moved on the remote), to be read again only if nothing else is free.
         let mut untried = plan(&candidates, &state, claim, now, rng);
-        let mut lost: Vec<IssueId> = Vec::new();
-        let mut attempts = 0;
+        let mut moved: Vec<IssueId> = Vec::new();
         loop {
-            let next = if untried.is_empty() {
-                // Nothing else is free: a lost candidate the re-read shows free again.
-                plan(&lost, &state, claim, now, rng).into_iter().next()
-            } else {
-                Some(untried.remove(0))
-            };
-            let Some(issue) = next else {
-                return Ok(AnyReport {
-                    claimed: None,
-                    candidates: candidates.len(),
-                    attempts,
-                    diverged,
-                });
-            };
-            if attempts >= self.attempts() {
+            if untried.is_empty() && !moved.is_empty() {
+                let (fresh, more) = self.fetch_some(&moved)?;
+                state.extend(fresh);
+                for d in more {
+                    state.retain(|i, _| i.as_str() != d.issue);
+                    diverged.retain(|seen| seen.issue != d.issue);
+                    diverged.push(d);
+                }
+                untried = plan(&moved, &state, claim, now, rng);
+                moved.clear();
+            }
+            if untried.is_empty() {
+                report.diverged = diverged;
+                return Ok(report);
+            }
+            let issue = untried.remove(0);
+            if report.attempts >= self.attempts() {
                 return Err(Error::LostRace {
                     issue: issue.to_string(),
-                    attempts,
+                    attempts: report.attempts,
                 });
             }
             let current = state.get(&issue).cloned().flatten();
             let transition = rules::acquire(&issue, current.as_ref().map(|e| &e.lease), claim, now);
-            let done = |claimed: Report, attempts: u32, diverged: Vec<Diverged>| AnyReport {
-                claimed: Some(claimed),
-                candidates: candidates.len(),
-                attempts,
-                diverged,
-            };
             let Some(next) = transition.next else {
                 // Already the claimant's, with nothing to refresh: nothing to push.
-                return Ok(done(
-                    Report::unchanged(transition.outcome, &issue, current),
-                    attempts,
-                    diverged,
-                ));
+                report.claimed = Some(Report::unchanged(transition.outcome, &issue, current));
+                report.diverged = diverged;
+                return Ok(report);
             };
             let parent = current.as_ref().map(|e| e.commit);
             let commit = store.write(&next, parent)?;
-            attempts += 1;
+            report.attempts += 1;
+            let pushing = Instant::now();
             match self.push(&[(issue.clone(), commit, parent)])? {
                 PushResult::Done => {
                     self.record_accepted(&issue, commit, parent, &next);
-                    return Ok(done(
-                        Report::written(transition.outcome, &issue, commit, parent, next),
-                        attempts,
-                        diverged,
+                    report.claimed = Some(Report::written(
+                        transition.outcome,
+                        &issue,
+                        commit,
+                        parent,
+                        next,
                     ));
+                    report.diverged = diverged;
+                    return Ok(report);
                 }
                 PushResult::Refused(message) => {
                     return Err(Error::PushRefused {
@@ -316,21 +376,24 @@ impl Remote<'_> {
                     })
                 }
                 PushResult::Lost => {
-                    // Someone else moved it first. Re-read it with everything not tried yet
-                    // in one fetch, and move on to what is still free.
-                    lost.retain(|i| *i != issue);
-                    lost.push(issue);
-                    let mut again = untried.clone();
-                    again.extend(lost.iter().cloned());
-                    let (fresh, more) = self.fetch_some(&again)?;
-                    state.extend(fresh);
-                    for d in more {
-                        state.retain(|i, _| i.as_str() != d.issue);
-                        diverged.retain(|seen| seen.issue != d.issue);
-                        diverged.push(d);
+                    // Someone else moved it first: set it aside, and every untried candidate
+                    // that moved too, and go on with one that did not.
+                    moved.push(issue);
+                    // The other losers of this race learn of it at the same moment: spread the
+                    // retries over one push's time, so that a later one sees the claims of the
+                    // earlier ones instead of colliding with them again.
+                    let spread = pushing.elapsed().min(MAX_SPREAD);
+                    let spread_ms = u64::try_from(spread.as_millis()).unwrap_or(0);
+                    if spread_ms > 0 {
+                        std::thread::sleep(Duration::from_millis(rng.u64(0..spread_ms)));
                     }
-                    // Keep the order; drop what was taken meanwhile.
-                    untried.retain(|i| available(i, &state, claim, now).is_some());
+                    let tips = self.remote_tips()?;
+                    let verified = |i: &IssueId| state.get(i).cloned().flatten().map(|e| e.commit);
+                    let (still, gone): (Vec<IssueId>, Vec<IssueId>) = untried
+                        .into_iter()
+                        .partition(|i| tips.get(i.as_str()).copied() == verified(i));
+                    untried = still;
+                    moved.extend(gone);
                 }
             }
         }

@@ -181,7 +181,7 @@ impl<'a> Remote<'a> {
         format!("{}{}", self.tracking, issue)
     }
 
-    fn git(&self) -> Command {
+    pub(crate) fn git(&self) -> Command {
         let mut cmd = Command::new("git");
         cmd.arg("--git-dir").arg(self.ledger.store().git_dir());
         cmd.env_remove("GIT_DIR").stdin(Stdio::null());
@@ -195,9 +195,22 @@ impl<'a> Remote<'a> {
     /// Runs `git fetch` with `args`, retrying while a concurrent command in this clone holds
     /// the lock of a ref it would update. Returns git's output of the last attempt.
     pub(crate) fn fetch(&self, args: &[&str], shown: &str) -> Result<std::process::Output> {
+        self.fetch_configured(&[], args, shown)
+    }
+
+    /// Runs `git -c <config>… fetch <args>` as [`Remote::fetch`] does.
+    pub(crate) fn fetch_configured(
+        &self,
+        config: &[&str],
+        args: &[&str],
+        shown: &str,
+    ) -> Result<std::process::Output> {
         let mut attempt = 0;
         loop {
             let mut cmd = self.git();
+            for c in config {
+                cmd.arg("-c").arg(c);
+            }
             cmd.env("LC_ALL", "C").arg("fetch").args(args);
             let out = run(cmd, shown)?;
             let stderr = String::from_utf8_lossy(&out.stderr);
