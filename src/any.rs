@@ -192,7 +192,9 @@ impl Remote<'_> {
         // claimed issue), so each candidate is fetched by a pattern that matches it exactly
         // or, at most, other ledgers whose id ends in `/<issue>`: the `*` stands where
         // `refs/leases/<issue>` has nothing and `refs/leases/x/<issue>` has `/x`, and maps
-        // to the same place below the staging namespace.
+        // to the same place below the staging namespace. (A ref of a namespace that merely
+        // starts with `refs/leases`, `refs/leases-old/<issue>`, would land beside the staging
+        // namespace, in a staging ref nothing reads without fetching it first.)
         let leases = REF_PREFIX.trim_end_matches('/');
         let incoming = self.incoming_prefix().trim_end_matches('/');
         let refspecs: Vec<String> = issues
