@@ -47,6 +47,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+pub mod any;
 pub mod batch;
 pub mod cache;
 pub mod durability;
@@ -69,6 +70,7 @@ pub mod text;
 pub mod time;
 pub mod verify;
 pub mod view;
+pub mod watch;
 
 pub use error::{Error, ErrorKind, Result};
 pub use issue::IssueId;

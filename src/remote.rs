@@ -118,7 +118,7 @@ pub struct Remote<'a> {
 }
 
 /// What one push told us.
-enum PushResult {
+pub(crate) enum PushResult {
     Done,
     Lost,
     Refused(String),
@@ -167,27 +167,55 @@ impl<'a> Remote<'a> {
         &self.tracking
     }
 
-    fn tracking_ref(&self, issue: &IssueId) -> String {
+    /// Returns the staging namespace fetches of this remote land in.
+    pub(crate) fn incoming_prefix(&self) -> &str {
+        &self.incoming
+    }
+
+    /// Returns the ledger this remote's copies are kept in.
+    pub(crate) fn ledger(&self) -> &Ledger {
+        self.ledger
+    }
+
+    /// Returns how many pushes a write may make before it gives up with a lost race.
+    pub(crate) fn attempts(&self) -> u32 {
+        self.attempts
+    }
+
+    pub(crate) fn tracking_ref(&self, issue: &IssueId) -> String {
         format!("{}{}", self.tracking, issue)
     }
 
-    fn git(&self) -> Command {
+    pub(crate) fn git(&self) -> Command {
         let mut cmd = Command::new("git");
         cmd.arg("--git-dir").arg(self.ledger.store().git_dir());
         cmd.env_remove("GIT_DIR").stdin(Stdio::null());
         cmd
     }
 
-    fn incoming_ref(&self, issue: &IssueId) -> String {
+    pub(crate) fn incoming_ref(&self, issue: &IssueId) -> String {
         format!("{}{}", self.incoming, issue)
     }
 
     /// Runs `git fetch` with `args`, retrying while a concurrent command in this clone holds
     /// the lock of a ref it would update. Returns git's output of the last attempt.
-    fn fetch(&self, args: &[&str], shown: &str) -> Result<std::process::Output> {
+    pub(crate) fn fetch(&self, args: &[&str], shown: &str) -> Result<std::process::Output> {
+        self.fetch_configured(&[], args, shown)
+    }
+
+    /// Runs `git -c <config>… fetch <args>` as [`Remote::fetch`] does.
+    pub(crate) fn fetch_configured(
+        &self,
+        config: &[&str],
+        args: &[&str],
+        shown: &str,
+    ) -> Result<std::process::Output> {
         let mut attempt = 0;
         loop {
             let mut cmd = self.git();
+            for c in config {
+                cmd.arg("-c").arg(c);
+            }
             cmd.env("LC_ALL", "C").arg("fetch").args(args);
             let out = run(cmd, shown)?;
             let stderr = String::from_utf8_lossy(&out.stderr);
@@ -305,7 +333,7 @@ impl<'a> Remote<'a> {
     /// Decides whether the remote's `fetched` tip of `issue` may replace the `seen` one: it
     /// must descend from it, and its new commits must pass the transition rules. Returns the
     /// tip to track (the caller moves the tracking ref) or why it was refused.
-    fn judge_fetched(
+    pub(crate) fn judge_fetched(
         &self,
         issue: &str,
         seen: Option<ObjectId>,
@@ -366,7 +394,7 @@ impl<'a> Remote<'a> {
     /// Moves the tracking refs of `moves` (`(issue, new, seen)`) to what was verified. Best
     /// effort: a concurrent command in this clone may have moved one on, or hold its lock; the
     /// next read verifies again from what is there.
-    fn track(&self, moves: &[(&str, ObjectId, Option<ObjectId>)]) {
+    pub(crate) fn track(&self, moves: &[(&str, ObjectId, Option<ObjectId>)]) {
         if moves.is_empty() {
             return;
         }
@@ -554,7 +582,7 @@ impl<'a> Remote<'a> {
     /// Sets the tracking ref and the local lease ref to what the remote accepted, on top of
     /// `parent`. Both are copies: the remote has the write, so a lock another command in this
     /// clone holds (or any other failure here) must not fail it; the next read catches up.
-    fn record_accepted(
+    pub(crate) fn record_accepted(
         &self,
         issue: &IssueId,
         commit: ObjectId,
@@ -569,7 +597,10 @@ impl<'a> Remote<'a> {
 
     /// Pushes `edits` as `(issue, new, expected old)` in one atomic push with a lease on each
     /// old value.
-    fn push(&self, edits: &[(IssueId, ObjectId, Option<ObjectId>)]) -> Result<PushResult> {
+    pub(crate) fn push(
+        &self,
+        edits: &[(IssueId, ObjectId, Option<ObjectId>)],
+    ) -> Result<PushResult> {
         let mut cmd = self.git();
         cmd.args(["push", "--porcelain", "--atomic", "--no-verify"]);
         for (issue, _, old) in edits {

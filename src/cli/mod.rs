@@ -1,6 +1,7 @@
 //! The `git lease` command line: parses arguments, reads the clock once, calls the library,
 //! and turns outcomes and errors into output and exit codes.
 
+mod any;
 mod color;
 mod exit;
 mod gc;
@@ -9,6 +10,7 @@ mod output;
 mod progress;
 mod run;
 mod server;
+mod watch;
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -95,11 +97,14 @@ struct TtlArg {
 
 #[derive(Subcommand, Debug)]
 enum Command {
-    /// Claim issues (all or none); idempotent for the live holder
+    /// Claim issues (all or none, or with --any exactly one); idempotent for the live holder
     Acquire {
-        /// The exact issue ids
+        /// The exact issue ids (with --any, `-` reads more from stdin, one a line)
         #[arg(required = true, value_name = "ISSUE")]
         issues: Vec<String>,
+        /// Claim exactly one free issue of these candidates, trying them in a random order
+        #[arg(long)]
+        any: bool,
         #[command(flatten)]
         holder: HolderArg,
         #[command(flatten)]
@@ -228,8 +233,12 @@ enum Command {
     },
     /// Hold a lease while a command runs: acquire, renew in the background, then complete or release
     Run {
-        /// The exact issue id
-        issue: String,
+        /// The exact issue id (with --any: the candidates; `-` reads more from stdin)
+        #[arg(required = true, value_name = "ISSUE")]
+        issues: Vec<String>,
+        /// Claim exactly one free issue of the candidates, and run the command for it
+        #[arg(long)]
+        any: bool,
         #[command(flatten)]
         holder: HolderArg,
         #[command(flatten)]
@@ -264,6 +273,18 @@ enum Command {
         holder: HolderArg,
         #[command(flatten)]
         ttl: TtlArg,
+    },
+    /// Stream lease events, one line each, as they appear (reads only; ends on SIGINT or SIGTERM)
+    Watch {
+        /// First replay the history since this instant (unix seconds, RFC 3339) or duration ago
+        #[arg(long, value_name = "TIME")]
+        since: Option<String>,
+        /// How often to fetch with --remote [default: 3s]; locally, how often to read the refs
+        /// when no file-system notification came [default: 2s]
+        #[arg(long, value_name = "DURATION")]
+        interval: Option<String>,
+        /// Only issues starting with this prefix
+        prefix: Option<String>,
     },
     /// Run as a server hook (git runs this; see install-hook)
     Hook {
@@ -629,6 +650,18 @@ fn dispatch(ctx: &Context, command: Command, out: &mut dyn Write) -> Result<u8, 
         Command::Hook { kind } => return crate::cli::server::hook(ctx, kind),
         Command::InstallHook { .. } => return crate::cli::server::install_hook(ctx, out),
         Command::Gc { full } => return gc::gc(ctx, *full, out),
+        Command::Watch {
+            since,
+            interval,
+            prefix,
+        } => {
+            let args = watch::WatchArgs {
+                since: since.clone(),
+                interval: interval.clone(),
+                prefix: prefix.clone(),
+            };
+            return watch::watch(ctx, args, out);
+        }
         Command::Push {
             remote_name,
             branch,
@@ -641,7 +674,8 @@ fn dispatch(ctx: &Context, command: Command, out: &mut dyn Write) -> Result<u8, 
     let target = ctx.target()?;
     match command {
         Command::Run {
-            issue,
+            issues,
+            any,
             holder,
             ttl,
             every,
@@ -650,8 +684,15 @@ fn dispatch(ctx: &Context, command: Command, out: &mut dyn Write) -> Result<u8, 
             on_failure,
             command,
         } => {
+            if !any && issues.len() != 1 {
+                return Err(Error::InvalidInput(
+                    "run takes one issue, or several candidates with --any".into(),
+                )
+                .into());
+            }
             let args = run::RunArgs {
-                issue,
+                issues,
+                any,
                 holder: ctx.holder(&holder)?,
                 ttl: ctx.ttl(&ttl)?,
                 every: every.as_deref().map(parse_duration).transpose()?,
@@ -684,6 +725,7 @@ fn dispatch(ctx: &Context, command: Command, out: &mut dyn Write) -> Result<u8, 
         | Command::Hook { .. }
         | Command::InstallHook { .. }
         | Command::Gc { .. }
+        | Command::Watch { .. }
         | Command::Push { .. } => unreachable!("handled above"),
         Command::Revoke {
             issue,
@@ -768,8 +810,13 @@ fn dispatch(ctx: &Context, command: Command, out: &mut dyn Write) -> Result<u8, 
             task,
             session,
             pid,
+            any,
         } => {
-            let issues = distinct_issues(&issues)?;
+            let issues = if any {
+                any::candidates(&issues)?
+            } else {
+                distinct_issues(&issues)?
+            };
             let new_secret = if session {
                 Some(git_lease::session::new_secret()?)
             } else {
@@ -794,6 +841,16 @@ fn dispatch(ctx: &Context, command: Command, out: &mut dyn Write) -> Result<u8, 
                 secret: holder.secret.clone(),
                 process,
             };
+            if any {
+                let report = any::claim(ctx, &issues, &claim)?;
+                let started = report.claimed.as_ref().is_some_and(|r| {
+                    r.wrote
+                        && claim.session.is_some()
+                        && r.lease().and_then(|l| l.session.as_deref()) == claim.session.as_deref()
+                });
+                let secret = new_secret.filter(|_| started);
+                return any::emit(ctx, &report, secret.as_deref(), out);
+            }
             let reports = if issues.len() == 1 {
                 vec![target.apply(&issues[0], |cur| {
                     rules::acquire(&issues[0], cur, &claim, now)

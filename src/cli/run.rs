@@ -61,7 +61,10 @@ impl EndAs {
 
 /// The arguments of `run`.
 pub(crate) struct RunArgs {
-    pub issue: String,
+    /// The issue, or with `any` the candidates.
+    pub issues: Vec<String>,
+    /// Claim any one free issue of `issues`.
+    pub any: bool,
     pub holder: String,
     pub ttl: Ttl,
     pub every: Option<Duration>,
@@ -74,7 +77,7 @@ pub(crate) struct RunArgs {
 /// A clock that starts at the command's one reading of `now` and then runs with the machine's
 /// monotonic clock, so a long-running `run` or `wait` honours `GIT_LEASE_NOW` too.
 #[derive(Clone, Copy)]
-struct RunningClock {
+pub(crate) struct RunningClock {
     start: DateTime<Utc>,
     started: Instant,
 }
@@ -84,7 +87,7 @@ impl RunningClock {
     /// (truncated to whole seconds), starts at the system clock's precise time instead, so
     /// that the instants `run` acts at line up with the machine's clock, which others judge
     /// its leases by.
-    fn starting_at(now: DateTime<Utc>) -> RunningClock {
+    pub(crate) fn starting_at(now: DateTime<Utc>) -> RunningClock {
         let start = if std::env::var_os("GIT_LEASE_NOW").is_none() {
             Utc::now().max(now)
         } else {
@@ -107,13 +110,13 @@ impl RunningClock {
     }
 
     /// Returns the time now in whole seconds, as instants are recorded.
-    fn now(&self) -> DateTime<Utc> {
+    pub(crate) fn now(&self) -> DateTime<Utc> {
         use chrono::SubsecRound;
         self.precise_now().trunc_subsecs(0)
     }
 
     /// Returns how long until `at` (zero if it has passed).
-    fn until(&self, at: DateTime<Utc>) -> Duration {
+    pub(crate) fn until(&self, at: DateTime<Utc>) -> Duration {
         (at - self.precise_now()).to_std().unwrap_or(Duration::ZERO)
     }
 }
@@ -261,27 +264,41 @@ pub(crate) fn run(ctx: &Context, args: RunArgs) -> Result<u8, Failure> {
     let Some((program, program_args)) = args.command.split_first() else {
         return Err(Error::InvalidInput("give the command to run after --".into()).into());
     };
-    let issue = IssueId::new(&args.issue)?;
     let interval = renew_interval(args.ttl, args.every)?;
     let secret = git_lease::session::new_secret()?;
     let dir = std::env::current_dir().map_err(|e| Error::Io {
         context: "cannot read the current directory".into(),
         source: e,
     })?;
-    let handle = Handle {
-        dir,
-        remote: ctx.remote.clone(),
-        issue: issue.clone(),
-        holder: args.holder.clone(),
-        secret: secret.clone(),
-    };
     let claim = Claim {
         session: Some(git_lease::session::hash(&secret)),
         process: git_lease::liveness::HolderProcess::of(std::process::id()),
         ..Claim::new(args.holder.clone(), args.ttl)
     };
     let now = clock.now();
-    let report = handle.apply(|cur| rules::acquire(&issue, cur, &claim, now))?;
+    let handle = |issue: &IssueId| Handle {
+        dir: dir.clone(),
+        remote: ctx.remote.clone(),
+        issue: issue.clone(),
+        holder: args.holder.clone(),
+        secret: secret.clone(),
+    };
+    let (handle, report) = if args.any {
+        let candidates = super::any::candidates(&args.issues)?;
+        let got = super::any::claim(ctx, &candidates, &claim)?;
+        super::report_diverged(ctx, &got.diverged, &mut std::io::stderr())?;
+        let Some(report) = got.claimed else {
+            eprintln!("git lease run: {}", super::any::none_free(&got));
+            return Ok(exit::REFUSED);
+        };
+        (handle(&report.issue), report)
+    } else {
+        let issue = IssueId::new(args.issues.first().map_or("", String::as_str))?;
+        let handle = handle(&issue);
+        let report = handle.apply(|cur| rules::acquire(&issue, cur, &claim, now))?;
+        (handle, report)
+    };
+    let issue = handle.issue.clone();
     let started_session = report.lease().is_some_and(|l| l.session == claim.session);
     if report.outcome != Outcome::Acquired || !started_session {
         tell(ctx, &report, now, None);

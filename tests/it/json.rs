@@ -136,6 +136,35 @@ fn every_commands_json_is_the_documented_shape() {
     );
     op(&mut seen, &["wait", "free-one"]);
     op(&mut seen, &["wait", "w", "--acquire", "--holder", "al"]);
+    record(
+        &mut seen,
+        "any",
+        &j(&["acquire", "--any", "a", "free-any", "--holder", "al"]),
+    );
+    record(
+        &mut seen,
+        "any",
+        &j(&["acquire", "--any", "a", "free-any", "--holder", "zz"]),
+    );
+    // watch: the history replayed, then ended by a closed pipe once read.
+    let watched = repo
+        .lease()
+        .now(T0)
+        .arg_json()
+        .args(["watch", "--since", "2026-01-01T00:00:00Z"])
+        .command()
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("start watch");
+    let mut first = String::new();
+    let stdout = watched.stdout.expect("piped");
+    std::io::BufRead::read_line(&mut std::io::BufReader::new(stdout), &mut first)
+        .expect("read a watch event");
+    for v in objects(&first) {
+        assert_eq!(v["schema_version"], 1, "{v}");
+        seen.push(("watch", v));
+    }
     record(&mut seen, "lease", &j(&["show", "a"]));
     record(&mut seen, "lease", &j(&["list", "--all"]));
     record(&mut seen, "check", &j(&["check", "w", "--token", "1"]));

@@ -14,6 +14,7 @@
 //! - [`remote`], [`mirror`], [`verify`]: claims through a remote, sync, and ledger audits.
 //! - [`reflog`]: reflogs of every ref update without a configured identity.
 //! - [`hook`], [`fence`]: the server hook against forged pushes, and fenced work branches.
+//! - [`fleet`]: `acquire --any` and `run --any` racing through a daemon, and `watch`.
 //! - [`attack`]: the forged-push matrix (every event x pusher x forged data) against the
 //!   specification of who may push what, and when.
 //! - [`output`]: human output escapes control characters and invisible Unicode from ledgers.
@@ -27,6 +28,7 @@ mod cli;
 mod daemon;
 mod faults;
 mod fence;
+mod fleet;
 mod forge;
 mod gc_race;
 mod hook;

@@ -1,0 +1,403 @@
+//! Claim any one of several issues: the building block of a fleet of workers that share a
+//! queue of issues without any coordinator.
+//!
+//! Each claimer tries the candidates in its own random order (a shuffle seeded from fresh
+//! randomness), so that claimers who start together spread over the candidates instead of all
+//! racing for the first one. A candidate is taken only where [`rules::acquire`] answers
+//! [`Outcome::Acquired`] for the claim: a free, released or expired lease (a new tenure), or
+//! one the claimant already holds live (an idempotent re-acquire, tried first, so that a
+//! claimer that retries never ends up with two issues).
+//!
+//! Locally every attempt is the ledger's compare-and-swap ([`Ledger::apply`]). Through a
+//! remote ([`Remote::acquire_any`]), one fetch learns the state of every candidate, and then
+//! every attempt is exactly one push with an expected old value, decided from the verified
+//! tracking copy. A push that loses the race does not retry the contended issue: after a
+//! random part of the lost push's own duration (so that the other losers of the same race
+//! spread out), one listing of the remote's refs tells which untried candidates moved
+//! meanwhile, and the next push goes to one that did not. The lost and moved ones are fetched
+//! and verified again only when nothing else is left, and retried only if free again.
+//! Nothing is pushed when no candidate is free.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use chrono::{DateTime, Utc};
+use gix::ObjectId;
+
+use crate::error::{Error, Result};
+use crate::issue::{IssueId, REF_PREFIX};
+use crate::ledger::{Ledger, Report};
+use crate::remote::{Diverged, PushResult, Remote};
+use crate::rules::{self, Claim, Outcome};
+use crate::store::Entry;
+
+/// Past this many candidates, a remote claim learns their state by fetching every lease ref
+/// of the remote (one refspec) rather than one refspec per candidate on the command line.
+const MAX_REFSPECS: usize = 256;
+
+/// The longest a remote claim waits after a lost push before it looks again (it waits a
+/// random part of the lost push's own duration, up to this).
+const MAX_SPREAD: Duration = Duration::from_millis(500);
+
+/// What a claim of any one candidate did.
+#[derive(Clone, Debug)]
+pub struct AnyReport {
+    /// The claim, or `None` when no candidate was free (nothing was written then).
+    pub claimed: Option<Report>,
+    /// How many distinct candidates were given.
+    pub candidates: usize,
+    /// How many writes were attempted: compare-and-swaps locally, pushes through a remote.
+    pub attempts: u32,
+    /// Remote ledgers left out because the remote rewound or rewrote them.
+    pub diverged: Vec<Diverged>,
+}
+
+/// The newest verified entry of each issue (`None`: never leased).
+pub type States = HashMap<IssueId, Option<Entry>>;
+
+/// Returns `candidates` without repeats, in the order first given.
+pub fn distinct(candidates: &[IssueId]) -> Vec<IssueId> {
+    let mut seen = std::collections::HashSet::new();
+    candidates
+        .iter()
+        .filter(|c| seen.insert((*c).clone()))
+        .cloned()
+        .collect()
+}
+
+/// Returns a random number generator seeded from fresh operating-system randomness, so that
+/// claimers started at the same instant (even from one parent) order their candidates
+/// differently.
+pub fn fresh_rng() -> fastrand::Rng {
+    use std::hash::{BuildHasher, Hasher};
+    // std seeds each RandomState from the operating system's random source.
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    hasher.write_u32(std::process::id());
+    fastrand::Rng::with_seed(hasher.finish())
+}
+
+/// How `claim` could take `issue` in `state`: `Some(true)` as a re-acquire of its own live
+/// lease, `Some(false)` as a new tenure, `None` if the rules refuse it or its state is unknown
+/// (missing from `state`: a diverged remote ledger).
+fn available(issue: &IssueId, state: &States, claim: &Claim, now: DateTime<Utc>) -> Option<bool> {
+    let current = state.get(issue)?.as_ref().map(|e| &e.lease);
+    (rules::acquire(issue, current, claim, now).outcome == Outcome::Acquired)
+        .then(|| current.is_some_and(|l| rules::is_live(l, now)))
+}
+
+/// Orders `candidates` for trying: those `claim` would re-acquire (already its own, live)
+/// first, then the free ones in `rng`'s random order; the others are left out.
+fn plan(
+    candidates: &[IssueId],
+    state: &States,
+    claim: &Claim,
+    now: DateTime<Utc>,
+    rng: &mut fastrand::Rng,
+) -> Vec<IssueId> {
+    let mut own = Vec::new();
+    let mut free = Vec::new();
+    for issue in candidates {
+        match available(issue, state, claim, now) {
+            Some(true) => own.push(issue.clone()),
+            Some(false) => free.push(issue.clone()),
+            None => {}
+        }
+    }
+    rng.shuffle(&mut own);
+    rng.shuffle(&mut free);
+    own.extend(free);
+    own
+}
+
+impl Ledger {
+    /// Claims exactly one of `candidates` for `claim.holder` in this repository's refs: the
+    /// first free one in a random order (see the module documentation).
+    ///
+    /// Returns [`AnyReport::claimed`] `None`, having written nothing, when none is free.
+    pub fn acquire_any(
+        &self,
+        candidates: &[IssueId],
+        claim: &Claim,
+        now: DateTime<Utc>,
+        rng: &mut fastrand::Rng,
+    ) -> Result<AnyReport> {
+        crate::lease::validate_holder(&claim.holder)?;
+        let candidates = distinct(candidates);
+        let mut state = HashMap::with_capacity(candidates.len());
+        for issue in &candidates {
+            state.insert(issue.clone(), self.current(issue)?);
+        }
+        let mut attempts = 0;
+        for issue in plan(&candidates, &state, claim, now, rng) {
+            attempts += 1;
+            // The compare-and-swap re-reads and decides again on a lost swap; a candidate
+            // taken meanwhile answers `held`, and the next one is tried.
+            let report = self.apply(&issue, |cur| rules::acquire(&issue, cur, claim, now))?;
+            if report.outcome == Outcome::Acquired {
+                return Ok(AnyReport {
+                    claimed: Some(report),
+                    candidates: candidates.len(),
+                    attempts,
+                    diverged: Vec::new(),
+                });
+            }
+        }
+        Ok(AnyReport {
+            claimed: None,
+            candidates: candidates.len(),
+            attempts,
+            diverged: Vec::new(),
+        })
+    }
+}
+
+impl Remote<'_> {
+    /// Fetches the remote's ledgers of `issues` in one `git fetch` and verifies what is new,
+    /// as [`Remote::fetch_one`] does for one.
+    ///
+    /// Returns the newest verified entry of each issue (`None`: the remote has no such
+    /// ledger), and the ledgers the remote rewound or rewrote (left out of the map).
+    pub fn fetch_some(&self, issues: &[IssueId]) -> Result<(States, Vec<Diverged>)> {
+        let store = self.ledger().store();
+        let mut state = HashMap::with_capacity(issues.len());
+        let mut diverged = Vec::new();
+        if issues.is_empty() {
+            return Ok((state, diverged));
+        }
+        if issues.len() > MAX_REFSPECS {
+            let fetched = self.fetch_all()?;
+            let tips: HashMap<&str, ObjectId> = fetched
+                .verified
+                .iter()
+                .map(|(issue, tip)| (issue.as_str(), *tip))
+                .collect();
+            for issue in issues {
+                let entry = tips
+                    .get(issue.as_str())
+                    .map(|tip| store.entry(issue.as_str(), *tip))
+                    .transpose()?
+                    .map(|e| self.ledger().observe(e));
+                state.insert(issue.clone(), entry);
+            }
+            let wanted: std::collections::HashSet<&str> =
+                issues.iter().map(IssueId::as_str).collect();
+            diverged = fetched
+                .diverged
+                .into_iter()
+                .filter(|d| wanted.contains(d.issue.as_str()))
+                .collect();
+            return Ok((state, diverged));
+        }
+        // An exact refspec fails the whole fetch when the remote lacks that ref (a never
+        // claimed issue), so each candidate is fetched by a pattern that matches it exactly
+        // or, at most, other ledgers whose id ends in `/<issue>`: the `*` stands where
+        // `refs/leases/<issue>` has nothing and `refs/leases/x/<issue>` has `/x`, and maps
+        // to the same place below the staging namespace. (A ref of a namespace that merely
+        // starts with `refs/leases`, `refs/leases-old/<issue>`, would land beside the staging
+        // namespace, in a staging ref nothing reads without fetching it first.)
+        let leases = REF_PREFIX.trim_end_matches('/');
+        let incoming = self.incoming_prefix().trim_end_matches('/');
+        let refspecs: Vec<String> = issues
+            .iter()
+            .map(|issue| format!("+{leases}*/{issue}:{incoming}*/{issue}"))
+            .collect();
+        // Protocol version 0: the server advertises its refs as soon as the client connects,
+        // so a fetch that finds nothing new is one exchange, and one that does, two; version
+        // 2 asks for the refs first, one more round trip (over git:// on loopback, one more
+        // 40 ms delayed-ACK stall). Either way every lease ref is listed: a pattern's prefix
+        // is all of `refs/leases`. And no automatic maintenance: one process less per claim.
+        let mut args = vec![
+            "--quiet",
+            "--no-tags",
+            "--no-write-fetch-head",
+            "--no-auto-maintenance",
+            "--",
+            self.name(),
+        ];
+        args.extend(refspecs.iter().map(String::as_str));
+        let shown = format!(
+            "git fetch {} {} (one refspec for each of {} candidates)",
+            self.name(),
+            refspecs[0],
+            issues.len()
+        );
+        let out = self.fetch_configured(&["protocol.version=0"], &args, &shown)?;
+        if !out.status.success() {
+            return Err(Error::Transport {
+                command: shown,
+                message: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
+            });
+        }
+        let mut moves = Vec::new();
+        let mut tips = Vec::with_capacity(issues.len());
+        for issue in issues {
+            let fetched = store.tip_of(&self.incoming_ref(issue))?;
+            let seen = store.tip_of(&self.tracking_ref(issue))?;
+            match self.judge_fetched(issue.as_str(), seen, fetched)? {
+                Ok(tip) => {
+                    if let Some(tip) = tip.filter(|t| Some(*t) != seen) {
+                        moves.push((issue.as_str(), tip, seen));
+                    }
+                    tips.push((issue, tip));
+                }
+                Err(d) => diverged.push(d),
+            }
+        }
+        self.track(&moves);
+        for (issue, tip) in tips {
+            let entry = tip
+                .map(|tip| store.entry(issue.as_str(), tip))
+                .transpose()?
+                .map(|e| self.ledger().observe(e));
+            state.insert(issue.clone(), entry);
+        }
+        Ok((state, diverged))
+    }
+
+    /// Returns the tip of every lease ref of the remote, by issue, as the remote advertises
+    /// them: one exchange and no objects (`git ls-remote`, protocol version 0). Nothing is
+    /// verified or recorded; this only tells which ledgers moved.
+    pub fn remote_tips(&self) -> Result<HashMap<String, ObjectId>> {
+        let mut cmd = self.git();
+        cmd.args(["-c", "protocol.version=0", "ls-remote", "--refs", "--"])
+            .arg(self.name())
+            .env("LC_ALL", "C");
+        let shown = format!("git ls-remote {}", self.name());
+        let out = cmd.output().map_err(|e| Error::Transport {
+            command: shown.clone(),
+            message: format!("cannot run git: {e}"),
+        })?;
+        if !out.status.success() {
+            return Err(Error::Transport {
+                command: shown,
+                message: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
+            });
+        }
+        let text = String::from_utf8_lossy(&out.stdout);
+        let mut tips = HashMap::new();
+        for line in text.lines() {
+            let Some((id, name)) = line.split_once('\t') else {
+                continue;
+            };
+            let (Some(issue), Ok(id)) = (
+                name.strip_prefix(REF_PREFIX),
+                ObjectId::from_hex(id.as_bytes()),
+            ) else {
+                continue;
+            };
+            tips.insert(issue.to_owned(), id);
+        }
+        Ok(tips)
+    }
+
+    /// Claims exactly one of `candidates` on the remote for `claim.holder`: one fetch, then
+    /// one push per attempt (see the module documentation).
+    ///
+    /// After a lost push, one listing of the remote's refs (no objects) tells which of the
+    /// untried candidates moved since they were verified; those are set aside, and the next
+    /// push goes to one that did not move, decided from its verified state. Only when none is
+    /// left are the lost and moved ones fetched (one fetch) and verified, and any of them
+    /// that is free again is tried.
+    ///
+    /// Returns [`AnyReport::claimed`] `None`, having pushed nothing, when none is free;
+    /// [`Error::LostRace`] when the attempt limit (`lease.pushAttempts`) is spent while a
+    /// candidate still looked free.
+    pub fn acquire_any(
+        &self,
+        candidates: &[IssueId],
+        claim: &Claim,
+        now: DateTime<Utc>,
+        rng: &mut fastrand::Rng,
+    ) -> Result<AnyReport> {
+        crate::lease::validate_holder(&claim.holder)?;
+        let store = self.ledger().store();
+        let candidates = distinct(candidates);
+        let (mut state, mut diverged) = self.fetch_some(&candidates)?;
+        let mut report = AnyReport {
+            claimed: None,
+            candidates: candidates.len(),
+            attempts: 0,
+            diverged: Vec::new(),
+        };
+        // The candidates to try, in order; and those set aside since they were verified (lost
+        // to a racer, or moved on the remote), to be read again only if nothing else is free.
+        let mut untried = plan(&candidates, &state, claim, now, rng);
+        let mut moved: Vec<IssueId> = Vec::new();
+        loop {
+            if untried.is_empty() && !moved.is_empty() {
+                let (fresh, more) = self.fetch_some(&moved)?;
+                state.extend(fresh);
+                for d in more {
+                    state.retain(|i, _| i.as_str() != d.issue);
+                    diverged.retain(|seen| seen.issue != d.issue);
+                    diverged.push(d);
+                }
+                untried = plan(&moved, &state, claim, now, rng);
+                moved.clear();
+            }
+            if untried.is_empty() {
+                report.diverged = diverged;
+                return Ok(report);
+            }
+            let issue = untried.remove(0);
+            if report.attempts >= self.attempts() {
+                return Err(Error::LostRace {
+                    issue: issue.to_string(),
+                    attempts: report.attempts,
+                });
+            }
+            let current = state.get(&issue).cloned().flatten();
+            let transition = rules::acquire(&issue, current.as_ref().map(|e| &e.lease), claim, now);
+            let Some(next) = transition.next else {
+                // Already the claimant's, with nothing to refresh: nothing to push.
+                report.claimed = Some(Report::unchanged(transition.outcome, &issue, current));
+                report.diverged = diverged;
+                return Ok(report);
+            };
+            let parent = current.as_ref().map(|e| e.commit);
+            let commit = store.write(&next, parent)?;
+            report.attempts += 1;
+            let pushing = Instant::now();
+            match self.push(&[(issue.clone(), commit, parent)])? {
+                PushResult::Done => {
+                    self.record_accepted(&issue, commit, parent, &next);
+                    report.claimed = Some(Report::written(
+                        transition.outcome,
+                        &issue,
+                        commit,
+                        parent,
+                        next,
+                    ));
+                    report.diverged = diverged;
+                    return Ok(report);
+                }
+                PushResult::Refused(message) => {
+                    return Err(Error::PushRefused {
+                        issue: issue.to_string(),
+                        message,
+                    })
+                }
+                PushResult::Lost => {
+                    // Someone else moved it first: set it aside, and every untried candidate
+                    // that moved too, and go on with one that did not.
+                    moved.push(issue);
+                    // The other losers of this race learn of it at the same moment: spread the
+                    // retries over one push's time, so that a later one sees the claims of the
+                    // earlier ones instead of colliding with them again.
+                    let spread = pushing.elapsed().min(MAX_SPREAD);
+                    let spread_ms = u64::try_from(spread.as_millis()).unwrap_or(0);
+                    if spread_ms > 0 {
+                        std::thread::sleep(Duration::from_millis(rng.u64(0..spread_ms)));
+                    }
+                    let tips = self.remote_tips()?;
+                    let verified = |i: &IssueId| state.get(i).cloned().flatten().map(|e| e.commit);
+                    let (still, gone): (Vec<IssueId>, Vec<IssueId>) = untried
+                        .into_iter()
+                        .partition(|i| tips.get(i.as_str()).copied() == verified(i));
+                    untried = still;
+                    moved.extend(gone);
+                }
+            }
+        }
+    }
+}

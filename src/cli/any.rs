@@ -1,0 +1,136 @@
+//! `acquire --any` and `run --any`: claim exactly one free issue of several candidates.
+
+use std::io::{BufRead, Write};
+
+use git_lease::any::{fresh_rng, AnyReport};
+use git_lease::remote::Remote;
+use git_lease::view::ReportView;
+use git_lease::{Claim, Error, IssueId, Outcome};
+
+use super::{exit, json_line, output, report_diverged, Context, Failure};
+
+/// Returns the candidates named by `args`, in order: each argument is an exact issue id, and
+/// `-` stands for the lines of standard input (one id a line; blank lines are skipped).
+pub(crate) fn candidates(args: &[String]) -> Result<Vec<IssueId>, Error> {
+    let mut out = Vec::with_capacity(args.len());
+    let mut read_stdin = false;
+    for arg in args {
+        if arg != "-" {
+            out.push(IssueId::new(arg)?);
+            continue;
+        }
+        if read_stdin {
+            continue;
+        }
+        read_stdin = true;
+        for line in std::io::stdin().lock().lines() {
+            let line = line.map_err(|e| Error::Io {
+                context: "cannot read candidates from standard input".into(),
+                source: e,
+            })?;
+            let id = line.trim();
+            if !id.is_empty() {
+                out.push(IssueId::new(id)?);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Claims one of `candidates` for `claim` where this command operates: the local refs, or
+/// the remote.
+pub(crate) fn claim(
+    ctx: &Context,
+    candidates: &[IssueId],
+    claim: &Claim,
+) -> Result<AnyReport, Error> {
+    let mut rng = fresh_rng();
+    match &ctx.remote {
+        Some(name) => {
+            Remote::new(&ctx.ledger, name)?.acquire_any(candidates, claim, ctx.now, &mut rng)
+        }
+        None => ctx.ledger.acquire_any(candidates, claim, ctx.now, &mut rng),
+    }
+}
+
+/// Says that no candidate was free, in one line.
+pub(crate) fn none_free(report: &AnyReport) -> String {
+    let n = report.candidates;
+    let what = if n == 1 { "candidate" } else { "candidates" };
+    let none = if n == 1 { "the one" } else { "none of" };
+    if n == 1 {
+        format!("held: {none} {what} is not free")
+    } else {
+        format!("held: {none} {n} {what} is free")
+    }
+}
+
+/// Prints the answer of `acquire --any`: the claimed issue as `acquire` prints it (with
+/// `candidates` and `attempts` added in JSON), or that none was free (exit 3).
+pub(crate) fn emit(
+    ctx: &Context,
+    report: &AnyReport,
+    secret: Option<&str>,
+    out: &mut dyn Write,
+) -> Result<u8, Failure> {
+    let code = match &report.claimed {
+        Some(claimed) => {
+            if ctx.json {
+                #[derive(serde::Serialize)]
+                struct Claimed<'a> {
+                    #[serde(flatten)]
+                    report: ReportView,
+                    candidates: usize,
+                    attempts: u32,
+                    #[serde(skip_serializing_if = "Option::is_none")]
+                    secret: Option<&'a str>,
+                }
+                json_line(
+                    out,
+                    &Claimed {
+                        report: ReportView::new(claimed, ctx.now),
+                        candidates: report.candidates,
+                        attempts: report.attempts,
+                        secret,
+                    },
+                )?;
+            } else {
+                writeln!(out, "{}", output::report_line(claimed, ctx.now))?;
+                if let Some(secret) = secret {
+                    writeln!(
+                        out,
+                        "session secret: {secret}\n  (shown once; give it with --secret or GIT_LEASE_SECRET to renew or release)"
+                    )?;
+                }
+            }
+            exit::for_outcome(claimed.outcome)
+        }
+        None => {
+            if ctx.json {
+                #[derive(serde::Serialize)]
+                struct NoneFree {
+                    outcome: Outcome,
+                    wrote: bool,
+                    issue: Option<String>,
+                    candidates: usize,
+                    attempts: u32,
+                }
+                json_line(
+                    out,
+                    &NoneFree {
+                        outcome: Outcome::Held,
+                        wrote: false,
+                        issue: None,
+                        candidates: report.candidates,
+                        attempts: report.attempts,
+                    },
+                )?;
+            } else {
+                writeln!(out, "{}", none_free(report))?;
+            }
+            exit::REFUSED
+        }
+    };
+    report_diverged(ctx, &report.diverged, out)?;
+    Ok(code)
+}

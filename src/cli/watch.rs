@@ -1,0 +1,326 @@
+//! `git lease watch`: a stream of lease events for an orchestrator, one line each.
+//!
+//! Locally it learns of ref changes from the file system (inotify through `notify`, on the
+//! refs directory and on `packed-refs`), with a bounded poll as a fallback; through a remote
+//! it fetches every lease ref at an interval, backing off while that fails. Expiries are
+//! computed on this command's clock: its one reading of now (`GIT_LEASE_NOW` allowed), then
+//! the machine's monotonic clock. It never writes to a ledger (a remote's fetches only move
+//! its verified tracking copies), and it ends with exit 0 on SIGINT, SIGTERM or SIGHUP and
+//! as soon as its standard output is closed.
+
+use std::collections::HashSet;
+use std::io::Write;
+use std::path::Path;
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use chrono::{DateTime, Utc};
+use git_lease::remote::Remote;
+use git_lease::watch::{Follower, Kind, WatchEvent, WatchView};
+use git_lease::{Error, Ledger};
+use gix::ObjectId;
+
+use super::run::RunningClock;
+use super::{exit, json_line, parse_duration, Context, Failure};
+
+/// How often the local refs are read again when no notification came (a file system that
+/// does not deliver them, a missed event).
+const LOCAL_FALLBACK: Duration = Duration::from_secs(2);
+/// How often a remote is fetched by default.
+const REMOTE_INTERVAL: Duration = Duration::from_secs(3);
+/// The longest wait between two fetches while a remote keeps failing.
+const MAX_BACKOFF: Duration = Duration::from_secs(60);
+
+/// What wakes the loop.
+enum Wake {
+    /// Something under the refs changed.
+    Changed,
+    /// A signal, or standard output was closed: end.
+    Stop,
+}
+
+/// The arguments of `watch`.
+pub(crate) struct WatchArgs {
+    pub since: Option<String>,
+    pub interval: Option<String>,
+    pub prefix: Option<String>,
+}
+
+/// Where the tips come from.
+enum Source<'a> {
+    Local(&'a Ledger),
+    Remote(Remote<'a>),
+}
+
+/// Runs `git lease watch`.
+pub(crate) fn watch(ctx: &Context, args: WatchArgs, out: &mut dyn Write) -> Result<u8, Failure> {
+    let clock = RunningClock::starting_at(ctx.now);
+    let prefix = args.prefix.unwrap_or_default();
+    let since = args
+        .since
+        .as_deref()
+        .map(|s| parse_since(s, ctx.now))
+        .transpose()?;
+    let source = match &ctx.remote {
+        Some(name) => Source::Remote(Remote::new(&ctx.ledger, name)?),
+        None => Source::Local(&ctx.ledger),
+    };
+    let interval = match (&args.interval, &source) {
+        (Some(text), _) => parse_duration(text)?,
+        (None, Source::Local(_)) => LOCAL_FALLBACK,
+        (None, Source::Remote(_)) => REMOTE_INTERVAL,
+    };
+    if interval.is_zero() {
+        return Err(Error::InvalidInput("--interval must be more than zero".into()).into());
+    }
+    let (wake, woken) = mpsc::channel::<Wake>();
+    stop_on_signals(wake.clone())?;
+    stop_on_closed_stdout(wake.clone());
+    // Kept alive for as long as the loop runs.
+    let _watcher = match &source {
+        Source::Local(ledger) => watch_refs(ledger.store().repo().common_dir(), wake.clone()),
+        Source::Remote(_) => None,
+    };
+    drop(wake);
+
+    let store = ctx.ledger.store();
+    let mut reported = Reported::default();
+    let tips = read_tips(&source, &mut reported)?;
+    let now = clock.now();
+    let mut follower = match since {
+        Some(since) => {
+            let (follower, events) = Follower::replay(store, &tips, &prefix, since, now)?;
+            print(ctx, &events, out)?;
+            follower
+        }
+        None => Follower::start(store, &tips, &prefix, now)?,
+    };
+    out.flush()?;
+
+    let mut failures = 0u32;
+    let mut next_read = Instant::now() + interval;
+    loop {
+        let mut wait = next_read.saturating_duration_since(Instant::now());
+        if let Some(expiry) = follower.next_expiry() {
+            // A whole-second instant: wake just after it, when the clock reads it.
+            wait = wait.min(clock.until(expiry) + Duration::from_millis(5));
+        }
+        match woken.recv_timeout(wait) {
+            Ok(Wake::Stop) => return Ok(exit::OK),
+            Ok(Wake::Changed) => {
+                // One read answers every notification queued so far.
+                while let Ok(w) = woken.try_recv() {
+                    if matches!(w, Wake::Stop) {
+                        return Ok(exit::OK);
+                    }
+                }
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
+            // Nothing can wake it any more (no watcher, no signal thread): poll.
+            Err(mpsc::RecvTimeoutError::Disconnected) => std::thread::sleep(wait),
+        }
+        // Read the tips before judging expiry, so that a renewal that landed in time is seen
+        // before its lease would be reported expired.
+        let remote_due = Instant::now() >= next_read
+            || follower
+                .next_expiry()
+                .is_some_and(|e| clock.until(e).is_zero());
+        if matches!(source, Source::Local(_)) || remote_due {
+            match read_tips(&source, &mut reported) {
+                Ok(tips) => {
+                    failures = 0;
+                    let (events, errors) = follower.update(store, &tips);
+                    print(ctx, &events, out)?;
+                    for e in errors {
+                        eprintln!("git lease watch: {e}");
+                    }
+                }
+                Err(e) => {
+                    failures = failures.saturating_add(1);
+                    eprintln!("git lease watch: {e}");
+                }
+            }
+            next_read = Instant::now() + backoff(interval, failures);
+        }
+        let events = follower.expire(clock.now());
+        print(ctx, &events, out)?;
+        out.flush()?;
+    }
+}
+
+/// Returns `interval`, doubled for each failure in a row, at most [`MAX_BACKOFF`] (or
+/// `interval` if that is longer).
+fn backoff(interval: Duration, failures: u32) -> Duration {
+    let factor = 1u32 << failures.min(6);
+    interval
+        .saturating_mul(factor)
+        .min(MAX_BACKOFF.max(interval))
+}
+
+/// Parses `--since`: an instant (unix seconds or RFC 3339), or a duration before now
+/// (`10m`, `2h`).
+fn parse_since(text: &str, now: DateTime<Utc>) -> Result<DateTime<Utc>, Error> {
+    if let Ok(at) = git_lease::time::parse_instant(text) {
+        return Ok(at);
+    }
+    let ago = humantime::parse_duration(text.trim()).map_err(|_| {
+        Error::InvalidInput(format!(
+            "invalid --since {text:?}: give an instant (unix seconds or RFC 3339) or a duration before now (10m, 2h)"
+        ))
+    })?;
+    chrono::Duration::from_std(ago)
+        .ok()
+        .and_then(|d| now.checked_sub_signed(d))
+        .ok_or_else(|| Error::InvalidInput(format!("invalid --since {text:?}: too long ago")))
+}
+
+/// What was already said on stderr about remote ledgers refused as diverged.
+#[derive(Default)]
+struct Reported {
+    diverged: HashSet<(String, Option<String>)>,
+}
+
+/// Reads the ledger tips: the local lease refs, or the remote's after one fetch (only the
+/// verified ones; a refused ledger is said once on stderr).
+fn read_tips(
+    source: &Source<'_>,
+    reported: &mut Reported,
+) -> Result<Vec<(String, ObjectId)>, Error> {
+    match source {
+        Source::Local(ledger) => ledger.store().lease_refs(),
+        Source::Remote(remote) => {
+            let fetched = remote.fetch_all()?;
+            for d in fetched.diverged {
+                if reported
+                    .diverged
+                    .insert((d.issue.clone(), d.remote.clone()))
+                {
+                    eprintln!("git lease watch: {}", d.into_error(remote.name()));
+                }
+            }
+            Ok(fetched.verified)
+        }
+    }
+}
+
+fn print(ctx: &Context, events: &[WatchEvent], out: &mut dyn Write) -> Result<(), Failure> {
+    for e in events {
+        if ctx.json {
+            json_line(out, &WatchView::from(e))?;
+        } else {
+            writeln!(out, "{}", line(e))?;
+        }
+    }
+    Ok(())
+}
+
+/// One event in one line: when, the issue, what, the token, who.
+fn line(e: &WatchEvent) -> String {
+    let l = &e.entry.lease;
+    let mut text = format!(
+        "{}  {}  {:<9}  token {}",
+        git_lease::time::format_instant(e.at),
+        l.issue,
+        e.kind.as_str(),
+        l.token
+    );
+    match (e.kind, &l.holder, &l.previous_holder) {
+        (Kind::Expired, Some(h), _) => text += &format!("  {h}"),
+        (_, Some(h), Some(p)) => text += &format!("  {h} (took over from {p})"),
+        (_, Some(h), None) => text += &format!("  {h}"),
+        (_, None, Some(p)) => text += &format!("  was {p}"),
+        (_, None, None) => {}
+    }
+    if let Some(by) = &l.by {
+        text += &format!(" by {by}");
+    }
+    if e.kind != Kind::Expired && l.holder.is_some() {
+        match l.expires_at {
+            Some(t) => text += &format!("  until {}", git_lease::time::format_instant(t)),
+            None => text += "  no expiry",
+        }
+    }
+    if let Some(r) = &l.reason {
+        text += &format!("  reason: {r}");
+    }
+    text
+}
+
+/// Sends [`Wake::Stop`] on SIGINT, SIGTERM or SIGHUP.
+fn stop_on_signals(wake: mpsc::Sender<Wake>) -> Result<(), Error> {
+    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+    let mut signals =
+        signal_hook::iterator::Signals::new([SIGHUP, SIGINT, SIGTERM]).map_err(|e| Error::Io {
+            context: "cannot install signal handlers".into(),
+            source: e,
+        })?;
+    std::thread::spawn(move || {
+        if signals.forever().next().is_some() {
+            let _ = wake.send(Wake::Stop);
+        }
+    });
+    Ok(())
+}
+
+/// Sends [`Wake::Stop`] once standard output is closed: a pipe whose reader is gone reports
+/// an error to poll(2), a terminal a hang-up. Files and `/dev/null` never do.
+fn stop_on_closed_stdout(wake: mpsc::Sender<Wake>) {
+    use rustix::event::{poll, PollFd, PollFlags};
+    std::thread::spawn(move || {
+        let stdout = std::io::stdout();
+        loop {
+            let mut fds = [PollFd::new(&stdout, PollFlags::empty())];
+            match poll(&mut fds, None) {
+                Ok(_) => {
+                    let got = fds[0].revents();
+                    if got.intersects(PollFlags::ERR | PollFlags::HUP | PollFlags::NVAL) {
+                        let _ = wake.send(Wake::Stop);
+                        return;
+                    }
+                    // Nothing to wait for on this kind of output; never spin.
+                    std::thread::sleep(Duration::from_secs(1));
+                }
+                Err(rustix::io::Errno::INTR) => {}
+                Err(_) => return,
+            }
+        }
+    });
+}
+
+/// Watches the refs directory (recursively) and the git directory itself (for
+/// `packed-refs`), sending [`Wake::Changed`] for every change to a ref. Returns `None`, after
+/// saying so, if notifications are unavailable: the loop then polls.
+fn watch_refs(common_dir: &Path, wake: mpsc::Sender<Wake>) -> Option<notify::RecommendedWatcher> {
+    use notify::{RecursiveMode, Watcher};
+    let refs = common_dir.join("refs");
+    let refs_for_filter = refs.clone();
+    let handler = move |event: notify::Result<notify::Event>| {
+        let relevant = match &event {
+            Ok(e) => e.paths.iter().any(|p| {
+                p.starts_with(&refs_for_filter)
+                    || p.file_name()
+                        .and_then(|n| n.to_str())
+                        .is_some_and(|n| n.starts_with("packed-refs"))
+            }),
+            Err(_) => true,
+        };
+        if relevant {
+            let _ = wake.send(Wake::Changed);
+        }
+    };
+    let started = notify::recommended_watcher(handler).and_then(|mut w| {
+        w.watch(&refs, RecursiveMode::Recursive)?;
+        w.watch(common_dir, RecursiveMode::NonRecursive)?;
+        Ok(w)
+    });
+    match started {
+        Ok(w) => Some(w),
+        Err(e) => {
+            eprintln!(
+                "git lease watch: no file-system notifications ({e}); reading the refs every {}s",
+                LOCAL_FALLBACK.as_secs()
+            );
+            None
+        }
+    }
+}
