@@ -3,10 +3,10 @@
 
 use std::io::{BufRead, Write};
 use std::path::Path;
-use std::process::Command;
+use std::process::{Command, Stdio};
 
 use git_lease::hook::{self, Policy, RefUpdate};
-use git_lease::remote::Remote;
+use git_lease::remote::{hook_verdict, redact_url, redact_urls, HookVerdict, Remote};
 use git_lease::{Error, IssueId};
 
 use super::{exit, output, Context, Failure, HolderArg, HookKind};
@@ -242,7 +242,15 @@ pub(crate) fn push(
             return Ok(exit::REFUSED);
         }
     };
-    let status = Command::new("git")
+    // git's stderr is read to tell a refusal by the lease rules (exit 3) from a failure of the
+    // server, its hook or the transport (exit 1), the same way on every transport; it is shown
+    // without any URL's credentials.
+    let shown = format!(
+        "git push -o {}{token} {} {branch}",
+        hook::TOKEN_OPTION,
+        redact_url(&remote_name)
+    );
+    let child = Command::new("git")
         .arg("--git-dir")
         .arg(ctx.ledger.store().git_dir())
         .args(["push", "-o"])
@@ -251,14 +259,51 @@ pub(crate) fn push(
         .arg(&remote_name)
         .arg(&branch)
         .env_remove("GIT_DIR")
-        .status()
+        .env("LC_ALL", "C")
+        .stdin(Stdio::inherit())
+        .stdout(Stdio::inherit())
+        .stderr(Stdio::piped())
+        .spawn()
         .map_err(|e| Error::Transport {
-            command: "git push".into(),
+            command: shown.clone(),
             message: format!("cannot run git: {e}"),
         })?;
-    Ok(match status.code() {
-        Some(0) => exit::OK,
-        Some(1) => exit::REFUSED,
-        _ => exit::FAILURE,
-    })
+    let out = child.wait_with_output().map_err(|e| Error::Transport {
+        command: shown.clone(),
+        message: format!("cannot wait for git: {e}"),
+    })?;
+    let stderr = redact_urls(&String::from_utf8_lossy(&out.stderr));
+    if out.status.success() {
+        eprint!("{stderr}");
+        return Ok(exit::OK);
+    }
+    if stderr.contains("hook declined") {
+        return match hook_verdict(&stderr) {
+            HookVerdict::Refused(_) => {
+                eprint!("{stderr}");
+                eprintln!("git lease: refused by the server's lease rules");
+                Ok(exit::REFUSED)
+            }
+            HookVerdict::Failed(message) => Err(Error::HookFailed {
+                target: full,
+                message,
+            }
+            .into()),
+        };
+    }
+    let mut message = stderr.trim().to_owned();
+    if stderr.contains("does not support push options") {
+        message.push_str(
+            "\n(the server does not accept push options: run git lease install-hook there, \
+             which sets receive.advertisePushOptions=true)",
+        );
+    }
+    if message.is_empty() {
+        message = format!("git exited with {}", out.status);
+    }
+    Err(Error::Transport {
+        command: shown,
+        message,
+    }
+    .into())
 }
