@@ -38,5 +38,6 @@ mod rewound;
 mod rules;
 mod run;
 mod server;
+mod servers;
 mod session;
 mod verify;
