@@ -738,6 +738,36 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_declined_push_is_a_refusal_only_when_a_line_carries_the_mark() {
+        let refused = "To git://h/r\n! [remote rejected] x -> refs/leases/7 (pre-receive hook declined)\n\
+                       remote: git-lease: refused issue 7 at 0123456789ab: holder-change: held by alice\n";
+        assert_eq!(
+            hook_verdict(refused),
+            HookVerdict::Refused(
+                "git-lease: refused issue 7 at 0123456789ab: holder-change: held by alice".into()
+            )
+        );
+        // gitolite's VREF: its own line follows ours.
+        let vref = "remote: git-lease: refused issue 7 at 0123456789ab: identity: x\n\
+                    remote: FATAL: VREF/LEASE: helper program exit status 256\n";
+        assert!(matches!(hook_verdict(vref), HookVerdict::Refused(_)));
+        for failed in [
+            "remote: hooks/pre-receive: 3: exec: /root/bin/git-lease: Permission denied\n",
+            "remote: policy says no (git-lease: refused is quoted, not the mark)\n",
+            "remote: FATAL: + refs/leases/7 leases bob DENIED by fallthru\n",
+        ] {
+            assert!(
+                matches!(hook_verdict(failed), HookVerdict::Failed(_)),
+                "{failed}"
+            );
+        }
+        assert_eq!(
+            hook_verdict("error: failed to push some refs\n"),
+            HookVerdict::Failed("it declined the push without saying why".into())
+        );
+    }
+
+    #[test]
     fn credentials_never_reach_a_message() {
         assert_eq!(
             redact_url("http://alice:secret@127.0.0.1:8080/r.git"),

@@ -155,6 +155,7 @@ pub(crate) fn install_hook(
     let hook_path = hooks_dir.join("pre-receive");
     let chained = hooks_dir.join("pre-receive.before-git-lease");
     let mut note = String::new();
+    let mut moved = false;
     if let Ok(existing) = std::fs::read_to_string(&hook_path) {
         if !existing.contains(MARKER) {
             std::fs::rename(&hook_path, &chained).map_err(io(format!(
@@ -162,6 +163,7 @@ pub(crate) fn install_hook(
                 hook_path.display()
             )))?;
             note = format!(" (the existing hook runs first, as {})", chained.display());
+            moved = true;
         }
     } else if hook_path.exists() {
         std::fs::rename(&hook_path, &chained).map_err(io(format!(
@@ -169,6 +171,7 @@ pub(crate) fn install_hook(
             hook_path.display()
         )))?;
         note = format!(" (the existing hook runs first, as {})", chained.display());
+        moved = true;
     }
     let exe_quoted = exe.display().to_string().replace('\'', r"'\''");
     let script = format!(
@@ -256,7 +259,7 @@ pub(crate) fn install_hook(
     if ctx.json {
         let value = serde_json::json!({
             "hook": hook_path.display().to_string(),
-            "chained": (!note.is_empty() && chained.exists()).then(|| chained.display().to_string()),
+            "chained": moved.then(|| chained.display().to_string()),
             "binary": exe.display().to_string(),
             "owner": owner.name(),
             "push_options": advertised,

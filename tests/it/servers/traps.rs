@@ -79,6 +79,7 @@ fn a_binary_the_serving_account_cannot_run_is_warned_about_and_reported_as_a_ser
     let answer = run.json();
     assert_eq!(answer["warnings"], serde_json::json!([]), "{run}");
     assert_eq!(answer["push_options"], true);
+    assert_eq!(answer["chained"], serde_json::Value::Null, "{run}");
     assert_eq!(
         answer["owner"],
         format!("{owner} (uid {})", server.owner().uid)
@@ -285,4 +286,27 @@ fn a_vref_that_passes_all_of_gitolites_arguments_fails_every_push() {
         &lease(&alice, 0, &["--remote", "origin", "acquire", "1"]),
         0,
     );
+}
+
+#[test]
+fn over_ssh_a_pusher_cannot_name_itself() {
+    let Some(server) = Served::start(Kind::Sshd, &at(0)) else {
+        return;
+    };
+    let bob = server.client("bob");
+    // bob's ssh asks the server to set LEASE_USER=alice: the forced command decides.
+    let wrapper = server.root().join("ssh-bob");
+    bob.git(&[
+        "config",
+        "core.sshCommand",
+        &format!("{} -o SetEnv=LEASE_USER=alice", wrapper.display()),
+    ]);
+    let run = lease(
+        &bob,
+        0,
+        &["--remote", "origin", "acquire", "8", "--holder", "alice"],
+    );
+    expect(&server, &run, 3);
+    run.stderr_has("identity").stderr_has("but bob pushed it");
+    assert_eq!(server.tip("8"), None);
 }
