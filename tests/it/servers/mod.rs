@@ -97,12 +97,19 @@ impl Kind {
 }
 
 /// Reports a server that cannot run here: fails the test in CI (`CI=true`), otherwise says so
-/// on stderr and returns `None` so that the test returns early.
+/// on stderr (not captured by the test harness) and returns `None` so that the test returns
+/// early.
 pub fn unavailable<T>(kind: Kind, why: &str) -> Option<T> {
     if std::env::var("CI").is_ok_and(|v| v == "true") {
         panic!("{kind:?}: cannot start the server in CI: {why}");
     }
-    eprintln!("SKIPPED: the {kind:?} test: {why} (CI=true makes this a failure)");
+    // Straight to the process's stderr, past the test harness's capture, so that a skip is
+    // seen in a plain `cargo test` run.
+    use std::io::Write;
+    let _ = writeln!(
+        std::io::stderr(),
+        "SKIPPED: the {kind:?} test: {why} (CI=true makes this a failure)"
+    );
     None
 }
 

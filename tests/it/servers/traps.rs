@@ -87,6 +87,29 @@ fn a_binary_the_serving_account_cannot_run_is_warned_about_and_reported_as_a_ser
     assert!(run.stderr.is_empty(), "{run}");
     let run = lease(&alice, 0, &["--remote", "origin", "acquire", "5"]);
     expect(&server, &run, 0);
+
+    // The unrunnable binary again: `git lease push` of alice's work reports the server's
+    // failure too, not a refusal.
+    server
+        .host_lease(
+            &[
+                "install-hook",
+                "--repo",
+                path_str(server.bare()),
+                "--binary",
+                path_str(&hidden),
+            ],
+            &[],
+        )
+        .ok()
+        .stderr_has("cannot be run by");
+    alice.git(&["switch", "-q", "-c", "issue/5"]);
+    alice.git(&["commit", "-q", "--allow-empty", "-m", "work"]);
+    let run = lease(&alice, 0, &["push"]);
+    expect(&server, &run, 1);
+    run.stderr_has("the server's hook failed")
+        .stderr_has("cannot run");
+    assert_eq!(server.rev("refs/heads/issue/5"), None);
 }
 
 /// One row of [`exit_codes`]: what was run and how it ended.
