@@ -177,8 +177,9 @@ pub(crate) fn install_hook(
     let script = format!(
         "#!/bin/sh\n{MARKER}\n\
          # Checks pushes to refs/leases/* and to fenced branches (lease.fence).\n\
-         if [ ! -x '{exe_quoted}' ]; then\n\
-         \techo \"git-lease hook: cannot run '{exe_quoted}' as user $(id -un 2>/dev/null || id -u): \
+         bin='{exe_quoted}'\n\
+         if [ ! -x \"$bin\" ]; then\n\
+         \techo \"git-lease hook: cannot run $bin as user $(id -un 2>/dev/null || id -u): \
          install git-lease where this user can run it (git lease install-hook --binary PATH)\" >&2\n\
          \texit 1\n\
          fi\n\
@@ -186,7 +187,7 @@ pub(crate) fn install_hook(
          if [ -x \"$0.before-git-lease\" ]; then\n\
          \tprintf '%s\\n' \"$input\" | \"$0.before-git-lease\" \"$@\" || exit $?\n\
          fi\n\
-         printf '%s\\n' \"$input\" | exec '{exe_quoted}' hook pre-receive\n"
+         printf '%s\\n' \"$input\" | exec \"$bin\" hook pre-receive\n"
     );
     let tmp = hooks_dir.join("pre-receive.git-lease-tmp");
     std::fs::write(&tmp, script).map_err(io(format!("cannot write {}", tmp.display())))?;
