@@ -377,6 +377,12 @@ impl Remote<'_> {
                         message,
                     })
                 }
+                PushResult::HookFailed(message) => {
+                    return Err(Error::HookFailed {
+                        target: issue.ref_name(),
+                        message,
+                    })
+                }
                 PushResult::Lost => {
                     // Someone else moved it first: set it aside, and every untried candidate
                     // that moved too, and go on with one that did not.

@@ -117,6 +117,16 @@ pub enum Error {
         /// What the remote said.
         message: String,
     },
+    /// The server's hook did not judge the push by the lease rules: it failed to start, it
+    /// crashed, or another hook (or the server's own access rules) refused it. Its `remote:`
+    /// lines carry no `git-lease: refused` mark, the mark of a refusal by the lease rules.
+    #[error("the server's hook failed: {message}")]
+    HookFailed {
+        /// The issue or branch pushed.
+        target: String,
+        /// What the server said (its `remote:` lines), or git's own diagnostics.
+        message: String,
+    },
     /// A remote rewound or rewrote a ledger this clone verified before; nothing was decided on
     /// it.
     #[error("remote ledger {divergence}: refs/leases/{issue} on {remote}: {detail}; nothing was written (the last verified state is kept in the remote-tracking ref)")]
@@ -182,6 +192,7 @@ impl Error {
             Error::Corrupt { .. }
             | Error::Locked { .. }
             | Error::Transport { .. }
+            | Error::HookFailed { .. }
             | Error::RemoteDiverged { .. }
             | Error::Git { .. }
             | Error::Io { .. } => ErrorKind::Failure,

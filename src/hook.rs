@@ -19,6 +19,11 @@ use crate::step::{Arrival, Judgement};
 use crate::store::Store;
 use crate::verify;
 
+/// How every refusal line of the hook begins ([`Refusal`]'s `Display`): the mark by which a
+/// client tells a refusal by the lease rules from a hook that failed, or another hook's
+/// refusal.
+pub const REFUSAL_MARK: &str = "git-lease: refused";
+
 /// The push option that carries the pusher's fencing token.
 pub const TOKEN_OPTION: &str = "lease-token=";
 
@@ -160,13 +165,13 @@ impl std::fmt::Display for Refusal {
         match self.name.strip_prefix(REF_PREFIX) {
             Some(issue) => write!(
                 f,
-                "git-lease: refused issue {} at {short}: {}: {detail}",
+                "{REFUSAL_MARK} issue {} at {short}: {}: {detail}",
                 crate::text::printable(issue),
                 self.rule
             ),
             None => write!(
                 f,
-                "git-lease: refused {} at {short}: {}: {detail}",
+                "{REFUSAL_MARK} {} at {short}: {}: {detail}",
                 crate::text::printable(&self.name),
                 self.rule
             ),

@@ -121,7 +121,42 @@ pub struct Remote<'a> {
 pub(crate) enum PushResult {
     Done,
     Lost,
+    /// Refused by the lease rules (the hook's marked lines).
     Refused(String),
+    /// Declined by a hook that did not judge by the lease rules.
+    HookFailed(String),
+}
+
+/// What the server's hooks said about a push they declined.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum HookVerdict {
+    /// The git-lease hook refused it by the lease rules: its lines, joined with `; `.
+    Refused(String),
+    /// No line carries the mark: the hook failed to start or crashed, or another hook (or the
+    /// server's own access rules) declined the push. What the server said, joined with `; `.
+    Failed(String),
+}
+
+/// Sorts a declined push by the server's `remote:` lines in git's `stderr`: a refusal by the
+/// lease rules carries [`crate::hook::REFUSAL_MARK`] at the start of a line; anything else is a
+/// failure of the server's hook.
+pub fn hook_verdict(stderr: &str) -> HookVerdict {
+    let said: Vec<&str> = stderr
+        .lines()
+        .filter_map(|l| l.strip_prefix("remote:"))
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
+    if said
+        .iter()
+        .any(|l| l.starts_with(crate::hook::REFUSAL_MARK))
+    {
+        HookVerdict::Refused(said.join("; "))
+    } else if said.is_empty() {
+        HookVerdict::Failed("it declined the push without saying why".to_owned())
+    } else {
+        HookVerdict::Failed(said.join("; "))
+    }
 }
 
 impl<'a> Remote<'a> {
@@ -512,6 +547,12 @@ impl<'a> Remote<'a> {
                         message,
                     })
                 }
+                PushResult::HookFailed(message) => {
+                    return Err(Error::HookFailed {
+                        target: issue.ref_name(),
+                        message,
+                    })
+                }
                 PushResult::Lost => {
                     if fresh {
                         backoff(attempt);
@@ -561,6 +602,16 @@ impl<'a> Remote<'a> {
                         issue: issues
                             .iter()
                             .map(|i| i.as_str())
+                            .collect::<Vec<_>>()
+                            .join(" "),
+                        message,
+                    })
+                }
+                PushResult::HookFailed(message) => {
+                    return Err(Error::HookFailed {
+                        target: issues
+                            .iter()
+                            .map(|i| i.ref_name())
                             .collect::<Vec<_>>()
                             .join(" "),
                         message,
@@ -623,18 +674,10 @@ impl<'a> Remote<'a> {
         let stderr = String::from_utf8_lossy(&out.stderr);
         let rejections: Vec<&str> = stdout.lines().filter(|l| l.starts_with('!')).collect();
         if rejections.iter().any(|l| l.contains("hook declined")) {
-            let said: Vec<&str> = stderr
-                .lines()
-                .filter_map(|l| l.strip_prefix("remote: "))
-                .map(str::trim_end)
-                .filter(|l| !l.is_empty())
-                .collect();
-            let message = if said.is_empty() {
-                "the server's hook declined it".to_owned()
-            } else {
-                said.join("; ")
-            };
-            return Ok(PushResult::Refused(message));
+            return Ok(match hook_verdict(&stderr) {
+                HookVerdict::Refused(message) => PushResult::Refused(message),
+                HookVerdict::Failed(message) => PushResult::HookFailed(message),
+            });
         }
         const LOST: [&str; 8] = [
             "stale info",
@@ -730,6 +773,36 @@ fn fnv1a(bytes: &[u8]) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_declined_push_is_a_refusal_only_when_a_line_carries_the_mark() {
+        let refused = "To git://h/r\n! [remote rejected] x -> refs/leases/7 (pre-receive hook declined)\n\
+                       remote: git-lease: refused issue 7 at 0123456789ab: holder-change: held by alice\n";
+        assert_eq!(
+            hook_verdict(refused),
+            HookVerdict::Refused(
+                "git-lease: refused issue 7 at 0123456789ab: holder-change: held by alice".into()
+            )
+        );
+        // gitolite's VREF: its own line follows ours.
+        let vref = "remote: git-lease: refused issue 7 at 0123456789ab: identity: x\n\
+                    remote: FATAL: VREF/LEASE: helper program exit status 256\n";
+        assert!(matches!(hook_verdict(vref), HookVerdict::Refused(_)));
+        for failed in [
+            "remote: hooks/pre-receive: 3: exec: /root/bin/git-lease: Permission denied\n",
+            "remote: policy says no (git-lease: refused is quoted, not the mark)\n",
+            "remote: FATAL: + refs/leases/7 leases bob DENIED by fallthru\n",
+        ] {
+            assert!(
+                matches!(hook_verdict(failed), HookVerdict::Failed(_)),
+                "{failed}"
+            );
+        }
+        assert_eq!(
+            hook_verdict("error: failed to push some refs\n"),
+            HookVerdict::Failed("it declined the push without saying why".into())
+        );
+    }
 
     #[test]
     fn credentials_never_reach_a_message() {

@@ -296,6 +296,10 @@ enum Command {
         /// The repository [default: the current one]
         #[arg(long, value_name = "PATH")]
         repo: Option<PathBuf>,
+        /// The git-lease binary the hook runs, as an absolute path that the repository's owner
+        /// can execute [default: this binary]
+        #[arg(long, value_name = "PATH")]
+        binary: Option<PathBuf>,
     },
     /// Pack lease objects and refs (git pack-refs --all --prune, git repack -d -q)
     Gc {
@@ -597,7 +601,9 @@ fn run(cli: Cli) -> Result<u8, Failure> {
         source: e,
     })?;
     let ledger = match &cli.command {
-        Command::InstallHook { repo: Some(repo) } => Ledger::open(repo)?,
+        Command::InstallHook {
+            repo: Some(repo), ..
+        } => Ledger::open(repo)?,
         // A hook reads the pushed objects from git's quarantine as well.
         Command::Hook { .. } => {
             Ledger::from_store(git_lease::Store::discover(&cwd)?.with_push_quarantine()?)
@@ -648,7 +654,9 @@ fn dispatch(ctx: &Context, command: Command, out: &mut dyn Write) -> Result<u8, 
             verbose,
         } => return sync(ctx, remote_name.as_deref(), adopt, *verbose, out),
         Command::Hook { kind } => return crate::cli::server::hook(ctx, kind),
-        Command::InstallHook { .. } => return crate::cli::server::install_hook(ctx, out),
+        Command::InstallHook { binary, .. } => {
+            return crate::cli::server::install_hook(ctx, binary.as_deref(), out)
+        }
         Command::Gc { full } => return gc::gc(ctx, *full, out),
         Command::Watch {
             since,
@@ -667,7 +675,13 @@ fn dispatch(ctx: &Context, command: Command, out: &mut dyn Write) -> Result<u8, 
             branch,
             holder,
         } => {
-            return crate::cli::server::push(ctx, remote_name.as_deref(), branch.as_deref(), holder)
+            return crate::cli::server::push(
+                ctx,
+                remote_name.as_deref(),
+                branch.as_deref(),
+                holder,
+                out,
+            )
         }
         _ => {}
     }

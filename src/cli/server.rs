@@ -3,10 +3,10 @@
 
 use std::io::{BufRead, Write};
 use std::path::Path;
-use std::process::Command;
+use std::process::{Command, Stdio};
 
 use git_lease::hook::{self, Policy, RefUpdate};
-use git_lease::remote::Remote;
+use git_lease::remote::{hook_verdict, redact_url, redact_urls, HookVerdict, Remote};
 use git_lease::{Error, IssueId};
 
 use super::{exit, output, Context, Failure, HolderArg, HookKind};
@@ -94,8 +94,16 @@ pub(crate) fn hook(ctx: &Context, kind: &HookKind) -> Result<u8, Failure> {
     })
 }
 
-/// Installs the pre-receive hook into a repository and enables push options.
-pub(crate) fn install_hook(ctx: &Context, out: &mut dyn Write) -> Result<u8, Failure> {
+/// Installs the pre-receive hook into a repository and enables push options, then checks
+/// what it can of the setup and warns (stderr and output) about each trap: a binary the
+/// repository's owner cannot run, files left owned by someone else, no identity configured,
+/// push options still disabled.
+pub(crate) fn install_hook(
+    ctx: &Context,
+    binary: Option<&Path>,
+    out: &mut dyn Write,
+) -> Result<u8, Failure> {
+    use std::os::unix::fs::MetadataExt;
     // `--repo` was opened as the context's repository.
     let store = ctx.ledger.store();
     let git_dir = store.git_dir().to_owned();
@@ -105,12 +113,49 @@ pub(crate) fn install_hook(ctx: &Context, out: &mut dyn Write) -> Result<u8, Fai
         None => git_dir.join("hooks"),
     };
     let io = |context: String| move |source| Error::Io { context, source };
+    let exe = match binary {
+        Some(path) if path.is_absolute() => path.to_owned(),
+        Some(path) => {
+            return Err(Error::InvalidInput(format!(
+                "--binary {}: give an absolute path (the hook runs from the repository)",
+                path.display()
+            ))
+            .into())
+        }
+        None => std::env::current_exe().map_err(io("cannot locate the git-lease binary".into()))?,
+    };
+    if exe.to_str().is_none() || exe.to_string_lossy().contains('\n') {
+        return Err(Error::InvalidInput(format!(
+            "the binary's path {} cannot be written into a hook script",
+            exe.display()
+        ))
+        .into());
+    }
+    let owner = git_dir
+        .metadata()
+        .map_err(io(format!("cannot read {}", git_dir.display())))?;
+    let owner = Owner {
+        uid: owner.uid(),
+        gid: owner.gid(),
+    };
+    let mut warnings = Vec::new();
+    if let Err(why) = runnable_by(&exe, owner) {
+        warnings.push(format!(
+            "{} cannot be run by {}, who owns {} and runs its hooks: {why}; every push would \
+             fail with \"the server's hook failed\"; install git-lease where that user can run \
+             it (e.g. /usr/local/bin) and run install-hook again with --binary PATH",
+            exe.display(),
+            owner.name(),
+            git_dir.display()
+        ));
+    }
+    let created_hooks_dir = !hooks_dir.is_dir();
     std::fs::create_dir_all(&hooks_dir)
         .map_err(io(format!("cannot create {}", hooks_dir.display())))?;
-    let exe = std::env::current_exe().map_err(io("cannot locate the git-lease binary".into()))?;
     let hook_path = hooks_dir.join("pre-receive");
     let chained = hooks_dir.join("pre-receive.before-git-lease");
     let mut note = String::new();
+    let mut moved = false;
     if let Ok(existing) = std::fs::read_to_string(&hook_path) {
         if !existing.contains(MARKER) {
             std::fs::rename(&hook_path, &chained).map_err(io(format!(
@@ -118,6 +163,7 @@ pub(crate) fn install_hook(ctx: &Context, out: &mut dyn Write) -> Result<u8, Fai
                 hook_path.display()
             )))?;
             note = format!(" (the existing hook runs first, as {})", chained.display());
+            moved = true;
         }
     } else if hook_path.exists() {
         std::fs::rename(&hook_path, &chained).map_err(io(format!(
@@ -125,29 +171,219 @@ pub(crate) fn install_hook(ctx: &Context, out: &mut dyn Write) -> Result<u8, Fai
             hook_path.display()
         )))?;
         note = format!(" (the existing hook runs first, as {})", chained.display());
+        moved = true;
     }
     let exe_quoted = exe.display().to_string().replace('\'', r"'\''");
     let script = format!(
         "#!/bin/sh\n{MARKER}\n\
          # Checks pushes to refs/leases/* and to fenced branches (lease.fence).\n\
+         bin='{exe_quoted}'\n\
+         if [ ! -x \"$bin\" ]; then\n\
+         \techo \"git-lease hook: cannot run $bin as user $(id -un 2>/dev/null || id -u): \
+         install git-lease where this user can run it (git lease install-hook --binary PATH)\" >&2\n\
+         \texit 1\n\
+         fi\n\
          input=$(cat)\n\
          if [ -x \"$0.before-git-lease\" ]; then\n\
          \tprintf '%s\\n' \"$input\" | \"$0.before-git-lease\" \"$@\" || exit $?\n\
          fi\n\
-         printf '%s\\n' \"$input\" | exec '{exe_quoted}' hook pre-receive\n"
+         printf '%s\\n' \"$input\" | exec \"$bin\" hook pre-receive\n"
     );
     let tmp = hooks_dir.join("pre-receive.git-lease-tmp");
     std::fs::write(&tmp, script).map_err(io(format!("cannot write {}", tmp.display())))?;
     set_executable(&tmp)?;
+    // Who we are, as the file system sees it: the owner of what we just wrote.
+    let me = tmp
+        .metadata()
+        .map_err(io(format!("cannot read {}", tmp.display())))?
+        .uid();
     std::fs::rename(&tmp, &hook_path)
         .map_err(io(format!("cannot install {}", hook_path.display())))?;
     set_config(&git_dir, "receive", "advertisePushOptions", "true")?;
-    writeln!(
-        out,
-        "installed {}{note}; receive.advertisePushOptions enabled",
-        hook_path.display()
-    )?;
+    let mut written = vec![hook_path.clone(), git_dir.join("config")];
+    if created_hooks_dir {
+        written.push(hooks_dir.clone());
+    }
+    if me != owner.uid {
+        if me == 0 {
+            // Root installs for the repository's owner: what it wrote stays the owner's.
+            for path in &written {
+                std::os::unix::fs::chown(path, Some(owner.uid), Some(owner.gid)).map_err(io(
+                    format!("cannot give {} to {}", path.display(), owner.name()),
+                ))?;
+            }
+            note.push_str(&format!("; its files given to {}", owner.name()));
+        } else {
+            warnings.push(format!(
+                "{} is owned by {}, not by you (uid {me}): {} and {} now belong to you; make \
+                 sure {} can still read them, or run install-hook as that user or as root",
+                git_dir.display(),
+                owner.name(),
+                hook_path.display(),
+                git_dir.join("config").display(),
+                owner.name()
+            ));
+        }
+    }
+    match Policy::from_config(store) {
+        Ok(policy) if policy.identity == hook::Identity::None => warnings.push(
+            "no identity is configured (lease.pusherEnv, or lease.identity=push-cert): the hook \
+             cannot tell who pushed, so anyone can act as anyone (renew, release or revoke in \
+             another's name, push to another's fenced branch); see docs/SERVER.md"
+                .to_owned(),
+        ),
+        Ok(_) => {}
+        Err(e) => warnings.push(format!(
+            "the hook's configuration is invalid ({e}): it refuses every push until that is fixed"
+        )),
+    }
+    let advertised = Command::new("git")
+        .arg("--git-dir")
+        .arg(&git_dir)
+        .args(["config", "--bool", "--get", "receive.advertisePushOptions"])
+        .env_remove("GIT_DIR")
+        .stdin(Stdio::null())
+        .stderr(Stdio::null())
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim() == "true")
+        .unwrap_or(false);
+    if !advertised {
+        warnings.push(
+            "receive.advertisePushOptions is still not true for this repository (a setting \
+             elsewhere overrides it?): pushes with -o lease-token=N will fail"
+                .to_owned(),
+        );
+    }
+    for w in &warnings {
+        eprintln!("git lease: warning: {w}");
+    }
+    if ctx.json {
+        let value = serde_json::json!({
+            "hook": hook_path.display().to_string(),
+            "chained": moved.then(|| chained.display().to_string()),
+            "binary": exe.display().to_string(),
+            "owner": owner.name(),
+            "push_options": advertised,
+            "warnings": warnings,
+        });
+        super::json_line(out, &value)?;
+    } else {
+        writeln!(
+            out,
+            "installed {}{note}; receive.advertisePushOptions enabled; it runs {}",
+            hook_path.display(),
+            exe.display()
+        )?;
+        for w in &warnings {
+            writeln!(out, "warning: {w}")?;
+        }
+    }
     Ok(exit::OK)
+}
+
+/// The owner of a repository: the user its hooks run as.
+#[derive(Clone, Copy, Debug)]
+struct Owner {
+    uid: u32,
+    gid: u32,
+}
+
+impl Owner {
+    /// `name (uid N)`, or `uid N` when the user database does not name it.
+    fn name(&self) -> String {
+        match passwd_entry(|fields| fields.get(2) == Some(&self.uid.to_string().as_str())) {
+            Some(fields) => format!("{} (uid {})", fields[0], self.uid),
+            None => format!("uid {}", self.uid),
+        }
+    }
+
+    /// Every group the owner is in: its own, and those `/etc/group` lists it in.
+    fn groups(&self) -> Vec<u32> {
+        let mut groups = vec![self.gid];
+        let Some(user) = passwd_entry(|f| f.get(2) == Some(&self.uid.to_string().as_str()))
+            .map(|f| f[0].clone())
+        else {
+            return groups;
+        };
+        if let Ok(text) = std::fs::read_to_string("/etc/group") {
+            for line in text.lines() {
+                let fields: Vec<&str> = line.split(':').collect();
+                if let [_, _, gid, members] = fields.as_slice() {
+                    if members.split(',').any(|m| m == user) {
+                        if let Ok(gid) = gid.parse() {
+                            groups.push(gid);
+                        }
+                    }
+                }
+            }
+        }
+        groups
+    }
+}
+
+/// The first `/etc/passwd` entry whose fields satisfy `pick`.
+fn passwd_entry(pick: impl Fn(&[&str]) -> bool) -> Option<Vec<String>> {
+    let text = std::fs::read_to_string("/etc/passwd").ok()?;
+    text.lines()
+        .map(|l| l.split(':').collect::<Vec<&str>>())
+        .find(|f| f.len() >= 3 && pick(f))
+        .map(|f| f.into_iter().map(str::to_owned).collect())
+}
+
+/// Checks, from permission bits, that `owner` could execute `exe`: every directory on the
+/// way searchable, the file itself executable (and readable, should it be a script). ACLs and
+/// mount options are not seen; this catches the usual trap, a binary in a private home.
+fn runnable_by(exe: &Path, owner: Owner) -> Result<(), String> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::metadata(exe).map_err(|e| format!("{}: {e}", exe.display()))?;
+    if !meta.is_file() {
+        return Err(format!("{} is not a file", exe.display()));
+    }
+    let groups = owner.groups();
+    // rwx bits that apply to the owner, as the kernel picks them (root: any x bit will do).
+    let bits = |m: &std::fs::Metadata| -> u32 {
+        let mode = m.mode();
+        if owner.uid == 0 {
+            7
+        } else if m.uid() == owner.uid {
+            (mode >> 6) & 7
+        } else if groups.contains(&m.gid()) {
+            (mode >> 3) & 7
+        } else {
+            mode & 7
+        }
+    };
+    if owner.uid == 0 {
+        return if meta.mode() & 0o111 != 0 {
+            Ok(())
+        } else {
+            Err(format!("{} is not executable", exe.display()))
+        };
+    }
+    let mut paths = vec![exe.to_owned()];
+    if let Ok(real) = std::fs::canonicalize(exe) {
+        if real != exe {
+            paths.push(real);
+        }
+    }
+    for path in &paths {
+        for dir in path.ancestors().skip(1) {
+            let Ok(m) = std::fs::metadata(dir) else {
+                continue;
+            };
+            if bits(&m) & 1 == 0 {
+                return Err(format!(
+                    "the directory {} is not searchable by that user",
+                    dir.display()
+                ));
+            }
+        }
+    }
+    let file_bits = bits(&meta);
+    if file_bits & 1 == 0 {
+        return Err(format!("{} is not executable by that user", exe.display()));
+    }
+    Ok(())
 }
 
 fn set_executable(path: &Path) -> Result<(), Error> {
@@ -183,6 +419,7 @@ pub(crate) fn push(
     remote_name: Option<&str>,
     branch: Option<&str>,
     holder: &HolderArg,
+    out: &mut dyn Write,
 ) -> Result<u8, Failure> {
     let holder = ctx.holder(holder)?;
     let remote_name = remote_name
@@ -227,22 +464,47 @@ pub(crate) fn push(
     let live = current
         .as_ref()
         .filter(|e| git_lease::is_live(&e.lease, ctx.now));
+    // The answer: a line on stderr (git's own output is there too), or one JSON object.
+    let mut answer = |outcome: &str, token: Option<u64>, reason: Option<String>, code: u8| {
+        if ctx.json {
+            let value = serde_json::json!({
+                "outcome": outcome,
+                "remote": redact_url(&remote_name),
+                "branch": full,
+                "issue": issue.as_str(),
+                "token": token,
+                "reason": reason,
+            });
+            super::json_line(out, &value)?;
+        } else if let Some(reason) = reason {
+            eprintln!("git lease: refused: {reason}");
+        }
+        Ok::<u8, Failure>(code)
+    };
     let token = match live {
         Some(e) if e.lease.holder.as_deref() == Some(holder.as_str()) => e.lease.token,
         Some(e) => {
-            eprintln!(
-                "git lease: refused: issue {issue} is held by {} (token {}), not by {holder}",
+            let reason = format!(
+                "issue {issue} is held by {} (token {}), not by {holder}",
                 output::printable(e.lease.holder.as_deref().unwrap_or("?")),
                 e.lease.token
             );
-            return Ok(exit::REFUSED);
+            return answer("refused", None, Some(reason), exit::REFUSED);
         }
         None => {
-            eprintln!("git lease: refused: you do not hold issue {issue}; acquire it first");
-            return Ok(exit::REFUSED);
+            let reason = format!("you do not hold issue {issue}; acquire it first");
+            return answer("refused", None, Some(reason), exit::REFUSED);
         }
     };
-    let status = Command::new("git")
+    // git's stderr is read to tell a refusal by the lease rules (exit 3) from a failure of the
+    // server, its hook or the transport (exit 1), the same way on every transport; it is shown
+    // without any URL's credentials.
+    let shown = format!(
+        "git push -o {}{token} {} {branch}",
+        hook::TOKEN_OPTION,
+        redact_url(&remote_name)
+    );
+    let child = Command::new("git")
         .arg("--git-dir")
         .arg(ctx.ledger.store().git_dir())
         .args(["push", "-o"])
@@ -251,14 +513,55 @@ pub(crate) fn push(
         .arg(&remote_name)
         .arg(&branch)
         .env_remove("GIT_DIR")
-        .status()
+        .env("LC_ALL", "C")
+        .stdin(Stdio::inherit())
+        .stdout(Stdio::inherit())
+        .stderr(Stdio::piped())
+        .spawn()
         .map_err(|e| Error::Transport {
-            command: "git push".into(),
+            command: shown.clone(),
             message: format!("cannot run git: {e}"),
         })?;
-    Ok(match status.code() {
-        Some(0) => exit::OK,
-        Some(1) => exit::REFUSED,
-        _ => exit::FAILURE,
-    })
+    let pushed = child.wait_with_output().map_err(|e| Error::Transport {
+        command: shown.clone(),
+        message: format!("cannot wait for git: {e}"),
+    })?;
+    let stderr = redact_urls(&String::from_utf8_lossy(&pushed.stderr));
+    if pushed.status.success() {
+        eprint!("{stderr}");
+        return answer("pushed", Some(token), None, exit::OK);
+    }
+    if stderr.contains("hook declined") {
+        return match hook_verdict(&stderr) {
+            HookVerdict::Refused(message) => {
+                eprint!("{stderr}");
+                answer(
+                    "refused",
+                    Some(token),
+                    Some(format!("by the server's lease rules: {message}")),
+                    exit::REFUSED,
+                )
+            }
+            HookVerdict::Failed(message) => Err(Error::HookFailed {
+                target: full,
+                message,
+            }
+            .into()),
+        };
+    }
+    let mut message = stderr.trim().to_owned();
+    if stderr.contains("does not support push options") {
+        message.push_str(
+            "\n(the server does not accept push options: run git lease install-hook there, \
+             which sets receive.advertisePushOptions=true)",
+        );
+    }
+    if message.is_empty() {
+        message = format!("git exited with {}", pushed.status);
+    }
+    Err(Error::Transport {
+        command: shown,
+        message,
+    }
+    .into())
 }

@@ -147,7 +147,7 @@ fn every_commands_json_is_the_documented_shape() {
         &j(&["acquire", "--any", "a", "free-any", "--holder", "zz"]),
     );
     // watch: the history replayed, then ended by a closed pipe once read.
-    let watched = repo
+    let mut watched = repo
         .lease()
         .now(T0)
         .arg_json()
@@ -158,9 +158,11 @@ fn every_commands_json_is_the_documented_shape() {
         .spawn()
         .expect("start watch");
     let mut first = String::new();
-    let stdout = watched.stdout.expect("piped");
+    let stdout = watched.stdout.take().expect("piped");
     std::io::BufRead::read_line(&mut std::io::BufReader::new(stdout), &mut first)
         .expect("read a watch event");
+    // Its reader is gone: it ends by itself.
+    assert_eq!(watched.wait().expect("wait for watch").code(), Some(0));
     for v in objects(&first) {
         assert_eq!(v["schema_version"], 1, "{v}");
         seen.push(("watch", v));
@@ -172,6 +174,16 @@ fn every_commands_json_is_the_documented_shape() {
     record(&mut seen, "log", &j(&["log", "a"]));
     record(&mut seen, "verify", &j(&["verify"]));
     record(&mut seen, "gc", &j(&["gc"]));
+    let served = TestRepo::bare();
+    record(
+        &mut seen,
+        "install_hook",
+        &j(&[
+            "install-hook",
+            "--repo",
+            served.path().to_str().expect("a UTF-8 path"),
+        ]),
+    );
     let man = repo.scratch("man");
     record(
         &mut seen,
@@ -207,12 +219,26 @@ fn every_commands_json_is_the_documented_shape() {
     seen.extend(told.into_iter().map(|v| ("run", v)));
     seen.push(("run_lost", lost_report(&repo)));
 
-    // sync, from a remote.
-    let server = Server::daemon();
+    // sync and push, through a remote that takes push options.
+    let mut server = Server::without_hook();
+    server.config("receive.advertisePushOptions", "true");
+    server.start();
     let client = server.client("al");
     client
         .run_at(&at(0), &["--remote", "origin", "acquire", "s"])
         .ok();
+    client.git(&["commit", "-q", "--allow-empty", "-m", "work"]);
+    client.git(&["switch", "-q", "-c", "issue/s"]);
+    let push = |seen: &mut Seen| {
+        let run = client.lease().now(T0).arg_json().args(["push"]).run();
+        assert!(run.code == 0 || run.code == 3, "{run}");
+        record(seen, "push", &run);
+    };
+    push(&mut seen);
+    client
+        .run_at(&at(0), &["--remote", "origin", "release", "s"])
+        .ok();
+    push(&mut seen);
     let mirror = server.mirror();
     record(
         &mut seen,

@@ -46,6 +46,7 @@ mod rewound;
 mod rules;
 mod run;
 mod server;
+mod servers;
 mod session;
 mod sharing;
 mod verify;

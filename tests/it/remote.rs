@@ -449,7 +449,10 @@ fn a_push_refused_by_a_server_hook_is_reported_and_not_retried() {
         .now(&at_min(1))
         .args(["release", "--remote", "origin", "11"])
         .run();
-    run.code(3).stderr_has("lease policy says no");
+    // A hook that is not git-lease's (no `git-lease: refused` mark): the server's failure.
+    run.code(1)
+        .stderr_has("the server's hook failed")
+        .stderr_has("lease policy says no");
     assert_server_tip(&daemon, "11", &tip);
     assert_eq!(
         a.tip("11").as_deref(),
@@ -470,7 +473,7 @@ fn a_push_refused_by_a_server_hook_is_reported_and_not_retried() {
         .arg_json()
         .args(["acquire", "--remote", "origin", "12"])
         .run();
-    run.code(3).stderr_has("lease policy says no");
+    run.code(1).stderr_has("lease policy says no");
     assert_eq!(
         daemon.tip("12"),
         None,
