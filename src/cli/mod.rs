@@ -255,6 +255,16 @@ enum Command {
         /// What to record when the command fails
         #[arg(long, value_enum, default_value = "release")]
         on_failure: run::EndAs,
+        /// While the issue (or with --any, every candidate) is held by someone else, wait for
+        /// it instead of exiting 3; give up after TIMEOUT if given (as `flock -w`)
+        #[arg(
+            long,
+            value_name = "TIMEOUT",
+            num_args = 0..=1,
+            require_equals = true,
+            default_missing_value = ""
+        )]
+        wait: Option<String>,
         /// The command and its arguments
         #[arg(last = true, required = true, value_name = "COMMAND")]
         command: Vec<String>,
@@ -696,6 +706,7 @@ fn dispatch(ctx: &Context, command: Command, out: &mut dyn Write) -> Result<u8, 
             grace,
             on_success,
             on_failure,
+            wait,
             command,
         } => {
             if !any && issues.len() != 1 {
@@ -704,9 +715,15 @@ fn dispatch(ctx: &Context, command: Command, out: &mut dyn Write) -> Result<u8, 
                 )
                 .into());
             }
+            let wait = match wait.as_deref() {
+                None => None,
+                Some("") => Some(None),
+                Some(timeout) => Some(Some(parse_duration(timeout)?)),
+            };
             let args = run::RunArgs {
                 issues,
                 any,
+                wait,
                 holder: ctx.holder(&holder)?,
                 ttl: ctx.ttl(&ttl)?,
                 every: every.as_deref().map(parse_duration).transpose()?,

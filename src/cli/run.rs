@@ -65,6 +65,8 @@ pub(crate) struct RunArgs {
     pub issues: Vec<String>,
     /// Claim any one free issue of `issues`.
     pub any: bool,
+    /// Wait while the issue is held (`Some`), for at most this long (`Some(Some(_))`).
+    pub wait: Option<Option<Duration>>,
     pub holder: String,
     pub ttl: Ttl,
     pub every: Option<Duration>,
@@ -275,7 +277,6 @@ pub(crate) fn run(ctx: &Context, args: RunArgs) -> Result<u8, Failure> {
         process: git_lease::liveness::HolderProcess::of(std::process::id()),
         ..Claim::new(args.holder.clone(), args.ttl)
     };
-    let now = clock.now();
     let handle = |issue: &IssueId| Handle {
         dir: dir.clone(),
         remote: ctx.remote.clone(),
@@ -283,20 +284,39 @@ pub(crate) fn run(ctx: &Context, args: RunArgs) -> Result<u8, Failure> {
         holder: args.holder.clone(),
         secret: secret.clone(),
     };
-    let (handle, report) = if args.any {
-        let candidates = super::any::candidates(&args.issues)?;
-        let got = super::any::claim(ctx, &candidates, &claim)?;
-        super::report_diverged(ctx, &got.diverged, &mut std::io::stderr())?;
-        let Some(report) = got.claimed else {
-            eprintln!("git lease run: {}", super::any::none_free(&got));
-            return Ok(exit::REFUSED);
+    // With --wait, a claim held by someone else is tried again, with backoff, until it is
+    // taken or the timeout passes.
+    let deadline = args.wait.flatten().map(after);
+    let mut pause = Duration::from_millis(50);
+    let (handle, report, now) = loop {
+        let now = clock.now();
+        let held_by_another = if args.any {
+            let candidates = super::any::candidates(&args.issues)?;
+            let got = super::any::claim(ctx, &candidates, &claim)?;
+            super::report_diverged(ctx, &got.diverged, &mut std::io::stderr())?;
+            match got.claimed {
+                Some(report) => break (handle(&report.issue), report, now),
+                None => super::any::none_free(&got),
+            }
+        } else {
+            let issue = IssueId::new(args.issues.first().map_or("", String::as_str))?;
+            let handle = handle(&issue);
+            let report = handle.apply(|cur| rules::acquire(&issue, cur, &claim, now))?;
+            let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+            let give_up = args.wait.is_none() || left.is_some_and(|l| l.is_zero());
+            // Any other answer, or the last one, is reported below.
+            if report.outcome != Outcome::Held || give_up {
+                break (handle, report, now);
+            }
+            output::report_line(&report, now)
         };
-        (handle(&report.issue), report)
-    } else {
-        let issue = IssueId::new(args.issues.first().map_or("", String::as_str))?;
-        let handle = handle(&issue);
-        let report = handle.apply(|cur| rules::acquire(&issue, cur, &claim, now))?;
-        (handle, report)
+        let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+        if args.wait.is_none() || left.is_some_and(|l| l.is_zero()) {
+            eprintln!("git lease run: {held_by_another}");
+            return Ok(exit::REFUSED);
+        }
+        std::thread::sleep(left.map_or(pause, |l| l.min(pause)));
+        pause = (pause * 3 / 2).min(Duration::from_secs(2));
     };
     let issue = handle.issue.clone();
     let started_session = report.lease().is_some_and(|l| l.session == claim.session);

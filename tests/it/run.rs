@@ -1170,3 +1170,53 @@ fn a_command_that_is_not_there_exits_127_and_one_that_cannot_run_126_as_in_the_s
     let v = repo.lease().arg_json().args(["show", "x"]).run().json();
     assert_eq!(v["held"], false, "{v}");
 }
+
+#[test]
+fn run_wait_blocks_until_the_issue_is_free_then_runs_and_gives_up_at_its_timeout() {
+    let repo = TestRepo::new();
+    // Held by bob for good: a bounded wait gives up with exit 3 and runs nothing.
+    repo.lease()
+        .args(["acquire", "busy", "--holder", "bob", "--ttl", "1h"])
+        .run()
+        .ok();
+    let marker = repo.scratch("w").join("ran");
+    let touch = format!("touch '{}'", marker.display());
+    repo.lease()
+        .args([
+            "run",
+            "busy",
+            "--holder",
+            "al",
+            "--wait=300ms",
+            "--",
+            "sh",
+            "-c",
+            &touch,
+        ])
+        .run()
+        .code(3)
+        .stderr_has("held");
+    assert!(!marker.exists(), "the command ran without the lease");
+    // Held by bob until bob releases: run --wait starts the command once it is free.
+    let mut waiting = repo
+        .lease()
+        .args([
+            "run", "busy", "--holder", "al", "--wait", "--", "sh", "-c", &touch,
+        ])
+        .command()
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start run --wait");
+    repo.lease()
+        .args(["release", "busy", "--holder", "bob"])
+        .run()
+        .ok();
+    let status = waiting.wait().expect("wait for run");
+    assert_eq!(status.code(), Some(0));
+    assert!(marker.exists(), "the command ran");
+    let log = repo.lease().arg_json().args(["log", "busy"]).run().json();
+    assert_eq!(log[0]["event"], "complete", "{log}");
+    assert_eq!(log[1]["holder"], "al", "{log}");
+    assert_eq!(log[1]["token"], 2, "{log}");
+}
