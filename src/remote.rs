@@ -577,10 +577,15 @@ impl<'a> Remote<'a> {
     ) -> Result<Vec<Report>> {
         crate::lease::validate_holder(&claim.holder)?;
         for attempt in 0..self.attempts {
-            let currents = issues
+            // One fetch learns every issue's state (500 issues were 500 fetches).
+            let (mut states, diverged) = self.fetch_some(issues)?;
+            if let Some(d) = diverged.into_iter().next() {
+                return Err(d.into_error(self.name()));
+            }
+            let currents: Vec<Option<Entry>> = issues
                 .iter()
-                .map(|issue| self.current(issue))
-                .collect::<Result<Vec<_>>>()?;
+                .map(|issue| states.remove(issue).flatten())
+                .collect();
             // The remote's own refs decide clashes: its push refuses them.
             let (reports, edits) = self
                 .ledger

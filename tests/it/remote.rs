@@ -899,3 +899,25 @@ fn concurrent_remote_claims_in_one_clone_never_fail_on_its_tracking_refs() {
         assert_eq!(chain.len(), 2, "c{w}: acquire and release");
     }
 }
+
+#[test]
+fn a_multi_issue_remote_claim_learns_every_state_in_one_fetch() {
+    let daemon = Server::daemon();
+    let clone = daemon.client(ALICE);
+    claim(&clone, 0, "already").ok();
+    let issues: Vec<String> = (0..20).map(|i| format!("many-{i}")).collect();
+    let before = requests(&daemon, "upload-pack");
+    let mut args = vec!["acquire", "--remote", "origin", "already"];
+    args.extend(issues.iter().map(String::as_str));
+    let run = jrun(&clone, 1, &args);
+    run.ok();
+    assert_eq!(
+        requests(&daemon, "upload-pack") - before,
+        1,
+        "one fetch for 21 issues\n{}",
+        daemon.log()
+    );
+    for issue in &issues {
+        assert_eq!(daemon.leases(issue).len(), 1, "{issue}");
+    }
+}
