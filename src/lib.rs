@@ -48,6 +48,7 @@
 //! ```
 
 pub mod any;
+pub mod backend;
 pub mod batch;
 pub mod cache;
 pub mod durability;

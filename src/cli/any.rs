@@ -3,7 +3,6 @@
 use std::io::{BufRead, Write};
 
 use git_lease::any::{fresh_rng, AnyReport};
-use git_lease::remote::Remote;
 use git_lease::view::ReportView;
 use git_lease::{Claim, Error, IssueId, Outcome};
 
@@ -44,13 +43,8 @@ pub(crate) fn claim(
     candidates: &[IssueId],
     claim: &Claim,
 ) -> Result<AnyReport, Error> {
-    let mut rng = fresh_rng();
-    match &ctx.remote {
-        Some(name) => {
-            Remote::new(&ctx.ledger, name)?.acquire_any(candidates, claim, ctx.now, &mut rng)
-        }
-        None => ctx.ledger.acquire_any(candidates, claim, ctx.now, &mut rng),
-    }
+    ctx.backend()?
+        .acquire_any(candidates, claim, ctx.now, &mut fresh_rng())
 }
 
 /// Says that no candidate was free, in one line.

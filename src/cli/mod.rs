@@ -17,11 +17,10 @@ use std::path::PathBuf;
 
 use chrono::{DateTime, Utc};
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
+use git_lease::backend::Backend;
 use git_lease::remote::{Diverged, Remote};
 use git_lease::view::{LeaseView, LogView, ReportView, State};
-use git_lease::{
-    rules, Claim, Credentials, Ending, Entry, Error, IssueId, Lease, Ledger, Report, Ttl,
-};
+use git_lease::{rules, Claim, Credentials, Ending, Entry, Error, IssueId, Ledger, Report, Ttl};
 
 /// The version of every `--json` shape (docs/JSON.md); it changes only when a field changes
 /// meaning or goes away, never when one is added.
@@ -475,61 +474,11 @@ fn now() -> Result<DateTime<Utc>, Error> {
     }
 }
 
-/// Where operations go: the local refs, or a remote.
-enum Target<'a> {
-    Local(&'a Ledger),
-    Remote(Remote<'a>),
-}
-
-impl Target<'_> {
-    fn apply(
-        &self,
-        issue: &IssueId,
-        decide: impl FnMut(Option<&Lease>) -> rules::Transition,
-    ) -> Result<Report, Error> {
-        match self {
-            Target::Local(l) => l.apply(issue, decide),
-            Target::Remote(r) => r.apply(issue, decide),
-        }
-    }
-
-    fn current(&self, issue: &IssueId) -> Result<Option<Entry>, Error> {
-        match self {
-            Target::Local(l) => l.current(issue),
-            Target::Remote(r) => r.current(issue),
-        }
-    }
-
-    /// Returns the newest entry of every ledger, and the remote ledgers refused as rewound or
-    /// rewritten (left out of the entries).
-    fn list(&self) -> Result<(Vec<Entry>, Vec<Diverged>), Error> {
-        match self {
-            Target::Local(l) => Ok((l.list()?, Vec::new())),
-            Target::Remote(r) => r.list(),
-        }
-    }
-
-    fn log(&self, issue: &IssueId) -> Result<Vec<Entry>, Error> {
-        match self {
-            Target::Local(l) => l.log(issue),
-            Target::Remote(r) => r.log(issue),
-        }
-    }
-
-    fn resolve(&self, prefix: &str) -> Result<IssueId, Error> {
-        match self {
-            Target::Local(l) => l.resolve(prefix),
-            Target::Remote(r) => r.resolve(prefix),
-        }
-    }
-
-    /// Resolves for a write or a fencing check: an id that matches nothing is taken as an
-    /// exact, never-leased id.
-    fn resolve_for_write(&self, prefix: &str) -> Result<IssueId, Error> {
-        match self.resolve(prefix) {
-            Err(Error::NoSuchLease(_)) => IssueId::new(prefix),
-            other => other,
-        }
+/// Resolves for a write: an id that matches no lease is taken as an exact, never-leased id.
+fn resolve_for_write(backend: &dyn Backend, prefix: &str) -> Result<IssueId, Error> {
+    match backend.resolve(prefix) {
+        Err(Error::NoSuchLease(_)) => IssueId::new(prefix),
+        other => other,
     }
 }
 
@@ -541,11 +490,9 @@ pub(crate) struct Context {
 }
 
 impl Context {
-    fn target(&self) -> Result<Target<'_>, Error> {
-        Ok(match &self.remote {
-            Some(name) => Target::Remote(Remote::new(&self.ledger, name)?),
-            None => Target::Local(&self.ledger),
-        })
+    /// Returns where this command's ledgers are: the local refs, or `--remote`'s.
+    pub(crate) fn backend(&self) -> Result<Box<dyn Backend + '_>, Error> {
+        git_lease::backend::open(&self.ledger, self.remote.as_deref())
     }
 
     pub(crate) fn holder(&self, arg: &HolderArg) -> Result<String, Error> {
@@ -695,7 +642,7 @@ fn dispatch(ctx: &Context, command: Command, out: &mut dyn Write) -> Result<u8, 
         }
         _ => {}
     }
-    let target = ctx.target()?;
+    let target = ctx.backend()?;
     match command {
         Command::Run {
             issues,
@@ -766,18 +713,13 @@ fn dispatch(ctx: &Context, command: Command, out: &mut dyn Write) -> Result<u8, 
             let by = ctx.holder(&holder)?;
             // Exact ids only: freeing someone else's lease is never a guess.
             let issue = IssueId::new(&issue)?;
-            let report =
-                target.apply(&issue, |cur| rules::revoke(&issue, cur, &by, &reason, now))?;
+            let report = target.apply(&issue, &mut |cur| {
+                rules::revoke(&issue, cur, &by, &reason, now)
+            })?;
             emit_reports(ctx, &[report], false, None, out)
         }
         Command::Verify { issues } => {
-            let (refs, diverged) = match &target {
-                Target::Local(l) => (l.store().lease_refs()?, Vec::new()),
-                Target::Remote(r) => {
-                    let fetched = r.fetch_all()?;
-                    (fetched.remote, fetched.diverged)
-                }
-            };
+            let (refs, diverged) = target.tips()?;
             let refs = if issues.is_empty() {
                 refs
             } else {
@@ -883,14 +825,11 @@ fn dispatch(ctx: &Context, command: Command, out: &mut dyn Write) -> Result<u8, 
                 return any::emit(ctx, &report, secret.as_deref(), out);
             }
             let reports = if issues.len() == 1 {
-                vec![target.apply(&issues[0], |cur| {
+                vec![target.apply(&issues[0], &mut |cur| {
                     rules::acquire(&issues[0], cur, &claim, now)
                 })?]
             } else {
-                match &target {
-                    Target::Local(l) => l.acquire_all(&issues, &claim, now)?,
-                    Target::Remote(r) => r.acquire_all(&issues, &claim, now)?,
-                }
+                target.acquire_all(&issues, &claim, now)?
             };
             // The secret is shown only if this call started the session it belongs to.
             let started = reports.iter().any(|r| {
@@ -908,18 +847,18 @@ fn dispatch(ctx: &Context, command: Command, out: &mut dyn Write) -> Result<u8, 
                 secret: holder.secret.as_deref(),
             };
             let ttl = ctx.ttl(&ttl)?;
-            let issue = target.resolve_for_write(&issue)?;
-            let report = target.apply(&issue, |cur| rules::renew(cur, who, ttl, now))?;
+            let issue = resolve_for_write(target.as_ref(), &issue)?;
+            let report = target.apply(&issue, &mut |cur| rules::renew(cur, who, ttl, now))?;
             emit_reports(ctx, &[report], false, None, out)
         }
         Command::Release { issue, holder } => {
-            end(ctx, &target, &issue, &holder, Ending::Release, out)
+            end(ctx, target.as_ref(), &issue, &holder, Ending::Release, out)
         }
         Command::Complete { issue, holder } => {
-            end(ctx, &target, &issue, &holder, Ending::Complete, out)
+            end(ctx, target.as_ref(), &issue, &holder, Ending::Complete, out)
         }
         Command::Abandon { issue, holder } => {
-            end(ctx, &target, &issue, &holder, Ending::Abandon, out)
+            end(ctx, target.as_ref(), &issue, &holder, Ending::Abandon, out)
         }
         Command::Show { issue } => {
             let issue = target.resolve(&issue)?;
@@ -953,7 +892,8 @@ fn dispatch(ctx: &Context, command: Command, out: &mut dyn Write) -> Result<u8, 
             } else {
                 holder
             };
-            let (entries, diverged) = target.list()?;
+            let listing = target.list()?;
+            let (entries, diverged) = (listing.entries, listing.diverged);
             let code = list(ctx, entries, all, holder, state, prefix, out)?;
             report_diverged(ctx, &diverged, out)?;
             Ok(if diverged.is_empty() {
@@ -1156,7 +1096,7 @@ fn parse_duration(text: &str) -> Result<std::time::Duration, Error> {
 
 fn end(
     ctx: &Context,
-    target: &Target<'_>,
+    target: &dyn Backend,
     issue: &str,
     holder: &HolderArg,
     ending: Ending,
@@ -1167,8 +1107,8 @@ fn end(
         holder: &name,
         secret: holder.secret.as_deref(),
     };
-    let issue = target.resolve_for_write(issue)?;
-    let report = target.apply(&issue, |cur| {
+    let issue = resolve_for_write(target, issue)?;
+    let report = target.apply(&issue, &mut |cur| {
         rules::release(&issue, cur, who, ending, ctx.now)
     })?;
     emit_reports(ctx, &[report], false, None, out)

@@ -32,7 +32,6 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
-use git_lease::remote::Remote;
 use git_lease::rules::{self, Claim, Credentials, Ending, Outcome};
 use git_lease::{Error, IssueId, Ledger, Report, Ttl};
 
@@ -221,28 +220,14 @@ struct Handle {
 }
 
 impl Handle {
-    fn with<T>(
-        &self,
-        f: impl FnOnce(&Ledger, Option<&Remote>) -> Result<T, Error>,
-    ) -> Result<T, Error> {
-        let ledger = Ledger::discover(&self.dir)?.with_local_liveness();
-        match &self.remote {
-            Some(name) => {
-                let remote = Remote::new(&ledger, name)?;
-                f(&ledger, Some(&remote))
-            }
-            None => f(&ledger, None),
-        }
-    }
-
     fn apply(
         &self,
-        decide: impl FnMut(Option<&git_lease::Lease>) -> rules::Transition,
+        mut decide: impl FnMut(Option<&git_lease::Lease>) -> rules::Transition,
     ) -> Result<Report, Error> {
-        self.with(|ledger, remote| match remote {
-            Some(r) => r.apply(&self.issue, decide),
-            None => ledger.apply(&self.issue, decide),
-        })
+        let ledger = Ledger::discover(&self.dir)?.with_local_liveness();
+        let backend = git_lease::backend::open(&ledger, self.remote.as_deref())?;
+        let report = backend.apply(&self.issue, &mut decide);
+        report
     }
 
     fn credentials(&self) -> Credentials<'_> {
@@ -635,18 +620,12 @@ pub(crate) fn wait(
 ) -> Result<u8, Failure> {
     let clock = RunningClock::starting_at(ctx.now);
     let issue = IssueId::new(issue)?;
-    let remote = match &ctx.remote {
-        Some(name) => Some(Remote::new(&ctx.ledger, name)?),
-        None => None,
-    };
+    let backend = ctx.backend()?;
     let deadline = timeout.map(after);
     let mut pause = Duration::from_millis(50);
     loop {
         let now = clock.now();
-        let current = match &remote {
-            Some(r) => r.current(&issue)?,
-            None => ctx.ledger.current(&issue)?,
-        };
+        let current = backend.current(&issue)?;
         let live = current
             .as_ref()
             .filter(|e| git_lease::is_live(&e.lease, now));
@@ -679,12 +658,8 @@ pub(crate) fn wait(
                 }
                 return Ok(exit::OK);
             };
-            let report = match &remote {
-                Some(r) => r.apply(&issue, |cur| rules::acquire(&issue, cur, claim, now))?,
-                None => ctx
-                    .ledger
-                    .apply(&issue, |cur| rules::acquire(&issue, cur, claim, now))?,
-            };
+            let report =
+                backend.apply(&issue, &mut |cur| rules::acquire(&issue, cur, claim, now))?;
             if report.outcome == Outcome::Acquired {
                 return super::emit_reports(ctx, &[report], false, None, out);
             }

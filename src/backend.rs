@@ -1,0 +1,164 @@
+//! Where ledgers live for one command: this repository's refs ([`Ledger`]), or a remote's
+//! ([`Remote`]). Both answer the same questions and apply the same rules; a command holds a
+//! `Box<dyn Backend>` ([`open`]) and never asks which it has.
+//!
+//! A third kind, a repository whose refs only git itself can write (reftable), sits below
+//! this seam, in the store: the ledger above it does not change.
+
+use chrono::{DateTime, Utc};
+use gix::ObjectId;
+
+use crate::any::AnyReport;
+use crate::error::Result;
+use crate::issue::IssueId;
+use crate::lease::Lease;
+use crate::ledger::{Ledger, Report};
+use crate::remote::{Diverged, Remote};
+use crate::rules::{Claim, Transition};
+use crate::store::Entry;
+
+/// Every ledger's newest entry, with the remote ledgers refused as rewound or rewritten (left
+/// out of the entries; always empty locally).
+#[derive(Debug, Default)]
+pub struct Listing {
+    /// The newest entry of each ledger, sorted by issue.
+    pub entries: Vec<Entry>,
+    /// The ledgers a remote went back on.
+    pub diverged: Vec<Diverged>,
+}
+
+/// Every ledger's tip, `(issue, tip)`, with the remote ledgers refused as rewound or rewritten.
+pub type Tips = (Vec<(String, ObjectId)>, Vec<Diverged>);
+
+/// The operations every command needs, on whichever side holds the ledgers.
+pub trait Backend {
+    /// Returns the newest entry of `issue`, if it was ever leased.
+    fn current(&self, issue: &IssueId) -> Result<Option<Entry>>;
+    /// Returns every ledger's newest entry.
+    fn list(&self) -> Result<Listing>;
+    /// Returns `issue`'s ledger, newest first.
+    fn log(&self, issue: &IssueId) -> Result<Vec<Entry>>;
+    /// Resolves an id or unique prefix against the ledgers that exist.
+    fn resolve(&self, prefix: &str) -> Result<IssueId>;
+    /// Returns every ledger's tip, `(issue, tip)`, for an audit, with the remote ledgers
+    /// refused as rewound or rewritten.
+    fn tips(&self) -> Result<Tips>;
+    /// Applies one rule to `issue` under compare-and-swap, deciding again on each lost race.
+    fn apply(
+        &self,
+        issue: &IssueId,
+        decide: &mut dyn FnMut(Option<&Lease>) -> Transition,
+    ) -> Result<Report>;
+    /// Claims all of `issues`, or none.
+    fn acquire_all(
+        &self,
+        issues: &[IssueId],
+        claim: &Claim,
+        now: DateTime<Utc>,
+    ) -> Result<Vec<Report>>;
+    /// Claims exactly one free issue of `candidates`.
+    fn acquire_any(
+        &self,
+        candidates: &[IssueId],
+        claim: &Claim,
+        now: DateTime<Utc>,
+        rng: &mut fastrand::Rng,
+    ) -> Result<AnyReport>;
+}
+
+/// Returns the backend of `ledger`'s repository: its own refs, or `remote`'s.
+pub fn open<'a>(ledger: &'a Ledger, remote: Option<&str>) -> Result<Box<dyn Backend + 'a>> {
+    Ok(match remote {
+        Some(name) => Box::new(Remote::new(ledger, name)?),
+        None => Box::new(ledger),
+    })
+}
+
+impl Backend for &Ledger {
+    fn current(&self, issue: &IssueId) -> Result<Option<Entry>> {
+        Ledger::current(self, issue)
+    }
+    fn list(&self) -> Result<Listing> {
+        Ok(Listing {
+            entries: Ledger::list(self)?,
+            diverged: Vec::new(),
+        })
+    }
+    fn log(&self, issue: &IssueId) -> Result<Vec<Entry>> {
+        Ledger::log(self, issue)
+    }
+    fn resolve(&self, prefix: &str) -> Result<IssueId> {
+        Ledger::resolve(self, prefix)
+    }
+    fn tips(&self) -> Result<Tips> {
+        Ok((self.store().lease_refs()?, Vec::new()))
+    }
+    fn apply(
+        &self,
+        issue: &IssueId,
+        decide: &mut dyn FnMut(Option<&Lease>) -> Transition,
+    ) -> Result<Report> {
+        Ledger::apply(self, issue, decide)
+    }
+    fn acquire_all(
+        &self,
+        issues: &[IssueId],
+        claim: &Claim,
+        now: DateTime<Utc>,
+    ) -> Result<Vec<Report>> {
+        Ledger::acquire_all(self, issues, claim, now)
+    }
+    fn acquire_any(
+        &self,
+        candidates: &[IssueId],
+        claim: &Claim,
+        now: DateTime<Utc>,
+        rng: &mut fastrand::Rng,
+    ) -> Result<AnyReport> {
+        Ledger::acquire_any(self, candidates, claim, now, rng)
+    }
+}
+
+impl Backend for Remote<'_> {
+    fn current(&self, issue: &IssueId) -> Result<Option<Entry>> {
+        Remote::current(self, issue)
+    }
+    fn list(&self) -> Result<Listing> {
+        let (entries, diverged) = Remote::list(self)?;
+        Ok(Listing { entries, diverged })
+    }
+    fn log(&self, issue: &IssueId) -> Result<Vec<Entry>> {
+        Remote::log(self, issue)
+    }
+    fn resolve(&self, prefix: &str) -> Result<IssueId> {
+        Remote::resolve(self, prefix)
+    }
+    fn tips(&self) -> Result<Tips> {
+        let fetched = self.fetch_all()?;
+        Ok((fetched.remote, fetched.diverged))
+    }
+    fn apply(
+        &self,
+        issue: &IssueId,
+        decide: &mut dyn FnMut(Option<&Lease>) -> Transition,
+    ) -> Result<Report> {
+        Remote::apply(self, issue, decide)
+    }
+    fn acquire_all(
+        &self,
+        issues: &[IssueId],
+        claim: &Claim,
+        now: DateTime<Utc>,
+    ) -> Result<Vec<Report>> {
+        Remote::acquire_all(self, issues, claim, now)
+    }
+    fn acquire_any(
+        &self,
+        candidates: &[IssueId],
+        claim: &Claim,
+        now: DateTime<Utc>,
+        rng: &mut fastrand::Rng,
+    ) -> Result<AnyReport> {
+        Remote::acquire_any(self, candidates, claim, now, rng)
+    }
+}
