@@ -226,8 +226,7 @@ impl Handle {
     ) -> Result<Report, Error> {
         let ledger = Ledger::discover(&self.dir)?.with_local_liveness();
         let backend = git_lease::backend::open(&ledger, self.remote.as_deref())?;
-        let report = backend.apply(&self.issue, &mut decide);
-        report
+        backend.apply(&self.issue, &mut decide)
     }
 
     fn credentials(&self) -> Credentials<'_> {
