@@ -89,16 +89,15 @@ impl Fsync {
     }
 
     /// Reads the settings from a repository's configuration (every scope).
-    pub fn from_repo(repo: &gix::Repository) -> Fsync {
+    pub fn from_repo(repo: &gix::Repository) -> crate::Result<Fsync> {
         let config = repo.config_snapshot();
-        let core = config
-            .string("core.fsync")
-            .map(|s| s.to_str_lossy().into_owned());
-        Fsync::from_settings(
-            core.as_deref(),
-            config.boolean("core.fsyncObjectFiles"),
-            config.boolean("lease.fsync"),
-        )
+        let setting = |key: &str| config.string(key).map(|s| s.to_str_lossy().into_owned());
+        let boolean = |key: &str| crate::config::boolean(key, setting(key).as_deref());
+        Ok(Fsync::from_settings(
+            setting("core.fsync").as_deref(),
+            boolean("core.fsyncObjectFiles")?,
+            boolean("lease.fsync")?,
+        ))
     }
 
     /// Fsyncs the fan-out directories of the loose objects `ids` under `objects_dir`, and

@@ -55,6 +55,16 @@ pub enum Error {
         /// The instant as given.
         input: String,
     },
+    /// A configuration value that is set but cannot be read.
+    #[error("bad config value {value:?} for {key}: expected {expected}")]
+    Config {
+        /// The key.
+        key: String,
+        /// The value as set.
+        value: String,
+        /// What was expected.
+        expected: &'static str,
+    },
     /// Some other invalid input, described in full.
     #[error("{0}")]
     InvalidInput(String),
@@ -183,6 +193,7 @@ impl Error {
             | Error::InvalidTtl { .. }
             | Error::InvalidTime { .. }
             | Error::InvalidInput(_)
+            | Error::Config { .. }
             | Error::RefClash { .. }
             | Error::Reftable { .. }
             | Error::NotARepository { .. } => ErrorKind::Usage,

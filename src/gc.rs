@@ -61,22 +61,24 @@ pub struct AutoGc {
 impl AutoGc {
     /// Reads `lease.gcAuto` (else `gc.auto`, else [`DEFAULT_GC_AUTO`]) and
     /// [`GC_SYNC_ENV`].
-    pub fn from_repo(repo: &gix::Repository) -> AutoGc {
+    pub fn from_repo(repo: &gix::Repository) -> crate::Result<AutoGc> {
         let config = repo.config_snapshot();
-        let threshold = config
-            .integer("lease.gcAuto")
-            .or_else(|| config.integer("gc.auto"))
-            .map_or(DEFAULT_GC_AUTO, |n| u64::try_from(n).unwrap_or(0));
-        let pack_limit = config
-            .integer("gc.autoPackLimit")
-            .map_or(DEFAULT_AUTO_PACK_LIMIT, |n| u64::try_from(n).unwrap_or(0));
-        AutoGc {
+        let count = |key: &str| {
+            let value = config.string(key).map(|s| s.to_string());
+            crate::config::count(key, value.as_deref())
+        };
+        let threshold = match count("lease.gcAuto")? {
+            Some(n) => n,
+            None => count("gc.auto")?.unwrap_or(DEFAULT_GC_AUTO),
+        };
+        let pack_limit = count("gc.autoPackLimit")?.unwrap_or(DEFAULT_AUTO_PACK_LIMIT);
+        Ok(AutoGc {
             threshold,
             pack_limit,
             foreground: std::env::var_os(GC_SYNC_ENV).is_some_and(|v| v == "1"),
             loose_pending: Cell::new(false),
             pack_pending: Cell::new(false),
-        }
+        })
     }
 
     /// Returns the loose-object threshold (0: never).

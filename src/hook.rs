@@ -56,17 +56,19 @@ pub struct Policy {
 impl Policy {
     /// Reads the policy from the repository's configuration.
     pub fn from_config(store: &Store) -> Result<Policy, crate::Error> {
-        let max_skew = match store.config_string("lease.maxClockSkew") {
-            None => Duration::minutes(5),
-            Some(text) => {
-                let std = humantime::parse_duration(&text).map_err(|e| {
-                    crate::Error::InvalidInput(format!("lease.maxClockSkew {text:?}: {e}"))
-                })?;
-                Duration::from_std(std).map_err(|e| {
-                    crate::Error::InvalidInput(format!("lease.maxClockSkew {text:?}: {e}"))
-                })?
-            }
-        };
+        let max_skew = crate::config::duration(
+            "lease.maxClockSkew",
+            store.config_string("lease.maxClockSkew").as_deref(),
+        )?
+        .map(|d| {
+            Duration::from_std(d).map_err(|_| crate::Error::Config {
+                key: "lease.maxClockSkew".into(),
+                value: humantime::format_duration(d).to_string(),
+                expected: "a duration shorter than a few thousand years",
+            })
+        })
+        .transpose()?
+        .unwrap_or_else(|| Duration::minutes(5));
         let identity = match store.config_string("lease.identity").as_deref() {
             Some("push-cert") => Identity::PushCert,
             Some("env") | None => match store.config_string("lease.pusherEnv") {
@@ -74,9 +76,11 @@ impl Policy {
                 _ => Identity::None,
             },
             Some(other) => {
-                return Err(crate::Error::InvalidInput(format!(
-                    "lease.identity {other:?}: expected push-cert or env"
-                )))
+                return Err(crate::Error::Config {
+                    key: "lease.identity".into(),
+                    value: other.to_owned(),
+                    expected: "push-cert or env",
+                })
             }
         };
         // One identity per value, taken whole: "Ops Team" is one identity, not two.
@@ -86,14 +90,18 @@ impl Policy {
             .map(|a| a.trim().to_owned())
             .filter(|a| !a.is_empty())
             .collect();
-        let require_token = store.config_string("lease.requireToken").is_some_and(|v| {
-            matches!(v.to_ascii_lowercase().as_str(), "true" | "yes" | "on" | "1")
-        });
+        let require_token = crate::config::boolean(
+            "lease.requireToken",
+            store.config_string("lease.requireToken").as_deref(),
+        )?
+        .unwrap_or(false);
         let fences = store.config_strings("lease.fence");
         if let Some(bad) = fences.iter().find(|g| g.matches('*').count() != 1) {
-            return Err(crate::Error::InvalidInput(format!(
-                "lease.fence {bad:?}: a fence glob must hold exactly one `*`, which matches the issue id"
-            )));
+            return Err(crate::Error::Config {
+                key: "lease.fence".into(),
+                value: bad.clone(),
+                expected: "a glob with exactly one `*`, which matches the issue id",
+            });
         }
         Ok(Policy {
             max_skew,

@@ -51,6 +51,7 @@ pub mod any;
 pub mod backend;
 pub mod batch;
 pub mod cache;
+pub mod config;
 pub mod durability;
 pub mod error;
 pub mod gc;

@@ -177,11 +177,11 @@ impl<'a> Remote<'a> {
         } else {
             format!("url-{:016x}", fnv1a(remote.as_bytes()))
         };
-        let attempts = store
-            .config_string("lease.pushAttempts")
-            .and_then(|s| s.parse().ok())
-            .filter(|n| *n > 0)
-            .unwrap_or(DEFAULT_ATTEMPTS);
+        let attempts = crate::config::positive(
+            "lease.pushAttempts",
+            store.config_string("lease.pushAttempts").as_deref(),
+        )?
+        .unwrap_or(DEFAULT_ATTEMPTS);
         Ok(Remote {
             ledger,
             remote: remote.to_owned(),

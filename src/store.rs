@@ -173,13 +173,13 @@ impl Store {
                 path: repo.git_dir().to_owned(),
             });
         }
-        let lock_wait = config
-            .string("lease.lockTimeout")
-            .and_then(|s| humantime::parse_duration(&s.to_str_lossy()).ok())
-            .unwrap_or(DEFAULT_LOCK_WAIT);
+        let setting = |key: &str| config.string(key).map(|s| s.to_str_lossy().into_owned());
+        let lock_wait =
+            crate::config::duration("lease.lockTimeout", setting("lease.lockTimeout").as_deref())?
+                .unwrap_or(DEFAULT_LOCK_WAIT);
         Ok(Store {
-            fsync: crate::durability::Fsync::from_repo(&repo),
-            auto_gc: crate::gc::AutoGc::from_repo(&repo),
+            fsync: crate::durability::Fsync::from_repo(&repo)?,
+            auto_gc: crate::gc::AutoGc::from_repo(&repo)?,
             repo,
             lock_wait,
             quarantine: None,

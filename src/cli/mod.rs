@@ -516,11 +516,13 @@ impl Context {
     fn ttl(&self, arg: &TtlArg) -> Result<Ttl, Error> {
         let ttl = match &arg.ttl {
             Some(t) => Ttl::parse(t)?,
-            None => match self.ledger.store().config_string("lease.ttl") {
-                Some(t) => Ttl::parse(&t)
-                    .map_err(|e| Error::InvalidInput(format!("config lease.ttl: {e}")))?,
-                None => Ttl::parse(DEFAULT_TTL)?,
-            },
+            None => {
+                let set = self.ledger.store().config_string("lease.ttl");
+                match git_lease::config::ttl("lease.ttl", set.as_deref())? {
+                    Some(t) => t,
+                    None => Ttl::parse(DEFAULT_TTL)?,
+                }
+            }
         };
         ttl.check_from(self.now)?;
         Ok(ttl)
@@ -586,7 +588,7 @@ fn run(cli: Cli) -> Result<u8, Failure> {
         cli.json,
     );
     if remote.is_none() && !cli.local && cli.command.writes_leases() {
-        advise_local(&ledger);
+        advise_local(&ledger)?;
     }
     let ctx = Context {
         ledger,
@@ -1285,20 +1287,15 @@ impl Command {
 /// remotes: whoever shares those remotes cannot see it, and may take the same issue with the
 /// same token. `lease.remote` (or `--remote`), `--local`, or `advice.leaseLocal=false`
 /// silences it.
-fn advise_local(ledger: &Ledger) {
+fn advise_local(ledger: &Ledger) -> Result<(), Error> {
     let store = ledger.store();
-    let advice = store.config_string("advice.leaseLocal");
-    if advice.is_some_and(|v| {
-        matches!(
-            v.to_ascii_lowercase().as_str(),
-            "false" | "no" | "off" | "0"
-        )
-    }) {
-        return;
+    let key = "advice.leaseLocal";
+    if git_lease::config::boolean(key, store.config_string(key).as_deref())? == Some(false) {
+        return Ok(());
     }
     let remotes = store.remote_names();
     let Some(first) = remotes.first() else {
-        return;
+        return Ok(());
     };
     eprintln!(
         "hint: this claim is local to this repository, which has remotes ({}): whoever shares\n\
@@ -1308,6 +1305,7 @@ fn advise_local(ledger: &Ledger) {
          hint: Disable this message with `git config advice.leaseLocal false`.",
         remotes.join(", ")
     );
+    Ok(())
 }
 
 /// Says, on stderr, which remote ledgers were left out of an answer because the remote rewound

@@ -1222,3 +1222,29 @@ fn colour_follows_gits_convention() {
         "--color=always"
     ])));
 }
+
+#[test]
+fn a_bad_config_value_is_bad_usage_naming_the_key_and_the_value() {
+    for (key, value) in [
+        ("lease.lockTimeout", "soon"),
+        ("lease.pushAttempts", "0"),
+        ("lease.ttl", "0s"),
+        ("lease.fsync", "maybe"),
+        ("gc.auto", "lots"),
+        ("advice.leaseLocal", "perhaps"),
+    ] {
+        let repo = TestRepo::new();
+        repo.git(&["remote", "add", "origin", "/nonexistent"]);
+        repo.git(&["config", key, value]);
+        let args: &[&str] = if key == "lease.pushAttempts" {
+            &["acquire", "1", "--holder", "a", "--remote", "origin"]
+        } else {
+            &["acquire", "1", "--holder", "a"]
+        };
+        repo.run_at(T0, args)
+            .code(2)
+            .stderr_has(key)
+            .stderr_has(&format!("{value:?}"));
+        assert_eq!(repo.lease_refs(), "", "{key}: nothing written");
+    }
+}
