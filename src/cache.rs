@@ -841,8 +841,9 @@ fn checksum(data: &[u8]) -> u64 {
     h ^ (h >> 31)
 }
 
-/// FNV-1a, for names and the schema fingerprint.
-fn fnv1a(bytes: &[u8]) -> u64 {
+/// FNV-1a: a stable, dependency-free hash, for cache names, the schema fingerprint and the
+/// tracking namespace of a remote given as a URL.
+pub(crate) fn fnv1a(bytes: &[u8]) -> u64 {
     bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| {
         (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3)
     })

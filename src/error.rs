@@ -166,7 +166,16 @@ pub enum Error {
         /// What gix said.
         message: String,
     },
-    /// A git operation failed.
+    /// A git operation failed; its cause is the source.
+    #[error("{context}")]
+    GitOp {
+        /// What was being done.
+        context: String,
+        /// Why it failed.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// A git operation failed, with what it said.
     #[error("{context}: {message}")]
     Git {
         /// What was being done.
@@ -206,16 +215,37 @@ impl Error {
             | Error::HookFailed { .. }
             | Error::RemoteDiverged { .. }
             | Error::Git { .. }
+            | Error::GitOp { .. }
             | Error::Io { .. } => ErrorKind::Failure,
         }
     }
 
-    /// Wraps a gix error with what was being done, keeping its whole chain of causes.
-    pub fn git(context: impl Into<String>, err: impl std::fmt::Debug) -> Error {
-        Error::Git {
+    /// Wraps a gix error with what was being done, keeping it as the source, so that its whole
+    /// chain of causes reaches the message ([`Error::chain`]).
+    pub fn git(
+        context: impl Into<String>,
+        source: impl std::error::Error + Send + Sync + 'static,
+    ) -> Error {
+        Error::GitOp {
             context: context.into(),
-            message: format!("{err:?}"),
+            source: Box::new(source),
         }
+    }
+
+    /// Returns the message of this error followed by each of its causes, `: `-separated, as
+    /// a command line shows it.
+    pub fn chain(&self) -> String {
+        let mut text = self.to_string();
+        let mut cause = std::error::Error::source(self);
+        while let Some(c) = cause {
+            let line = c.to_string();
+            if !text.ends_with(&line) {
+                text.push_str(": ");
+                text.push_str(&line);
+            }
+            cause = c.source();
+        }
+        text
     }
 }
 

@@ -118,12 +118,17 @@ impl Ledger {
         self
     }
 
-    /// Marks `entry` as held by a gone process when local liveness says so.
+    /// Marks `entry` as held by a gone process when local liveness says so: what this reader
+    /// observed, which [`rules::is_live`] takes into account.
     pub fn observe(&self, mut entry: Entry) -> Entry {
-        if let Some(host) = &self.host {
-            host.observe(&mut entry.lease);
-        }
+        self.mark_gone(&mut entry.lease);
         entry
+    }
+
+    fn mark_gone(&self, lease: &mut Lease) {
+        if let (Some(host), Some(process)) = (&self.host, &lease.process) {
+            lease.process_gone = host.is_gone(process);
+        }
     }
 
     /// Returns the underlying store.
@@ -214,9 +219,9 @@ impl Ledger {
     /// [`rules::is_live`] for the live ones.
     pub fn list(&self) -> Result<Vec<Entry>> {
         let (mut entries, _) = crate::cache::list_namespace(&self.store, crate::issue::REF_PREFIX)?;
-        if let Some(host) = &self.host {
-            entries.iter_mut().for_each(|e| host.observe(&mut e.lease));
-        }
+        entries
+            .iter_mut()
+            .for_each(|e| self.mark_gone(&mut e.lease));
         Ok(entries)
     }
 

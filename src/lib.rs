@@ -48,6 +48,7 @@
 //! ```
 
 pub mod any;
+pub mod autogc;
 pub mod backend;
 pub mod batch;
 pub mod cache;
@@ -55,6 +56,7 @@ pub mod config;
 pub mod durability;
 pub mod error;
 pub mod gc;
+pub mod git;
 pub mod hook;
 pub mod issue;
 pub mod lease;

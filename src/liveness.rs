@@ -4,12 +4,11 @@
 //! the TTL. A lease may record the holding process (pid, the machine's boot id, and the
 //! process's start time, so a recycled pid is not mistaken for the holder). On the same
 //! machine (same boot id), a reader that finds that process gone marks the lease
-//! [`Lease::process_gone`](crate::Lease::process_gone), and [`crate::rules::is_live`], the one
-//! liveness rule, treats it as not live. On other machines only the TTL applies.
+//! [`Lease::process_gone`](crate::Lease::process_gone) ([`crate::Ledger::observe`]), and
+//! [`crate::rules::is_live`], the one liveness rule, treats it as not live. On other machines
+//! only the TTL applies. This module only looks at processes; it knows nothing of leases.
 
 use serde::{Deserialize, Serialize};
-
-use crate::lease::Lease;
 
 /// The process that holds a lease, as recorded in `lease.json`.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
@@ -56,13 +55,6 @@ impl LocalHost {
     /// Returns true if `process` ran on this machine since its last boot.
     pub fn is_same_machine(&self, process: &HolderProcess) -> bool {
         process.boot_id == self.boot_id
-    }
-
-    /// Marks `lease` as held by a process that is gone, when this machine can tell.
-    pub fn observe(&self, lease: &mut Lease) {
-        if let Some(process) = &lease.process {
-            lease.process_gone = self.is_gone(process);
-        }
     }
 }
 

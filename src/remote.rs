@@ -18,7 +18,7 @@
 //! remote accepted. Tracking refs are a cache of verified state: failing to update one (a
 //! lock held by a concurrent command in the same clone) never fails a claim.
 
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
 use gix::ObjectId;
@@ -175,7 +175,7 @@ impl<'a> Remote<'a> {
         let slug = if configured && IssueId::new(remote).is_ok() && !remote.contains('/') {
             remote.to_owned()
         } else {
-            format!("url-{:016x}", fnv1a(remote.as_bytes()))
+            format!("url-{:016x}", crate::cache::fnv1a(remote.as_bytes()))
         };
         let attempts = crate::config::positive(
             "lease.pushAttempts",
@@ -222,10 +222,7 @@ impl<'a> Remote<'a> {
     }
 
     pub(crate) fn git(&self) -> Command {
-        let mut cmd = Command::new("git");
-        cmd.arg("--git-dir").arg(self.ledger.store().git_dir());
-        cmd.env_remove("GIT_DIR").stdin(Stdio::null());
-        cmd
+        crate::git::command(self.ledger.store().git_dir())
     }
 
     pub(crate) fn incoming_ref(&self, issue: &IssueId) -> String {
@@ -766,13 +763,6 @@ fn backoff(attempt: u32) {
     let ceiling_ms = 10u64 << attempt.min(6);
     let ms = fastrand::u64(ceiling_ms / 2..=ceiling_ms);
     std::thread::sleep(Duration::from_millis(ms));
-}
-
-/// A stable, dependency-free hash for naming a URL's tracking namespace.
-fn fnv1a(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| {
-        (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3)
-    })
 }
 
 #[cfg(test)]

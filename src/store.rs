@@ -81,7 +81,7 @@ pub struct Store {
     lock_wait: Duration,
     quarantine: Option<gix::odb::Handle>,
     fsync: crate::durability::Fsync,
-    auto_gc: crate::gc::AutoGc,
+    auto_gc: crate::autogc::AutoGc,
     /// The identity, size and times of `packed-refs` (`None`: absent) when this store last
     /// made gix read it; see [`Store::refresh_packed_refs`].
     packed_refs_seen: std::cell::Cell<Option<Option<PackedRefsStat>>>,
@@ -179,7 +179,7 @@ impl Store {
                 .unwrap_or(DEFAULT_LOCK_WAIT);
         Ok(Store {
             fsync: crate::durability::Fsync::from_repo(&repo)?,
-            auto_gc: crate::gc::AutoGc::from_repo(&repo)?,
+            auto_gc: crate::autogc::AutoGc::from_repo(&repo)?,
             repo,
             lock_wait,
             quarantine: None,
@@ -926,7 +926,8 @@ impl Store {
     fn after_ref_update<'a>(&self, names: impl IntoIterator<Item = &'a str>) -> Result<()> {
         self.fsync.sync_refs(self.repo.common_dir(), names)?;
         self.kept_pack.borrow_mut().take();
-        self.auto_gc.after_write(self);
+        self.auto_gc
+            .after_write(self.repo.git_dir(), self.repo.objects.store_ref().path());
         Ok(())
     }
 

@@ -418,7 +418,7 @@ pub fn main(args: Vec<std::ffi::OsString>) -> u8 {
         Ok(code) => code,
         Err(Failure::Lib(e)) => {
             let code = exit::for_error(e.kind());
-            fail(json, exit::kind_name(e.kind()), &e.to_string(), code)
+            fail(json, exit::kind_name(e.kind()), &e.chain(), code)
         }
         Err(Failure::Io(e)) if e.kind() == std::io::ErrorKind::BrokenPipe => exit::OK,
         Err(Failure::Io(e)) => fail(

@@ -3,7 +3,7 @@
 
 use std::io::{BufRead, Write};
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 
 use git_lease::hook::{self, Policy, RefUpdate};
 use git_lease::remote::{hook_verdict, redact_url, redact_urls, HookVerdict, Remote};
@@ -237,12 +237,8 @@ pub(crate) fn install_hook(
             "the hook's configuration is invalid ({e}): it refuses every push until that is fixed"
         )),
     }
-    let advertised = Command::new("git")
-        .arg("--git-dir")
-        .arg(&git_dir)
+    let advertised = git_lease::git::command(&git_dir)
         .args(["config", "--bool", "--get", "receive.advertisePushOptions"])
-        .env_remove("GIT_DIR")
-        .stdin(Stdio::null())
         .stderr(Stdio::null())
         .output()
         .map(|o| String::from_utf8_lossy(&o.stdout).trim() == "true")
@@ -504,15 +500,12 @@ pub(crate) fn push(
         hook::TOKEN_OPTION,
         redact_url(&remote_name)
     );
-    let child = Command::new("git")
-        .arg("--git-dir")
-        .arg(ctx.ledger.store().git_dir())
+    let child = git_lease::git::command(ctx.ledger.store().git_dir())
         .args(["push", "-o"])
         .arg(format!("{}{token}", hook::TOKEN_OPTION))
         .arg("--")
         .arg(&remote_name)
         .arg(&branch)
-        .env_remove("GIT_DIR")
         .env("LC_ALL", "C")
         .stdin(Stdio::inherit())
         .stdout(Stdio::inherit())

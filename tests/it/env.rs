@@ -647,3 +647,8 @@ impl Cmd {
         self.args(["--json"])
     }
 }
+
+/// Runs `git lease --json <args>` in `repo` at `min` minutes after T0.
+pub fn jrun(repo: &TestRepo, min: i64, args: &[&str]) -> Run {
+    repo.lease().now(&at_min(min)).arg_json().args(args).run()
+}

@@ -4,15 +4,10 @@
 
 use serde_json::{json, Value};
 
-use crate::env::{at_min, Run, TestRepo};
+use crate::env::{jrun, Run, TestRepo};
 use crate::forge::{build_chain, build_chain_on, set_ledger};
 use crate::server::Server;
 use crate::verify::acquired;
-
-/// Runs `git lease --json <args>` in `repo` at `min` minutes after T0.
-fn jrun(repo: &TestRepo, min: i64, args: &[&str]) -> Run {
-    repo.lease().now(&at_min(min)).arg_json().args(args).run()
-}
 
 /// Runs `git lease --json sync`, asserting the exit code, and returns the summary.
 #[track_caller]

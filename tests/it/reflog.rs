@@ -6,15 +6,11 @@
 
 use serde_json::json;
 
-use crate::env::{at_min, Run, TestRepo};
+use crate::env::{jrun, TestRepo};
 use crate::server::Server;
 use crate::session::assert_secret_shape;
 
 const ALICE: &str = "alice@example.com";
-
-fn jrun(repo: &TestRepo, min: i64, args: &[&str]) -> Run {
-    repo.lease().now(&at_min(min)).arg_json().args(args).run()
-}
 
 /// Asserts that `refname` has a reflog with `entries` entries, each by git-lease.
 #[track_caller]

@@ -7,17 +7,12 @@ use std::sync::{Arc, Barrier};
 
 use serde_json::{json, Value};
 
-use crate::env::{at_min, Run, TestRepo};
+use crate::env::{at_min, jrun, Run, TestRepo};
 use crate::server::Server;
 
 const ALICE: &str = "alice@example.com";
 const BOB: &str = "bob@example.com";
 const CAROL: &str = "carol@example.com";
-
-/// Runs `git lease --json <args>` in `repo` at `min` minutes after T0.
-fn jrun(repo: &TestRepo, min: i64, args: &[&str]) -> Run {
-    repo.lease().now(&at_min(min)).arg_json().args(args).run()
-}
 
 /// Runs `git lease --json <op> --remote origin <rest>` in `repo` at `min` minutes after T0.
 fn via_origin(repo: &TestRepo, min: i64, op: &str, rest: &[&str]) -> Run {

@@ -21,7 +21,7 @@ use std::sync::{Arc, Barrier};
 
 use serde_json::{json, Value};
 
-use crate::env::{assert_fields, at_min, Run, TestRepo};
+use crate::env::{assert_fields, at_min, jrun, Run, TestRepo};
 use crate::server::Server;
 
 const ALICE: &str = "alice@example.com";
@@ -30,11 +30,6 @@ const BOB: &str = "bob@example.com";
 // ---------------------------------------------------------------------------------------------
 // Helpers (also used by `run`)
 // ---------------------------------------------------------------------------------------------
-
-/// Runs `git lease --json <args>` in `repo` at `min` minutes after T0.
-fn jrun(repo: &TestRepo, min: i64, args: &[&str]) -> Run {
-    repo.lease().now(&at_min(min)).arg_json().args(args).run()
-}
 
 /// Returns the SHA-256 of `text` in hex, as computed by `sha256sum` (not by the product).
 pub(crate) fn sha256_hex(text: &str) -> String {

@@ -1,0 +1,25 @@
+//! Running the git command line, for what gix cannot do here: push, fetch, pack and gc, and
+//! reading settings as git reads them. Every such command is built by [`command`], so each
+//! runs on the repository it is meant for whatever the caller's environment says.
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use crate::error::Error;
+
+/// Returns `git --git-dir <git_dir>`, with `GIT_DIR` removed from its environment and no
+/// standard input.
+pub fn command(git_dir: &Path) -> Command {
+    let mut cmd = Command::new("git");
+    cmd.arg("--git-dir").arg(git_dir);
+    cmd.env_remove("GIT_DIR").stdin(Stdio::null());
+    cmd
+}
+
+/// Returns the error of a git command that could not be started (or waited for).
+pub fn spawn_error(shown: &str, e: std::io::Error) -> Error {
+    Error::Io {
+        context: format!("cannot run {shown}"),
+        source: e,
+    }
+}
