@@ -158,6 +158,10 @@ impl Remote<'_> {
     /// Returns the newest verified entry of each issue (`None`: the remote has no such
     /// ledger), and the ledgers the remote rewound or rewrote (left out of the map).
     pub fn fetch_some(&self, issues: &[IssueId]) -> Result<(States, Vec<Diverged>)> {
+        self.settled(|| self.fetch_some_once(issues), |(_, d)| !d.is_empty())
+    }
+
+    fn fetch_some_once(&self, issues: &[IssueId]) -> Result<(States, Vec<Diverged>)> {
         let store = self.ledger().store();
         let mut state = HashMap::with_capacity(issues.len());
         let mut diverged = Vec::new();
@@ -221,6 +225,11 @@ impl Remote<'_> {
             refspecs[0],
             issues.len()
         );
+        // What was verified is read before the fetch (see `Remote::fetch_one`).
+        let seen = issues
+            .iter()
+            .map(|issue| store.tip_of(&self.tracking_ref(issue)))
+            .collect::<Result<Vec<_>>>()?;
         let out = self.fetch_configured(&["protocol.version=0"], &args, &shown)?;
         if !out.status.success() {
             return Err(Error::Transport {
@@ -230,9 +239,8 @@ impl Remote<'_> {
         }
         let mut moves = Vec::new();
         let mut tips = Vec::with_capacity(issues.len());
-        for issue in issues {
+        for (issue, seen) in issues.iter().zip(seen) {
             let fetched = store.tip_of(&self.incoming_ref(issue))?;
-            let seen = store.tip_of(&self.tracking_ref(issue))?;
             match self.judge_fetched(issue.as_str(), seen, fetched)? {
                 Ok(tip) => {
                     if let Some(tip) = tip.filter(|t| Some(*t) != seen) {
@@ -371,17 +379,8 @@ impl Remote<'_> {
                     report.diverged = diverged;
                     return Ok(report);
                 }
-                PushResult::Refused(message) => {
-                    return Err(Error::PushRefused {
-                        issue: issue.to_string(),
-                        message,
-                    })
-                }
-                PushResult::HookFailed(message) => {
-                    return Err(Error::HookFailed {
-                        target: issue.ref_name(),
-                        message,
-                    })
+                PushResult::Declined(verdict) => {
+                    return Err(verdict.into_error(std::slice::from_ref(&issue)))
                 }
                 PushResult::Lost => {
                     // Someone else moved it first: set it aside, and every untried candidate

@@ -22,6 +22,7 @@ use std::collections::HashMap;
 use chrono::{DateTime, Utc};
 use gix::ObjectId;
 
+use crate::cas::{self, Attempt};
 use crate::error::{Error, Result};
 use crate::issue::IssueId;
 use crate::lease::Lease;
@@ -166,7 +167,8 @@ impl Ledger {
             crate::lease::validate_holder(op.holder())?;
         }
         let store = self.store();
-        for attempt in 0..BATCH_ATTEMPTS {
+        let contended = || format!("a batch of {} operations", ops.len());
+        cas::retry(BATCH_ATTEMPTS, contended, |attempt| {
             let mut slots: HashMap<&IssueId, Slot> = HashMap::with_capacity(ops.len());
             for (issue, _) in ops {
                 if !slots.contains_key(issue) {
@@ -217,21 +219,17 @@ impl Ledger {
                 })
                 .collect();
             if edits.is_empty() {
-                return Ok(reports);
+                return Ok(Attempt::Done(reports));
             }
             // Lock in a stable order, as git does, so two batches never wait on each other
             // in opposite orders.
             edits.sort_by(|a, b| a.0.cmp(&b.0));
             store.write_staged(&staged)?;
             before_commit(attempt);
-            match store.swap_many(&edits, "git-lease: batch")? {
-                Swap::Done => return Ok(reports),
-                Swap::Lost => continue,
-            }
-        }
-        Err(Error::LostRace {
-            issue: format!("a batch of {} operations", ops.len()),
-            attempts: BATCH_ATTEMPTS,
+            Ok(match store.swap_many(&edits, "git-lease: batch")? {
+                Swap::Done => Attempt::Done(reports),
+                Swap::Lost => Attempt::Again,
+            })
         })
     }
 }

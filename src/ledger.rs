@@ -7,6 +7,7 @@
 
 use std::path::Path;
 
+use crate::cas::{self, Attempt};
 use crate::error::{Error, Result};
 use crate::issue::IssueId;
 use crate::lease::Lease;
@@ -251,37 +252,37 @@ impl Ledger {
         issue: &IssueId,
         mut decide: impl FnMut(Option<&Lease>) -> Transition,
     ) -> Result<Report> {
-        for _ in 0..LOCAL_ATTEMPTS {
-            let current = self.current(issue)?;
-            let transition = decide(current.as_ref().map(|e| &e.lease));
-            let Some(next) = transition.next else {
-                return Ok(Report::unchanged(transition.outcome, issue, current));
-            };
-            let parent = current.as_ref().map(|e| e.commit);
-            if parent.is_none() {
-                self.store.ensure_no_clash(issue)?;
-            }
-            let commit = self.store.write(&next, parent)?;
-            match self
-                .store
-                .swap(issue, commit, parent, &format!("git-lease: {}", next.event))?
-            {
-                Swap::Done => {
-                    return Ok(Report::written(
+        cas::retry(
+            LOCAL_ATTEMPTS,
+            || issue.to_string(),
+            |_| {
+                let current = self.current(issue)?;
+                let transition = decide(current.as_ref().map(|e| &e.lease));
+                let Some(next) = transition.next else {
+                    return Ok(Attempt::Done(Report::unchanged(
+                        transition.outcome,
+                        issue,
+                        current,
+                    )));
+                };
+                let parent = current.as_ref().map(|e| e.commit);
+                if parent.is_none() {
+                    self.store.ensure_no_clash(issue)?;
+                }
+                let commit = self.store.write(&next, parent)?;
+                let message = format!("git-lease: {}", next.event);
+                Ok(match self.store.swap(issue, commit, parent, &message)? {
+                    Swap::Done => Attempt::Done(Report::written(
                         transition.outcome,
                         issue,
                         commit,
                         parent,
                         next,
-                    ))
-                }
-                Swap::Lost => continue,
-            }
-        }
-        Err(Error::LostRace {
-            issue: issue.to_string(),
-            attempts: LOCAL_ATTEMPTS,
-        })
+                    )),
+                    Swap::Lost => Attempt::Again,
+                })
+            },
+        )
     }
 
     /// Claims every issue in `issues` for `claim.holder`, all or none, in one ref transaction.
@@ -296,28 +297,24 @@ impl Ledger {
         now: DateTime<Utc>,
     ) -> Result<Vec<Report>> {
         crate::lease::validate_holder(&claim.holder)?;
-        for _ in 0..LOCAL_ATTEMPTS {
-            let currents = issues
-                .iter()
-                .map(|issue| self.current(issue))
-                .collect::<Result<Vec<_>>>()?;
-            let (reports, edits) = self.write_planned(issues, currents, claim, now, true)?;
-            if edits.is_empty() {
-                return Ok(reports);
-            }
-            match self.store.swap_many(&edits, "git-lease: acquire")? {
-                Swap::Done => return Ok(reports),
-                Swap::Lost => continue,
-            }
-        }
-        Err(Error::LostRace {
-            issue: issues
-                .iter()
-                .map(|i| i.as_str())
-                .collect::<Vec<_>>()
-                .join(" "),
-            attempts: LOCAL_ATTEMPTS,
-        })
+        cas::retry(
+            LOCAL_ATTEMPTS,
+            || cas::names(issues),
+            |_| {
+                let currents = issues
+                    .iter()
+                    .map(|issue| self.current(issue))
+                    .collect::<Result<Vec<_>>>()?;
+                let (reports, edits) = self.write_planned(issues, currents, claim, now, true)?;
+                if edits.is_empty() {
+                    return Ok(Attempt::Done(reports));
+                }
+                Ok(match self.store.swap_many(&edits, "git-lease: acquire")? {
+                    Swap::Done => Attempt::Done(reports),
+                    Swap::Lost => Attempt::Again,
+                })
+            },
+        )
     }
 
     /// Decides an all-or-none claim on `currents` (one per issue) and writes the commits of

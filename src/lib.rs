@@ -52,6 +52,7 @@ pub mod autogc;
 pub mod backend;
 pub mod batch;
 pub mod cache;
+mod cas;
 pub mod config;
 pub mod durability;
 pub mod error;

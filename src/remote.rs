@@ -23,6 +23,7 @@ use std::time::Duration;
 
 use gix::ObjectId;
 
+use crate::cas::{self, Attempt};
 use crate::error::{Error, Result};
 use crate::issue::{IssueId, REF_PREFIX};
 use crate::lease::Lease;
@@ -119,12 +120,12 @@ pub struct Remote<'a> {
 
 /// What one push told us.
 pub(crate) enum PushResult {
+    /// The remote took it.
     Done,
+    /// The remote's ref was not at the expected value: the race was lost.
     Lost,
-    /// Refused by the lease rules (the hook's marked lines).
-    Refused(String),
-    /// Declined by a hook that did not judge by the lease rules.
-    HookFailed(String),
+    /// A hook declined it.
+    Declined(HookVerdict),
 }
 
 /// What the server's hooks said about a push they declined.
@@ -135,6 +136,28 @@ pub enum HookVerdict {
     /// No line carries the mark: the hook failed to start or crashed, or another hook (or the
     /// server's own access rules) declined the push. What the server said, joined with `; `.
     Failed(String),
+}
+
+impl HookVerdict {
+    /// Returns the error of a push of `issues` that the server's hooks declined: a refusal by
+    /// the lease rules ([`Error::PushRefused`], exit 3), or a failure of the server's hook
+    /// ([`Error::HookFailed`], exit 1).
+    pub(crate) fn into_error(self, issues: &[IssueId]) -> Error {
+        match self {
+            HookVerdict::Refused(message) => Error::PushRefused {
+                issue: cas::names(issues),
+                message,
+            },
+            HookVerdict::Failed(message) => Error::HookFailed {
+                target: issues
+                    .iter()
+                    .map(IssueId::ref_name)
+                    .collect::<Vec<_>>()
+                    .join(" "),
+                message,
+            },
+        }
+    }
 }
 
 /// Sorts a declined push by the server's `remote:` lines in git's `stderr`: a refusal by the
@@ -266,6 +289,46 @@ impl<'a> Remote<'a> {
     /// such lease and never had one here; [`Error::RemoteDiverged`] if it rewound or rewrote
     /// the ledger this clone verified before.
     pub fn fetch_one(&self, issue: &IssueId) -> Result<Option<ObjectId>> {
+        let answer = self.settled(
+            || {
+                // What was verified is read before the fetch: a command of this clone may
+                // verify newer history meanwhile, which this fetch would not be behind.
+                let seen = self.ledger.store().tip_of(&self.tracking_ref(issue))?;
+                let fetched = self.fetch_tip(issue)?;
+                let verdict = self.judge_fetched(issue.as_str(), seen, fetched)?;
+                if let Ok(Some(tip)) = verdict {
+                    if Some(tip) != seen {
+                        self.track(&[(issue.as_str(), tip, seen)]);
+                    }
+                }
+                Ok(verdict)
+            },
+            |verdict| verdict.is_err(),
+        )?;
+        answer.map_err(|diverged| diverged.into_error(&self.shown))
+    }
+
+    /// Runs `read` (a fetch and its verdict) again while `diverged` says it found a
+    /// divergence, twice at most: concurrent fetches of one clone share the staging refs, so
+    /// one may briefly find another's older snapshot there. A real rewind is found every time.
+    pub(crate) fn settled<T>(
+        &self,
+        mut read: impl FnMut() -> Result<T>,
+        diverged: impl Fn(&T) -> bool,
+    ) -> Result<T> {
+        let mut answer = read()?;
+        for _ in 0..2 {
+            if !diverged(&answer) {
+                break;
+            }
+            answer = read()?;
+        }
+        Ok(answer)
+    }
+
+    /// Fetches `issue`'s ledger into the staging ref and returns its tip there (`None`: the
+    /// remote has no such ledger).
+    fn fetch_tip(&self, issue: &IssueId) -> Result<Option<ObjectId>> {
         let refspec = format!("+{}:{}", issue.ref_name(), self.incoming_ref(issue));
         let shown = format!("git fetch {} {refspec}", self.shown);
         let out = self.fetch(
@@ -279,33 +342,29 @@ impl<'a> Remote<'a> {
             ],
             &shown,
         )?;
-        let fetched = if out.status.success() {
-            self.ledger.store().tip_of(&self.incoming_ref(issue))?
-        } else {
-            let stderr = String::from_utf8_lossy(&out.stderr);
-            if !stderr.contains("couldn't find remote ref") {
-                return Err(Error::Transport {
-                    command: shown,
-                    message: stderr.trim().to_owned(),
-                });
-            }
-            None
-        };
-        let seen = self.ledger.store().tip_of(&self.tracking_ref(issue))?;
-        match self.judge_fetched(issue.as_str(), seen, fetched)? {
-            Ok(tip) => {
-                if let Some(tip) = tip.filter(|t| Some(*t) != seen) {
-                    self.track(&[(issue.as_str(), tip, seen)]);
-                }
-                Ok(tip)
-            }
-            Err(diverged) => Err(diverged.into_error(&self.shown)),
+        if out.status.success() {
+            return self.ledger.store().tip_of(&self.incoming_ref(issue));
         }
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        if stderr.contains("couldn't find remote ref") {
+            return Ok(None);
+        }
+        Err(Error::Transport {
+            command: shown,
+            message: stderr.trim().to_owned(),
+        })
     }
 
     /// Fetches every `refs/leases/*` of the remote in one fetch and verifies what is new in
     /// each ledger.
     pub fn fetch_all(&self) -> Result<Fetched> {
+        self.settled(|| self.fetch_all_once(), |f| !f.diverged.is_empty())
+    }
+
+    fn fetch_all_once(&self) -> Result<Fetched> {
+        let store = self.ledger.store();
+        // What was verified is read before the fetch (see `fetch_one`).
+        let seen = self.tracked()?;
         let refspec = format!("+{REF_PREFIX}*:{}*", self.incoming);
         let shown = format!("git fetch --prune {} {refspec}", self.shown);
         let out = self.fetch(
@@ -326,9 +385,7 @@ impl<'a> Remote<'a> {
                 message: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
             });
         }
-        let store = self.ledger.store();
         let remote = store.refs_under(&self.incoming)?;
-        let seen = self.tracked()?;
         let mut fetched = Fetched {
             remote: Vec::with_capacity(remote.len()),
             ..Fetched::default()
@@ -515,54 +572,50 @@ impl<'a> Remote<'a> {
         let store = self.ledger.store();
         let mut fresh = false;
         let mut current = self.tracked_entry(issue)?;
-        for attempt in 0..self.attempts {
-            let transition = decide(current.as_ref().map(|e| &e.lease));
-            let Some(next) = transition.next else {
-                if !fresh {
-                    current = self.current(issue)?;
-                    fresh = true;
-                    continue;
-                }
-                return Ok(Report::unchanged(transition.outcome, issue, current));
-            };
-            let parent = current.as_ref().map(|e| e.commit);
-            let commit = store.write(&next, parent)?;
-            match self.push(&[(issue.clone(), commit, parent)])? {
-                PushResult::Done => {
-                    self.record_accepted(issue, commit, parent, &next);
-                    return Ok(Report::written(
+        cas::retry(
+            self.attempts,
+            || issue.to_string(),
+            |attempt| {
+                let transition = decide(current.as_ref().map(|e| &e.lease));
+                let Some(next) = transition.next else {
+                    if !fresh {
+                        current = self.current(issue)?;
+                        fresh = true;
+                        return Ok(Attempt::Again);
+                    }
+                    return Ok(Attempt::Done(Report::unchanged(
                         transition.outcome,
                         issue,
-                        commit,
-                        parent,
-                        next,
-                    ));
-                }
-                PushResult::Refused(message) => {
-                    return Err(Error::PushRefused {
-                        issue: issue.to_string(),
-                        message,
-                    })
-                }
-                PushResult::HookFailed(message) => {
-                    return Err(Error::HookFailed {
-                        target: issue.ref_name(),
-                        message,
-                    })
-                }
-                PushResult::Lost => {
-                    if fresh {
-                        backoff(attempt);
+                        current.take(),
+                    )));
+                };
+                let parent = current.as_ref().map(|e| e.commit);
+                let commit = store.write(&next, parent)?;
+                match self.push(&[(issue.clone(), commit, parent)])? {
+                    PushResult::Done => {
+                        self.record_accepted(issue, commit, parent, &next);
+                        Ok(Attempt::Done(Report::written(
+                            transition.outcome,
+                            issue,
+                            commit,
+                            parent,
+                            next,
+                        )))
                     }
-                    current = self.current(issue)?;
-                    fresh = true;
+                    PushResult::Lost => {
+                        if fresh {
+                            backoff(attempt);
+                        }
+                        current = self.current(issue)?;
+                        fresh = true;
+                        Ok(Attempt::Again)
+                    }
+                    PushResult::Declined(verdict) => {
+                        Err(verdict.into_error(std::slice::from_ref(issue)))
+                    }
                 }
-            }
-        }
-        Err(Error::LostRace {
-            issue: issue.to_string(),
-            attempts: self.attempts,
-        })
+            },
+        )
     }
 
     /// Claims all of `issues` on the remote in one atomic push, or none of them.
@@ -573,63 +626,43 @@ impl<'a> Remote<'a> {
         now: chrono::DateTime<chrono::Utc>,
     ) -> Result<Vec<Report>> {
         crate::lease::validate_holder(&claim.holder)?;
-        for attempt in 0..self.attempts {
-            // One fetch learns every issue's state (500 issues were 500 fetches).
-            let (mut states, diverged) = self.fetch_some(issues)?;
-            if let Some(d) = diverged.into_iter().next() {
-                return Err(d.into_error(self.name()));
-            }
-            let currents: Vec<Option<Entry>> = issues
-                .iter()
-                .map(|issue| states.remove(issue).flatten())
-                .collect();
-            // The remote's own refs decide clashes: its push refuses them.
-            let (reports, edits) = self
-                .ledger
-                .write_planned(issues, currents, claim, now, false)?;
-            if edits.is_empty() {
-                return Ok(reports);
-            }
-            match self.push(&edits)? {
-                PushResult::Done => {
-                    for r in &reports {
-                        if let (true, Some(e)) = (r.wrote, &r.entry) {
-                            self.record_accepted(&r.issue, e.commit, e.parent, &e.lease);
+        cas::retry(
+            self.attempts,
+            || cas::names(issues),
+            |attempt| {
+                // One fetch learns every issue's state (500 issues were 500 fetches).
+                let (mut states, diverged) = self.fetch_some(issues)?;
+                if let Some(d) = diverged.into_iter().next() {
+                    return Err(d.into_error(self.name()));
+                }
+                let currents: Vec<Option<Entry>> = issues
+                    .iter()
+                    .map(|issue| states.remove(issue).flatten())
+                    .collect();
+                // The remote's own refs decide clashes: its push refuses them.
+                let (reports, edits) = self
+                    .ledger
+                    .write_planned(issues, currents, claim, now, false)?;
+                if edits.is_empty() {
+                    return Ok(Attempt::Done(reports));
+                }
+                match self.push(&edits)? {
+                    PushResult::Done => {
+                        for r in &reports {
+                            if let (true, Some(e)) = (r.wrote, &r.entry) {
+                                self.record_accepted(&r.issue, e.commit, e.parent, &e.lease);
+                            }
                         }
+                        Ok(Attempt::Done(reports))
                     }
-                    return Ok(reports);
+                    PushResult::Lost => {
+                        backoff(attempt);
+                        Ok(Attempt::Again)
+                    }
+                    PushResult::Declined(verdict) => Err(verdict.into_error(issues)),
                 }
-                PushResult::Refused(message) => {
-                    return Err(Error::PushRefused {
-                        issue: issues
-                            .iter()
-                            .map(|i| i.as_str())
-                            .collect::<Vec<_>>()
-                            .join(" "),
-                        message,
-                    })
-                }
-                PushResult::HookFailed(message) => {
-                    return Err(Error::HookFailed {
-                        target: issues
-                            .iter()
-                            .map(|i| i.ref_name())
-                            .collect::<Vec<_>>()
-                            .join(" "),
-                        message,
-                    })
-                }
-                PushResult::Lost => backoff(attempt),
-            }
-        }
-        Err(Error::LostRace {
-            issue: issues
-                .iter()
-                .map(|i| i.as_str())
-                .collect::<Vec<_>>()
-                .join(" "),
-            attempts: self.attempts,
-        })
+            },
+        )
     }
 
     /// Sets the tracking ref and the local lease ref to what the remote accepted, on top of
@@ -676,10 +709,7 @@ impl<'a> Remote<'a> {
         let stderr = String::from_utf8_lossy(&out.stderr);
         let rejections: Vec<&str> = stdout.lines().filter(|l| l.starts_with('!')).collect();
         if rejections.iter().any(|l| l.contains("hook declined")) {
-            return Ok(match hook_verdict(&stderr) {
-                HookVerdict::Refused(message) => PushResult::Refused(message),
-                HookVerdict::Failed(message) => PushResult::HookFailed(message),
-            });
+            return Ok(PushResult::Declined(hook_verdict(&stderr)));
         }
         const LOST: [&str; 8] = [
             "stale info",
