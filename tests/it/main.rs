@@ -49,4 +49,5 @@ mod server;
 mod servers;
 mod session;
 mod sharing;
+mod snapshots;
 mod verify;
