@@ -52,7 +52,8 @@ pub struct Fsync {
 }
 
 impl Fsync {
-    /// Neither objects nor refs: git's default.
+    /// Nothing synced at all (`lease.fsync=false`). git's default is not this: it syncs packs
+    /// ([`Fsync::from_settings`] without settings).
     pub const NONE: Fsync = Fsync {
         objects: false,
         refs: false,

@@ -9,9 +9,14 @@
 //!
 //! - [`rules`] holds every rule as a pure function of (state, request, `now`), including the
 //!   one definition of liveness, [`is_live`].
-//! - [`Ledger`] applies them to a repository with gix; [`Remote`] to a remote through
-//!   `git push` with an expected old value; [`verify`] re-checks recorded chains.
-//! - Time is always passed in: nothing in this crate reads the clock.
+//! - [`step::judge`] is the one check of a recorded step's legitimacy, for audits and for
+//!   pushes arriving at a server.
+//! - [`Ledger`] applies the rules to a repository with gix; [`Remote`] to a remote through
+//!   `git push` with an expected old value; [`backend`] is the seam between them;
+//!   [`verify`] re-checks recorded chains. See ARCHITECTURE.md for the whole map.
+//! - Time is always passed in: every rule takes `now`. The clock is read only where no rule
+//!   is decided: the age of temporary files ([`gc`]), the times of reflog entries and object
+//!   files, and [`time::system_now`] for the command line's one reading.
 //!
 //! The storage format is documented in `docs/FORMAT.md`.
 //!

@@ -1,6 +1,6 @@
 //! Instants and durations as git-lease reads and writes them.
 //!
-//! The library never reads the clock: every rule takes `now` as a parameter, and the command
+//! No rule reads the clock: every rule takes `now` as a parameter, and the command
 //! line reads it once (or takes `GIT_LEASE_NOW`). Times are whole seconds in UTC, written as
 //! RFC 3339 (`2026-11-30T14:05:00Z`), so what is stored is exactly what is compared.
 
