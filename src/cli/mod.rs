@@ -3,6 +3,7 @@
 
 mod any;
 mod color;
+mod commands;
 mod exit;
 mod gc;
 mod manual;
@@ -19,8 +20,8 @@ use chrono::{DateTime, Utc};
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 use git_lease::backend::Backend;
 use git_lease::remote::{Diverged, Remote};
-use git_lease::view::{LeaseView, LogView, ReportView, State};
-use git_lease::{rules, Claim, Credentials, Ending, Entry, Error, IssueId, Ledger, Report, Ttl};
+use git_lease::view::{LeaseView, ReportView, State};
+use git_lease::{Claim, Ending, Entry, Error, IssueId, Ledger, Report, Ttl};
 
 /// The version of every `--json` shape (docs/JSON.md); it changes only when a field changes
 /// meaning or goes away, never when one is added.
@@ -88,7 +89,7 @@ pub(crate) struct HolderArg {
 }
 
 #[derive(Args, Debug)]
-struct TtlArg {
+pub(crate) struct TtlArg {
     /// How long the lease lasts: 90s, 15m, 2h, 1d or never [default: config lease.ttl, else 1h]
     #[arg(long, value_name = "DURATION")]
     ttl: Option<String>,
@@ -97,101 +98,23 @@ struct TtlArg {
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Claim issues (all or none, or with --any exactly one); idempotent for the live holder
-    Acquire {
-        /// The exact issue ids (with --any, `-` reads more from stdin, one a line)
-        #[arg(required = true, value_name = "ISSUE")]
-        issues: Vec<String>,
-        /// Claim exactly one free issue of these candidates, trying them in a random order
-        #[arg(long)]
-        any: bool,
-        #[command(flatten)]
-        holder: HolderArg,
-        #[command(flatten)]
-        ttl: TtlArg,
-        /// Free text stored with the claim
-        #[arg(long)]
-        note: Option<String>,
-        /// An external task or job id stored with the claim
-        #[arg(long)]
-        task: Option<String>,
-        /// Start a session: print a secret once (store only its hash) that every renew and
-        /// release of this tenure must give
-        #[arg(long)]
-        session: bool,
-        /// Record this process as the holder: once it is gone from this machine, the lease is
-        /// no longer live
-        #[arg(long, value_name = "PID")]
-        pid: Option<u32>,
-    },
+    Acquire(commands::acquire::Args),
     /// Extend your live lease from now by the TTL
-    Renew {
-        /// The issue id or a unique prefix
-        issue: String,
-        #[command(flatten)]
-        holder: HolderArg,
-        #[command(flatten)]
-        ttl: TtlArg,
-    },
+    Renew(commands::renew::Args),
     /// Free your lease (or an expired one), keeping its token
-    Release {
-        /// The issue id or a unique prefix
-        issue: String,
-        #[command(flatten)]
-        holder: HolderArg,
-    },
+    Release(commands::end::Args),
     /// Free your lease and record that the work is done
-    Complete {
-        /// The issue id or a unique prefix
-        issue: String,
-        #[command(flatten)]
-        holder: HolderArg,
-    },
+    Complete(commands::end::Args),
     /// Free your lease and record that the work was given up
-    Abandon {
-        /// The issue id or a unique prefix
-        issue: String,
-        #[command(flatten)]
-        holder: HolderArg,
-    },
+    Abandon(commands::end::Args),
     /// Show one lease (reads only)
-    Show {
-        /// The issue id or a unique prefix
-        issue: String,
-    },
+    Show(commands::show::Args),
     /// List live leases, oldest tenure first (reads only)
-    List {
-        /// Also list free and expired leases with their last token
-        #[arg(long)]
-        all: bool,
-        /// Only leases whose live (or, with --all, last) holder is this
-        #[arg(long, conflicts_with = "mine")]
-        holder: Option<String>,
-        /// Only your own leases (the holder of --holder's default: lease.holder, then
-        /// user.email, or GIT_LEASE_HOLDER)
-        #[arg(long)]
-        mine: bool,
-        /// Only leases in this state (implies --all for expired and free)
-        #[arg(long, value_parser = ["held", "expired", "free"])]
-        state: Option<String>,
-        /// Only issues starting with this prefix
-        prefix: Option<String>,
-    },
+    List(commands::list::Args),
     /// Show the tenure history of one issue, newest first (reads only)
-    Log {
-        /// The issue id or a unique prefix
-        issue: String,
-    },
+    Log(commands::log::Args),
     /// Fencing check: succeed only if TOKEN is the live tenure's token
-    Check {
-        /// The exact issue id
-        issue: String,
-        /// The fencing token to check
-        #[arg(long)]
-        token: u64,
-        /// Also require this holder
-        #[arg(long)]
-        holder: Option<String>,
-    },
+    Check(commands::check::Args),
     /// Replicate every refs/leases/* of a remote here, fast-forward only and verified
     Sync {
         /// The remote to copy from [default: --remote, lease.remote, then origin]
@@ -205,21 +128,9 @@ enum Command {
         verbose: bool,
     },
     /// Audit ledgers from their roots: every step must follow the transition rules
-    Verify {
-        /// Issue ids or unique prefixes [default: every ledger]
-        issues: Vec<String>,
-    },
+    Verify(commands::verify::Args),
     /// Free someone else's lease as an administrator (token kept; who and why recorded)
-    Revoke {
-        /// The exact issue id
-        issue: String,
-        /// Why the lease is revoked (recorded in the ledger)
-        #[arg(long, required = true)]
-        reason: String,
-        /// Who revokes [default: config lease.holder, then user.email]
-        #[command(flatten)]
-        holder: HolderArg,
-    },
+    Revoke(commands::revoke::Args),
     /// Push the current issue branch with your fencing token as a push option
     Push {
         /// The remote [default: --remote, lease.remote, then origin]
@@ -475,7 +386,7 @@ fn now() -> Result<DateTime<Utc>, Error> {
 }
 
 /// Resolves for a write: an id that matches no lease is taken as an exact, never-leased id.
-fn resolve_for_write(backend: &dyn Backend, prefix: &str) -> Result<IssueId, Error> {
+pub(crate) fn resolve_for_write(backend: &dyn Backend, prefix: &str) -> Result<IssueId, Error> {
     match backend.resolve(prefix) {
         Err(Error::NoSuchLease(_)) => IssueId::new(prefix),
         other => other,
@@ -604,48 +515,48 @@ fn run(cli: Cli) -> Result<u8, Failure> {
     Ok(code)
 }
 
+/// Routes a parsed command to its body.
 fn dispatch(ctx: &Context, command: Command, out: &mut dyn Write) -> Result<u8, Failure> {
-    let now = ctx.now;
-    match &command {
+    match command {
+        Command::Acquire(args) => commands::acquire::run(ctx, args, out),
+        Command::Renew(args) => commands::renew::run(ctx, args, out),
+        Command::Release(args) => commands::end::run(ctx, args, Ending::Release, out),
+        Command::Complete(args) => commands::end::run(ctx, args, Ending::Complete, out),
+        Command::Abandon(args) => commands::end::run(ctx, args, Ending::Abandon, out),
+        Command::Show(args) => commands::show::run(ctx, args, out),
+        Command::List(args) => commands::list::run(ctx, args, out),
+        Command::Log(args) => commands::log::run(ctx, args, out),
+        Command::Check(args) => commands::check::run(ctx, args, out),
+        Command::Verify(args) => commands::verify::run(ctx, args, out),
+        Command::Revoke(args) => commands::revoke::run(ctx, args, out),
         Command::Sync {
             remote_name,
             adopt,
             verbose,
-        } => return sync(ctx, remote_name.as_deref(), adopt, *verbose, out),
-        Command::Hook { kind } => return crate::cli::server::hook(ctx, kind),
-        Command::InstallHook { binary, .. } => {
-            return crate::cli::server::install_hook(ctx, binary.as_deref(), out)
-        }
-        Command::Gc { full } => return gc::gc(ctx, *full, out),
+        } => sync(ctx, remote_name.as_deref(), &adopt, verbose, out),
+        Command::Hook { kind } => server::hook(ctx, &kind),
+        Command::InstallHook { binary, .. } => server::install_hook(ctx, binary.as_deref(), out),
+        Command::Gc { full } => gc::gc(ctx, full, out),
         Command::Watch {
             since,
             interval,
             prefix,
-        } => {
-            let args = watch::WatchArgs {
-                since: since.clone(),
-                interval: interval.clone(),
-                prefix: prefix.clone(),
-            };
-            return watch::watch(ctx, args, out);
-        }
+        } => watch::watch(
+            ctx,
+            watch::WatchArgs {
+                since,
+                interval,
+                prefix,
+            },
+            out,
+        ),
         Command::Push {
             remote_name,
             branch,
             holder,
-        } => {
-            return crate::cli::server::push(
-                ctx,
-                remote_name.as_deref(),
-                branch.as_deref(),
-                holder,
-                out,
-            )
-        }
-        _ => {}
-    }
-    let target = ctx.backend()?;
-    match command {
+        } => server::push(ctx, remote_name.as_deref(), branch.as_deref(), &holder, out),
+        Command::Man { install } => manual::man(install, ctx.json, out),
+        Command::Completions { shell } => manual::completions(shell, out),
         Command::Run {
             issues,
             any,
@@ -697,287 +608,6 @@ fn dispatch(ctx: &Context, command: Command, out: &mut dyn Write) -> Result<u8, 
                 None
             };
             run::wait(ctx, &issue, timeout, claim, out)
-        }
-        Command::Man { .. } | Command::Completions { .. } => {
-            unreachable!("answered before a repository is opened")
-        }
-        Command::Sync { .. }
-        | Command::Hook { .. }
-        | Command::InstallHook { .. }
-        | Command::Gc { .. }
-        | Command::Watch { .. }
-        | Command::Push { .. } => unreachable!("handled above"),
-        Command::Revoke {
-            issue,
-            reason,
-            holder,
-        } => {
-            let by = ctx.holder(&holder)?;
-            // Exact ids only: freeing someone else's lease is never a guess.
-            let issue = IssueId::new(&issue)?;
-            let report = target.apply(&issue, &mut |cur| {
-                rules::revoke(&issue, cur, &by, &reason, now)
-            })?;
-            emit_reports(ctx, &[report], false, None, out)
-        }
-        Command::Verify { issues } => {
-            let (refs, diverged) = target.tips()?;
-            let refs = if issues.is_empty() {
-                refs
-            } else {
-                let mut chosen = Vec::new();
-                for prefix in &issues {
-                    let id = git_lease::ledger::resolve_among(
-                        prefix,
-                        refs.iter().map(|(n, _)| n.as_str()),
-                    )?;
-                    if let Some(r) = refs.iter().find(|(n, _)| n == id.as_str()) {
-                        chosen.push(r.clone());
-                    }
-                }
-                chosen
-            };
-            let bar = progress::Progress::new(refs.len() as u64, "verifying");
-            let mut audit = git_lease::verify::audit(ctx.ledger.store(), &refs, &mut |done, _| {
-                bar.set_position(done as u64)
-            });
-            // A remote ledger that went back on what this clone verified is a finding too,
-            // though its own chain may be clean.
-            for d in diverged {
-                audit.findings.push(git_lease::verify::Finding {
-                    issue: d.issue,
-                    commit: d.remote.unwrap_or_else(|| "(deleted)".into()),
-                    rule: git_lease::verify::Rule::FastForward,
-                    detail: format!("remote ledger {}: {}", d.divergence.as_str(), d.detail),
-                });
-                audit.clean = false;
-            }
-            bar.finish_and_clear();
-            if ctx.json {
-                json_line(out, &audit)?;
-            } else {
-                for f in &audit.findings {
-                    writeln!(out, "{f}")?;
-                }
-                if audit.clean {
-                    writeln!(
-                        out,
-                        "ok: {} ledgers, {} commits, every step follows the rules",
-                        audit.ledgers, audit.commits
-                    )?;
-                } else {
-                    writeln!(
-                        out,
-                        "{} finding(s) in {} ledgers ({} commits checked)",
-                        audit.findings.len(),
-                        audit.ledgers,
-                        audit.commits
-                    )?;
-                }
-            }
-            Ok(if audit.clean { exit::OK } else { exit::FAILURE })
-        }
-        Command::Acquire {
-            issues,
-            holder,
-            ttl,
-            note,
-            task,
-            session,
-            pid,
-            any,
-        } => {
-            let issues = if any {
-                any::candidates(&issues)?
-            } else {
-                distinct_issues(&issues)?
-            };
-            let new_secret = if session {
-                Some(git_lease::session::new_secret()?)
-            } else {
-                None
-            };
-            let process = match pid {
-                None => None,
-                Some(pid) => {
-                    Some(git_lease::liveness::HolderProcess::of(pid).ok_or_else(|| {
-                        Error::InvalidInput(format!(
-                        "--pid {pid}: no such process on this machine (or no /proc to record it)"
-                    ))
-                    })?)
-                }
-            };
-            let claim = Claim {
-                holder: ctx.holder(&holder)?,
-                ttl: ctx.ttl(&ttl)?,
-                note,
-                task,
-                session: new_secret.as_deref().map(git_lease::session::hash),
-                secret: holder.secret.clone(),
-                process,
-            };
-            if any {
-                let report = any::claim(ctx, &issues, &claim)?;
-                let started = report.claimed.as_ref().is_some_and(|r| {
-                    r.wrote
-                        && claim.session.is_some()
-                        && r.lease().and_then(|l| l.session.as_deref()) == claim.session.as_deref()
-                });
-                let secret = new_secret.filter(|_| started);
-                return any::emit(ctx, &report, secret.as_deref(), out);
-            }
-            let reports = if issues.len() == 1 {
-                vec![target.apply(&issues[0], &mut |cur| {
-                    rules::acquire(&issues[0], cur, &claim, now)
-                })?]
-            } else {
-                target.acquire_all(&issues, &claim, now)?
-            };
-            // The secret is shown only if this call started the session it belongs to.
-            let started = reports.iter().any(|r| {
-                r.wrote
-                    && r.lease().and_then(|l| l.session.as_deref()) == claim.session.as_deref()
-                    && claim.session.is_some()
-            });
-            let secret = new_secret.filter(|_| started);
-            emit_reports(ctx, &reports, issues.len() > 1, secret.as_deref(), out)
-        }
-        Command::Renew { issue, holder, ttl } => {
-            let name = ctx.holder(&holder)?;
-            let who = Credentials {
-                holder: &name,
-                secret: holder.secret.as_deref(),
-            };
-            let ttl = ctx.ttl(&ttl)?;
-            let issue = resolve_for_write(target.as_ref(), &issue)?;
-            let report = target.apply(&issue, &mut |cur| rules::renew(cur, who, ttl, now))?;
-            emit_reports(ctx, &[report], false, None, out)
-        }
-        Command::Release { issue, holder } => {
-            end(ctx, target.as_ref(), &issue, &holder, Ending::Release, out)
-        }
-        Command::Complete { issue, holder } => {
-            end(ctx, target.as_ref(), &issue, &holder, Ending::Complete, out)
-        }
-        Command::Abandon { issue, holder } => {
-            end(ctx, target.as_ref(), &issue, &holder, Ending::Abandon, out)
-        }
-        Command::Show { issue } => {
-            let issue = target.resolve(&issue)?;
-            let entry = target.current(&issue)?;
-            let Some(entry) = entry else {
-                return Err(Error::NoSuchLease(issue.to_string()).into());
-            };
-            let view = LeaseView::new(issue.as_str(), Some(&entry), now);
-            if ctx.json {
-                json_line(out, &view)?;
-            } else {
-                write!(out, "{}", output::show(&view, Some(&entry), now))?;
-            }
-            Ok(exit::OK)
-        }
-        Command::List {
-            all,
-            holder,
-            mine,
-            state,
-            prefix,
-        } => {
-            let holder = if mine {
-                let me = HolderArg {
-                    holder: std::env::var("GIT_LEASE_HOLDER")
-                        .ok()
-                        .filter(|h| !h.is_empty()),
-                    secret: None,
-                };
-                Some(ctx.holder(&me)?)
-            } else {
-                holder
-            };
-            let listing = target.list()?;
-            let (entries, diverged) = (listing.entries, listing.diverged);
-            let code = list(ctx, entries, all, holder, state, prefix, out)?;
-            report_diverged(ctx, &diverged, out)?;
-            Ok(if diverged.is_empty() {
-                code
-            } else {
-                exit::FAILURE
-            })
-        }
-        Command::Log { issue } => {
-            let issue = target.resolve(&issue)?;
-            let entries = target.log(&issue)?;
-            if entries.is_empty() {
-                return Err(Error::NoSuchLease(issue.to_string()).into());
-            }
-            if ctx.json {
-                let views: Vec<LogView> = entries.iter().map(LogView::from).collect();
-                json_line(out, &views)?;
-            } else {
-                for e in &entries {
-                    writeln!(out, "{}", log_line(e))?;
-                }
-            }
-            Ok(exit::OK)
-        }
-        Command::Check {
-            issue,
-            token,
-            holder,
-        } => {
-            // Exact ids only: a prefix is never a fencing answer.
-            let issue = IssueId::new(&issue)?;
-            let entry = target.current(&issue)?;
-            let verdict = rules::check(
-                entry.as_ref().map(|e| &e.lease),
-                token,
-                holder.as_deref(),
-                now,
-            );
-            if ctx.json {
-                #[derive(serde::Serialize)]
-                struct CheckView {
-                    ok: bool,
-                    checked_token: u64,
-                    reason: Option<String>,
-                    #[serde(flatten)]
-                    lease: LeaseView,
-                }
-                json_line(
-                    out,
-                    &CheckView {
-                        ok: verdict.is_ok(),
-                        checked_token: token,
-                        reason: verdict.as_ref().err().map(|w| w.to_string()),
-                        lease: LeaseView::new(issue.as_str(), entry.as_ref(), now),
-                    },
-                )?;
-            } else {
-                let (line, tone) = match &verdict {
-                    Ok(()) => (
-                        format!(
-                            "ok: token {token} is the live tenure of {issue} (held by {})",
-                            output::printable(
-                                entry
-                                    .as_ref()
-                                    .and_then(|e| e.lease.holder.as_deref())
-                                    .unwrap_or("?")
-                            )
-                        ),
-                        color::Tone::Good,
-                    ),
-                    Err(why) => (
-                        format!("refused: token {token} for {issue}: {why}"),
-                        color::Tone::Bad,
-                    ),
-                };
-                writeln!(out, "{}", color::paint_head(&line, tone))?;
-            }
-            Ok(if verdict.is_ok() {
-                exit::OK
-            } else {
-                exit::REFUSED
-            })
         }
     }
 }
@@ -1067,7 +697,7 @@ fn sync(
 
 /// Validates the ids of one claim, taking each once, and refuses ids that would clash with
 /// each other as file versus directory (`x` and `x/y`).
-fn distinct_issues(ids: &[String]) -> Result<Vec<IssueId>, Error> {
+pub(crate) fn distinct_issues(ids: &[String]) -> Result<Vec<IssueId>, Error> {
     let mut out: Vec<IssueId> = Vec::with_capacity(ids.len());
     for id in ids {
         let issue = IssueId::new(id)?;
@@ -1091,29 +721,9 @@ fn distinct_issues(ids: &[String]) -> Result<Vec<IssueId>, Error> {
 }
 
 /// Parses a duration option (`500ms`, `10s`, `2m`).
-fn parse_duration(text: &str) -> Result<std::time::Duration, Error> {
+pub(crate) fn parse_duration(text: &str) -> Result<std::time::Duration, Error> {
     humantime::parse_duration(text)
         .map_err(|e| Error::InvalidInput(format!("invalid duration {text:?}: {e}")))
-}
-
-fn end(
-    ctx: &Context,
-    target: &dyn Backend,
-    issue: &str,
-    holder: &HolderArg,
-    ending: Ending,
-    out: &mut dyn Write,
-) -> Result<u8, Failure> {
-    let name = ctx.holder(holder)?;
-    let who = Credentials {
-        holder: &name,
-        secret: holder.secret.as_deref(),
-    };
-    let issue = resolve_for_write(target, issue)?;
-    let report = target.apply(&issue, &mut |cur| {
-        rules::release(&issue, cur, who, ending, ctx.now)
-    })?;
-    emit_reports(ctx, &[report], false, None, out)
 }
 
 pub(crate) fn emit_reports(
@@ -1164,7 +774,7 @@ pub(crate) fn emit_reports(
     })
 }
 
-fn list(
+pub(crate) fn list(
     ctx: &Context,
     entries: Vec<Entry>,
     all: bool,
@@ -1310,7 +920,7 @@ fn advise_local(ledger: &Ledger) -> Result<(), Error> {
 
 /// Says, on stderr, which remote ledgers were left out of an answer because the remote rewound
 /// or rewrote them.
-fn report_diverged(
+pub(crate) fn report_diverged(
     ctx: &Context,
     diverged: &[Diverged],
     out: &mut dyn Write,
@@ -1328,7 +938,7 @@ fn report_diverged(
     Ok(())
 }
 
-fn log_line(e: &Entry) -> String {
+pub(crate) fn log_line(e: &Entry) -> String {
     let l = &e.lease;
     let short = e.commit.to_hex_with_len(10).to_string();
     let mut text = format!(

@@ -1,0 +1,37 @@
+//! `git lease release`, `complete` and `abandon`: the holder (or anyone, once it expired) frees
+//! a lease, keeping its token, and records how the work ended.
+
+use std::io::Write;
+
+use git_lease::{rules, Credentials, Ending};
+
+use crate::cli::{emit_reports, resolve_for_write, Context, Failure, HolderArg};
+
+/// The arguments of `release`, `complete` and `abandon`.
+#[derive(clap::Args, Debug)]
+pub(crate) struct Args {
+    /// The issue id or a unique prefix
+    pub(crate) issue: String,
+    #[command(flatten)]
+    pub(crate) holder: HolderArg,
+}
+
+/// Runs `git lease release`, `complete` or `abandon`, as `ending` says.
+pub(crate) fn run(
+    ctx: &Context,
+    args: Args,
+    ending: Ending,
+    out: &mut dyn Write,
+) -> Result<u8, Failure> {
+    let target = ctx.backend()?;
+    let name = ctx.holder(&args.holder)?;
+    let who = Credentials {
+        holder: &name,
+        secret: args.holder.secret.as_deref(),
+    };
+    let issue = resolve_for_write(target.as_ref(), &args.issue)?;
+    let report = target.apply(&issue, &mut |cur| {
+        rules::release(&issue, cur, who, ending, ctx.now)
+    })?;
+    emit_reports(ctx, &[report], false, None, out)
+}
