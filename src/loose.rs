@@ -19,6 +19,8 @@ use std::path::Path;
 use gix::objs::Kind;
 use gix::ObjectId;
 
+use crate::error::Error;
+
 /// The most a stored deflate block can hold.
 const STORED_BLOCK_MAX: usize = 0xffff;
 
@@ -33,7 +35,8 @@ pub(crate) fn write(
     kind: Kind,
     data: &[u8],
     sync: bool,
-) -> Result<(), String> {
+) -> Result<(), Error> {
+    let io = |context: String| move |source| Error::Io { context, source };
     let hex = id.to_hex().to_string();
     let dir = objects_dir.join(&hex[..2]);
     let path = dir.join(&hex[2..]);
@@ -48,18 +51,16 @@ pub(crate) fn write(
         .prefix("tmp_obj_")
         .permissions(std::fs::Permissions::from_mode(0o444))
         .tempfile_in(objects_dir)
-        .map_err(|e| {
-            format!(
-                "cannot create a temporary object in {}: {e}",
-                objects_dir.display()
-            )
-        })?;
+        .map_err(io(format!(
+            "cannot create a temporary object in {}",
+            objects_dir.display()
+        )))?;
     file.write_all(&framed)
-        .map_err(|e| format!("cannot write {}: {e}", file.path().display()))?;
+        .map_err(io(format!("cannot write {}", file.path().display())))?;
     if sync {
         file.as_file()
             .sync_all()
-            .map_err(|e| format!("cannot fsync {}: {e}", file.path().display()))?;
+            .map_err(io(format!("cannot fsync {}", file.path().display())))?;
     }
     // `git prune` removes empty fan-out directories: one may vanish between its creation and
     // the rename, so the pair is tried twice.
@@ -69,7 +70,7 @@ pub(crate) fn write(
         match std::fs::create_dir(&dir) {
             Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-            Err(e) => return Err(format!("cannot create {}: {e}", dir.display())),
+            Err(e) => return Err(io(format!("cannot create {}", dir.display()))(e)),
         }
         match file.persist(&path) {
             Ok(_) => return Ok(()),
@@ -77,11 +78,7 @@ pub(crate) fn write(
                 file = e.file;
             }
             Err(e) => {
-                return Err(format!(
-                    "cannot move an object into {}: {}",
-                    path.display(),
-                    e.error
-                ))
+                return Err(io(format!("cannot move an object into {}", path.display()))(e.error))
             }
         }
     }

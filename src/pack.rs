@@ -18,6 +18,8 @@ use std::sync::atomic::AtomicBool;
 
 use gix::objs::Kind;
 
+use crate::error::Error;
+
 /// A pack just written, and its `.keep` file until this is dropped.
 #[derive(Debug)]
 pub(crate) struct WrittenPack {
@@ -43,7 +45,7 @@ pub(crate) fn write<D: AsRef<[u8]>>(
     objects_dir: &Path,
     hash: gix::hash::Kind,
     objects: &[(Kind, D)],
-) -> Result<WrittenPack, String> {
+) -> Result<WrittenPack, Error> {
     let stream = pack_stream(hash, objects)?;
     let pack_dir = objects_dir.join("pack");
     let options = gix_pack::bundle::write::Options {
@@ -59,7 +61,7 @@ pub(crate) fn write<D: AsRef<[u8]>>(
         hash,
         options,
     )
-    .map_err(|e| format!("cannot write a pack in {}: {e:?}", pack_dir.display()))?;
+    .map_err(|e| Error::git(format!("cannot write a pack in {}", pack_dir.display()), e))?;
     match (outcome.data_path, outcome.index_path) {
         (Some(pack), Some(index)) => {
             // gix writes no `.keep` for a pack that was already there (the same objects
@@ -70,11 +72,10 @@ pub(crate) fn write<D: AsRef<[u8]>>(
             });
             Ok(WrittenPack { pack, index, keep })
         }
-        _ => Err(format!(
-            "writing a pack of {} objects in {} produced no pack",
-            objects.len(),
-            pack_dir.display()
-        )),
+        _ => Err(Error::Git {
+            context: format!("cannot write a pack in {}", pack_dir.display()),
+            message: format!("writing {} objects produced no pack", objects.len()),
+        }),
     }
 }
 
@@ -82,8 +83,9 @@ pub(crate) fn write<D: AsRef<[u8]>>(
 fn pack_stream<D: AsRef<[u8]>>(
     hash: gix::hash::Kind,
     objects: &[(Kind, D)],
-) -> Result<Vec<u8>, String> {
-    let count = u32::try_from(objects.len()).map_err(|_| "too many objects for one pack")?;
+) -> Result<Vec<u8>, Error> {
+    let count = u32::try_from(objects.len())
+        .map_err(|_| Error::InvalidInput("too many objects for one pack".into()))?;
     let size: usize = objects
         .iter()
         .map(|(_, data)| data.as_ref().len() + 32)
@@ -101,7 +103,7 @@ fn pack_stream<D: AsRef<[u8]>>(
     hasher.update(&out);
     let trailer = hasher
         .try_finalize()
-        .map_err(|e| format!("cannot hash a pack: {e}"))?;
+        .map_err(|e| Error::git("cannot hash a pack", e))?;
     out.extend_from_slice(trailer.as_slice());
     Ok(out)
 }

@@ -715,12 +715,7 @@ impl Store {
         let objects_dir = self.repo.objects.store_ref().path();
         if staged.objects.len() <= OBJECTS_PER_EVENT {
             for ((kind, data), id) in staged.objects.iter().zip(&staged.ids) {
-                crate::loose::write(objects_dir, *id, *kind, data, self.fsync.objects).map_err(
-                    |message| Error::Git {
-                        context: format!("cannot write a ledger {kind}"),
-                        message,
-                    },
-                )?;
+                crate::loose::write(objects_dir, *id, *kind, data, self.fsync.objects)?;
             }
             self.auto_gc.note_written(&staged.ids);
             self.fsync.sync_objects(objects_dir, &staged.ids)?;
@@ -729,12 +724,7 @@ impl Store {
         // An earlier attempt's pack is garbage now (or the very same pack, which keeps its
         // own `.keep` again below).
         self.kept_pack.borrow_mut().take();
-        let pack = crate::pack::write(objects_dir, self.object_hash(), &staged.objects).map_err(
-            |message| Error::Git {
-                context: format!("cannot write {} ledger objects", staged.objects.len()),
-                message,
-            },
-        )?;
+        let pack = crate::pack::write(objects_dir, self.object_hash(), &staged.objects)?;
         self.fsync.sync_pack(&pack.pack, &pack.index)?;
         self.auto_gc.note_pack_written();
         *self.kept_pack.borrow_mut() = Some(pack);
