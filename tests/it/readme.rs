@@ -135,12 +135,25 @@ fn after_install_the_manual_and_completions_work_as_the_readme_says() {
     assert!(ok, "{}: {out}", lines[1]);
     assert!(prefix.join("share/man/man1/git-lease.1").exists(), "{out}");
     assert!(prefix.join("share/man/man1/git-lease-acquire.1").exists());
-    for help in ["git help lease", "git lease --help"] {
-        let (ok, out) = sh(help);
+    // `git help` needs man; a machine with only git and Rust may not have it (CI installs it).
+    let has_man = std::process::Command::new("man")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if has_man {
+        for help in ["git help lease", "git lease --help"] {
+            let (ok, out) = sh(help);
+            assert!(
+                ok && out.contains("git-lease") && out.contains("acquire"),
+                "{help}: {out}"
+            );
+        }
+    } else {
         assert!(
-            ok && out.contains("git-lease") && out.contains("acquire"),
-            "{help}: {out}"
+            std::env::var("CI").as_deref() != Ok("true"),
+            "CI must install man (.ci/run does)"
         );
+        eprintln!("SKIPPED: git help lease (man is not installed here)");
     }
     // A new shell completes `git lease` and `git-lease`.
     let (ok, out) = sh(
