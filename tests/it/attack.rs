@@ -40,6 +40,7 @@ use serde_json::{json, Value};
 use crate::env::{at, rfc3339, t0, Run, TestRepo};
 use crate::forge::{self, acquired, freed, with};
 use crate::server::Server;
+use crate::session::{boot_id, start_ticks};
 
 /// The holder of every prior lease.
 const HOLDER: &str = "alice";
@@ -721,7 +722,7 @@ fn forged_pushes_get_exactly_the_verdicts_of_the_spec() {
         now: t0(),
         max_skew_s: SKEW_S,
         admins: vec![ADMIN.into(), "root".into()],
-        boot_id: boot_id(),
+        boot_id: Some(boot_id()),
     };
     let cases = cases(&facts);
     let client = TestRepo::new();
@@ -1046,24 +1047,4 @@ fn instant(text: &str) -> DateTime<Utc> {
     DateTime::parse_from_rfc3339(text)
         .unwrap_or_else(|e| panic!("{text:?} is not RFC 3339: {e}"))
         .with_timezone(&Utc)
-}
-
-/// This machine's boot id, which the hook (on the same machine) sees too.
-fn boot_id() -> Option<String> {
-    std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
-        .ok()
-        .map(|s| s.trim().to_owned())
-        .filter(|s| !s.is_empty())
-}
-
-/// The start time of running process `pid` (field 22 of `/proc/<pid>/stat`), `None` if it is
-/// gone or a zombie.
-fn start_ticks(pid: u32) -> Option<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let rest = &stat[stat.rfind(')')? + 2..];
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    if matches!(fields.first(), Some(&"Z") | Some(&"X")) {
-        return None;
-    }
-    fields.get(22 - 3)?.parse().ok()
 }
