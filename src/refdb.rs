@@ -186,6 +186,22 @@ impl GitRefs {
         Ok(refs)
     }
 
+    /// Returns the names of the refs among `names` that exist: one `git for-each-ref`, which
+    /// lists those refs alone, not what is below them (see [`exact`]).
+    pub(crate) fn existing(&self, names: &[String]) -> Result<Vec<String>> {
+        if names.is_empty() {
+            return Ok(Vec::new());
+        }
+        let patterns: Vec<String> = names.iter().map(|n| exact(n)).collect();
+        let patterns: Vec<&str> = patterns.iter().map(String::as_str).collect();
+        Ok(self
+            .list(&patterns)?
+            .into_iter()
+            .map(|(name, _)| name)
+            .filter(|name| names.contains(name))
+            .collect())
+    }
+
     /// Returns what the ref `name` points at, if it exists.
     pub(crate) fn read(&self, name: &str) -> Result<Option<Target>> {
         Ok(self
@@ -355,6 +371,18 @@ impl GitRefs {
     }
 }
 
+/// Returns a `for-each-ref` pattern that matches the ref `name` alone: a pattern without glob
+/// characters also matches every ref below the name (`refs/leases/gh` lists all of
+/// `refs/leases/gh/*`), a glob must match the whole name. Ref names hold no glob character
+/// (`*`, `?`, `[` and `\` are not allowed in them), so bracketing one letter or digit makes a
+/// glob of the literal name. A name without one stays as it is (the caller filters).
+fn exact(name: &str) -> String {
+    match name.rfind(|c: char| c.is_ascii_alphanumeric()) {
+        Some(i) => format!("{}[{}]{}", &name[..i], &name[i..=i], &name[i + 1..]),
+        None => name.to_owned(),
+    }
+}
+
 fn spawn_error(command: &str, e: std::io::Error) -> Error {
     Error::Io {
         context: format!("cannot run {command}"),
@@ -428,6 +456,13 @@ mod tests {
         ] {
             assert_eq!(kind(&r.classify(said)), want, "{said}");
         }
+    }
+
+    #[test]
+    fn an_exact_pattern_is_a_glob_of_the_literal_name() {
+        assert_eq!(exact("refs/leases/gh"), "refs/leases/g[h]");
+        assert_eq!(exact("refs/leases/a.b-"), "refs/leases/a.[b]-");
+        assert_eq!(exact("refs/leases/é"), "refs/lease[s]/é");
     }
 
     #[test]

@@ -689,26 +689,22 @@ impl Store {
     /// Returns the existing ref that `issue` would clash with as file versus directory.
     pub(crate) fn clash(&self, issue: &IssueId) -> Result<Option<String>> {
         if let RefDb::Git(git) = &self.refdb {
-            // One listing: each ancestor (and what is under it), and what is under the issue.
+            // The ancestors alone (not their other leases, which may be many), then what is
+            // below the issue: a listing each, the first only for an id with a `/`.
             let ancestors: Vec<String> = issue
                 .ancestors()
                 .map(|a| format!("{REF_PREFIX}{a}"))
                 .collect();
+            let found = git.existing(&ancestors)?;
+            if let Some(hit) = ancestors.into_iter().find(|a| found.contains(a)) {
+                return Ok(Some(hit));
+            }
             let below = format!("{}/", issue.ref_name());
-            let mut patterns: Vec<&str> = ancestors.iter().map(String::as_str).collect();
-            patterns.push(&below);
-            let found = git.list(&patterns)?;
-            let hit = ancestors
-                .iter()
-                .find(|a| found.iter().any(|(name, _)| name == *a))
-                .cloned()
-                .or_else(|| {
-                    found
-                        .into_iter()
-                        .map(|(name, _)| name)
-                        .find(|name| name.starts_with(&below))
-                });
-            return Ok(hit);
+            return Ok(git
+                .list(&[&below])?
+                .into_iter()
+                .next()
+                .map(|(name, _)| name));
         }
         for ancestor in issue.ancestors() {
             let name = format!("{REF_PREFIX}{ancestor}");
