@@ -287,9 +287,10 @@ fn stop_on_closed_stdout(wake: mpsc::Sender<Wake>) {
     });
 }
 
-/// Watches the refs directory (recursively), the git directory itself (for
-/// `packed-refs`) and, in a reftable repository, `reftable/`, sending [`Wake::Changed`] for every change to a ref. Returns `None`, after
-/// saying so, if notifications are unavailable: the loop then polls.
+/// Watches the refs directory (recursively), the git directory itself (for `packed-refs`)
+/// and, in a reftable repository, `reftable/`, sending [`Wake::Changed`] for every change to
+/// a ref. Returns `None`, after saying so, if notifications are unavailable: the loop then
+/// polls.
 fn watch_refs(common_dir: &Path, wake: mpsc::Sender<Wake>) -> Option<notify::RecommendedWatcher> {
     use notify::{RecursiveMode, Watcher};
     let refs = common_dir.join("refs");
