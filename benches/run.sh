@@ -17,6 +17,12 @@
 #               git-lease vs SQLite NORMAL; tokens checked for repeats, for git by `git log`
 #   remote      `git-lease acquire --remote git://127.0.0.1:PORT/...` vs one plain `git push`
 #               of one ref, against a `git daemon` on 127.0.0.1 started and stopped here
+#   reftable    the same on a reftable repository (refs through git's own commands) side by
+#               side with the files backend: acquire of a new issue and renew of a live lease
+#               (files, reftable, reftable with lease.fsync=true), with one `git update-ref`
+#               and one single-ref `git for-each-ref` on reftable (the processes a claim adds)
+#               and SQLite NORMAL; then warm and cold list at each size, on the populated
+#               repository and on a copy migrated with `git refs migrate --ref-format=reftable`
 #   gc          `git lease gc` vs `git gc --quiet` on 2000 leases written loose by git-lease
 #               (a fresh copy before each run), and a cold list before and after packing;
 #               last, because it deletes thousands of files
@@ -36,7 +42,7 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$HERE/.." && pwd)
 SIZES="1000 10000 100000"
 ROUNDS=""
-GROUPS_WANTED="acquire list scale contention remote gc"
+GROUPS_WANTED="acquire list scale contention remote reftable gc"
 OUT="$HERE/target/bench-results"
 TMPBASE="${GIT_LEASE_BENCH_TMP:-/var/tmp}"
 KEEP=0
@@ -54,7 +60,7 @@ while [ $# -gt 0 ]; do
         --contend-ops) CONTEND_OPS="$2"; shift 2 ;;
         --keep) KEEP=1; shift ;;
         --no-build) BUILD=0; shift ;;
-        -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,31p' "$0"; exit 0 ;;
         *) echo "run.sh: unknown option $1" >&2; exit 2 ;;
     esac
 done
@@ -338,6 +344,63 @@ if want remote; then
     echo "Remote refs after the run: $(git ls-remote "$URL" 'refs/leases/*' | wc -l) leases, $(git ls-remote "$URL" 'refs/pushed/*' | wc -l) plain pushes." >> "$REPORT"
     echo >> "$REPORT"
     kill "$DAEMON_PID"; wait "$DAEMON_PID" 2>/dev/null || true; DAEMON_PID=""
+fi
+
+# --- reftable --------------------------------------------------------------------------------
+if want reftable; then
+    log "reftable: acquire, renew and list, files vs reftable"
+    RT="$W/reftable"; mkdir -p "$RT"
+    git init -q --ref-format=files "$RT/ff"
+    git init -q --ref-format=reftable "$RT/rt"
+    git init -q --ref-format=reftable "$RT/rf"
+    git init -q --ref-format=reftable "$RT/ur"
+    git -C "$RT/rf" config lease.fsync true
+    C=$(git -C "$RT/ur" commit-tree "$(git -C "$RT/ur" mktree </dev/null)" -m seed)
+    for r in ff rt; do "$GL" -C "$RT/$r" acquire hot --holder alice@example.com --ttl 1h >/dev/null; done
+    # A renew writes only when the expiry moves: each run asks for a minute more.
+    alternate reftable-acquire 15 3 \
+        "acquire, files" "$(counter rff); exec $GL -C $RT/ff acquire g\$n --holder alice@example.com --ttl 1h" \
+        "acquire, reftable" "$(counter rrt); exec $GL -C $RT/rt acquire g\$n --holder alice@example.com --ttl 1h" \
+        "acquire, reftable (lease.fsync=true)" "$(counter rrf); exec $GL -C $RT/rf acquire g\$n --holder alice@example.com --ttl 1h" \
+        "renew, files" "$(counter nff); exec $GL -C $RT/ff renew hot --holder alice@example.com --ttl \$((n + 60))m" \
+        "renew, reftable" "$(counter nrt); exec $GL -C $RT/rt renew hot --holder alice@example.com --ttl \$((n + 60))m" \
+        "git update-ref, reftable" "$(counter rur); exec git -C $RT/ur update-ref refs/leases/u\$n $C $ZERO" \
+        "git for-each-ref of one ref, reftable" "exec git -C $RT/rt for-each-ref refs/leases/hot" \
+        "sqlite-lease acquire (NORMAL)" "$(counter rsn); export SQLITE_LEASE_SYNC=normal; exec $SL $RT/normal.db acquire s\$n alice@example.com 3600"
+    summarise reftable-acquire "Whole-process acquire and renew, files vs reftable" \
+        "acquire, reftable:acquire, files" \
+        "renew, reftable:renew, files" \
+        "acquire, reftable:sqlite-lease acquire (NORMAL)" \
+        "acquire, reftable:git update-ref, reftable" \
+        "acquire, reftable (lease.fsync=true):acquire, reftable"
+    for r in ff rt rf; do
+        echo "- $r: $("$GL" -C "$RT/$r" list --all --json | python3 -c 'import json,sys; print(len(json.load(sys.stdin)))') leases, $(git -C "$RT/$r" rev-parse --show-ref-format), verify: $("$GL" -C "$RT/$r" verify | head -1)" >> "$REPORT"
+    done
+    echo >> "$REPORT"
+    for n in $SIZES; do
+        populate "$n"
+        F="$RT/list-$n-files"; T="$RT/list-$n-reftable"
+        if [ ! -d "$T" ]; then
+            cp -a "$W/list/$n" "$F"; cp -a "$W/list/$n" "$T"
+            git -C "$T" refs migrate --ref-format=reftable
+            mkdir -p "$F/.git/git-lease" "$T/.git/git-lease"
+        fi
+        if [ "$n" -ge 100000 ]; then runs=3; warm=1; elif [ "$n" -ge 10000 ]; then runs=5; warm=2; else runs=10; warm=3; fi
+        log "reftable: list at $n"
+        alternate "reftable-list-$n" "$runs" "$warm" \
+            "list, files" "exec $GL -C $F list" \
+            "list, reftable" "exec $GL -C $T list" \
+            "list, files, cold" ": > $F/.git/git-lease/list-cache; exec $GL -C $F list" \
+            "list, reftable, cold" ": > $T/.git/git-lease/list-cache; exec $GL -C $T list" \
+            "git for-each-ref refs/leases/, reftable" "exec git -C $T for-each-ref refs/leases/" \
+            "sqlite-lease list" "exec $SL $W/list/$n.db list"
+        summarise "reftable-list-$n" "Whole-process list, $n leases (80% live), files vs reftable" \
+            "list, reftable:list, files" \
+            "list, reftable, cold:list, files, cold" \
+            "list, reftable:sqlite-lease list"
+        echo "Live leases listed: files $("$GL" -C "$F" list --json | python3 -c 'import json,sys; print(len(json.load(sys.stdin)))'), reftable $("$GL" -C "$T" list --json | python3 -c 'import json,sys; print(len(json.load(sys.stdin)))')." >> "$REPORT"
+        echo >> "$REPORT"
+    done
 fi
 
 # --- gc --------------------------------------------------------------------------------------

@@ -365,7 +365,8 @@ impl Raw<'_> {
 /// Listing the refs themselves is the other half of a listing's cost, so this reads them the
 /// cheap way when it can: loose refs through gix, then `packed-refs` line by line, without
 /// gix's per-ref validation and conversions. Anything unusual (a ref namespace, a line this
-/// reader does not expect) falls back to [`Store::refs_under`]. Either is read as
+/// reader does not expect) falls back to [`Store::refs_under`], and so does a ref storage other
+/// than files (one `git for-each-ref` for reftable). Either is read as
 /// `Store::read_refs` reads, so that `git pack-refs` running meanwhile hides no ref.
 pub fn list_namespace(store: &Store, namespace: &str) -> Result<(Vec<Entry>, ListStats)> {
     let refs = match store.read_refs(|| refs_fast(store, namespace)) {
@@ -385,7 +386,7 @@ fn refs_fast(
 ) -> std::result::Result<Option<Vec<(String, ObjectId)>>, gix::Error> {
     use gix::bstr::ByteSlice;
     let refs = &store.repo().refs;
-    if refs.namespace.is_some() || !namespace.ends_with('/') {
+    if store.ref_format() != "files" || refs.namespace.is_some() || !namespace.ends_with('/') {
         return Ok(None);
     }
     let Ok(prefix) = <&gix::path::RelativePath>::try_from(namespace) else {

@@ -97,11 +97,14 @@ pub enum Error {
         /// What is wrong with it.
         reason: String,
     },
-    /// The repository stores refs in reftable, which this build cannot write safely.
-    #[error("{path}: this repository uses the reftable ref storage (extensions.refStorage=reftable), which git-lease does not support yet; use a repository with the files ref storage")]
-    Reftable {
+    /// The repository stores its refs in a format this build does not know (it knows `files`
+    /// and `reftable`).
+    #[error("{path}: this repository stores its refs as {format:?} (extensions.refStorage), which git-lease does not know; it supports files and reftable", path = path.display())]
+    RefStorage {
         /// The repository's git dir.
         path: PathBuf,
+        /// The value of `extensions.refStorage`.
+        format: String,
     },
     /// A ref lock file stayed in place past the lock timeout.
     #[error("the lock file {path} has been held for more than {waited_ms} ms; if no git or git-lease process is running, a crashed process left it behind: remove it with `rm {path}` and retry", path = path.display())]
@@ -204,7 +207,7 @@ impl Error {
             | Error::InvalidInput(_)
             | Error::Config { .. }
             | Error::RefClash { .. }
-            | Error::Reftable { .. }
+            | Error::RefStorage { .. }
             | Error::NotARepository { .. } => ErrorKind::Usage,
             Error::NoSuchLease(_) | Error::Ambiguous { .. } => ErrorKind::NotFound,
             Error::PushRefused { .. } => ErrorKind::Refused,

@@ -10,7 +10,10 @@
 //! - [`gc`] (`git lease gc`) packs refs (`git pack-refs --all --prune`) and loose objects
 //!   (`git repack -d -q`: an incremental pack; never deletes anything that is not also in a
 //!   pack), or with `full` runs `git gc --quiet` (which also consolidates packs and prunes
-//!   unreachable objects past git's expiry). Either way it then removes the temporary files
+//!   unreachable objects past git's expiry). In a reftable repository `git pack-refs`
+//!   compacts the tables into one; git 2.47 gives that up when another writer changed the
+//!   tables meanwhile, so there a failed step is run again, up to
+//!   `REFTABLE_PACK_ATTEMPTS` times. Either way it then removes the temporary files
 //!   that killed writers left behind, once they are older than `gc.pruneExpire` (two weeks
 //!   by default) and at least an hour old ([`remove_stale_temporaries`]).
 //! - The write path starts `git gc --auto` by itself past git's thresholds:
@@ -35,9 +38,9 @@ pub struct GcReport {
     pub loose_objects_after: u64,
     /// Packs after.
     pub packs_after: u64,
-    /// Loose lease ref files before.
+    /// Loose lease ref files before (0 in a reftable repository, which has none).
     pub loose_lease_refs_before: u64,
-    /// Loose lease ref files after.
+    /// Loose lease ref files after (0 in a reftable repository).
     pub loose_lease_refs_after: u64,
     /// The git commands run, in order.
     pub commands: Vec<String>,
@@ -59,18 +62,40 @@ pub fn gc(store: &Store, full: bool) -> Result<GcReport> {
             vec!["repack", "-d", "-q"],
         ]
     };
+    // git 2.47 gives up compacting a reftable stack that another writer changed or locked
+    // meanwhile (`git pack-refs` exits 244, an outdated stack, or says "data is locked"; `git
+    // gc` then fails to run pack-refs): nothing is lost, and it is tried again.
+    let attempts = if store.ref_format() == "files" {
+        1
+    } else {
+        REFTABLE_PACK_ATTEMPTS
+    };
     let mut commands = Vec::new();
     for args in steps {
         let shown = format!("git {}", args.join(" "));
-        let out = git(&git_dir)
-            .args(&args)
-            .output()
-            .map_err(|e| spawn_error(&shown, e))?;
-        if !out.status.success() {
-            return Err(Error::Git {
-                context: shown,
-                message: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
-            });
+        let mut attempt = 1;
+        loop {
+            let out = git(&git_dir)
+                .args(&args)
+                .output()
+                .map_err(|e| spawn_error(&shown, e))?;
+            if out.status.success() {
+                break;
+            }
+            if attempt >= attempts {
+                let said = String::from_utf8_lossy(&out.stderr).trim().to_owned();
+                return Err(Error::Git {
+                    context: shown,
+                    message: if said.is_empty() {
+                        format!("exited with {}", out.status)
+                    } else {
+                        said
+                    },
+                });
+            }
+            // A moment that doubles from 1 ms: concurrent writers commit in milliseconds.
+            std::thread::sleep(Duration::from_millis(1 << (attempt - 1).min(7)));
+            attempt += 1;
         }
         commands.push(shown);
     }
@@ -93,6 +118,10 @@ pub fn gc(store: &Store, full: bool) -> Result<GcReport> {
         temporary_files_removed,
     })
 }
+
+/// How many times `git lease gc` runs a step that failed in a reftable repository, where
+/// git 2.47 gives up compacting the tables when another writer changed them meanwhile.
+const REFTABLE_PACK_ATTEMPTS: u32 = 10;
 
 /// git's default `gc.pruneExpire`: two weeks.
 const DEFAULT_PRUNE_EXPIRE: Duration = Duration::from_secs(14 * 24 * 3600);

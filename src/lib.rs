@@ -71,6 +71,7 @@ pub mod liveness;
 mod loose;
 pub mod mirror;
 mod pack;
+mod refdb;
 pub mod remote;
 pub mod rules;
 pub mod session;

@@ -1,14 +1,21 @@
-//! The only module that talks to git: lease refs, ledger commits, and the compare-and-swap.
+//! The only module that talks to git (through `src/refdb.rs` for reftable refs): lease refs,
+//! ledger commits, and the compare-and-swap.
 //!
-//! Everything is done in-process, with gix for reading and for multi-ref transactions. Two
-//! writes follow git's file formats directly, because gix's way of doing them cost more than
-//! the rest of a claim: loose objects (`src/loose.rs`) and the compare-and-swap of a single
-//! ref (`Store::swap`, locked with gix's lock files as git's files backend does it). A ledger
-//! commit has exactly one tree entry, `lease.json`, and at most one parent; [`Store::entry`]
-//! refuses anything else, naming the commit, so a corrupt ledger is an error and never a
-//! guess; and only a real absence is one: every read of refs (`Store::read_refs`) and of
-//! objects (`Store::lookup`) is made again when `git gc`, `git repack` or `git pack-refs`
-//! moved what it reads meanwhile.
+//! Every ref read and write goes through one seam, the store's `RefDb`, chosen once from
+//! `extensions.refStorage`: git's files backend is read and written in-process (below), any
+//! other backend (reftable, git 3.0's default) through git's own commands
+//! (`src/refdb.rs`), with the same compare-and-swap and the same answers, so that no lease
+//! rule is written twice. Objects are read and written in-process in both cases.
+//!
+//! With the files backend everything is done in-process, with gix for reading and for
+//! multi-ref transactions. Two writes follow git's file formats directly, because gix's way
+//! of doing them cost more than the rest of a claim: loose objects (`src/loose.rs`) and the
+//! compare-and-swap of a single ref (`Store::swap`, locked with gix's lock files as git's
+//! files backend does it). A ledger commit has exactly one tree entry, `lease.json`, and at
+//! most one parent; [`Store::entry`] refuses anything else, naming the commit, so a corrupt
+//! ledger is an error and never a guess; and only a real absence is one: every read of refs
+//! (`Store::read_refs`) and of objects (`Store::lookup`) is made again when `git gc`, `git
+//! repack` or `git pack-refs` moved what it reads meanwhile.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -22,6 +29,7 @@ use crate::error::{Error, Result};
 use crate::issue::{IssueId, REF_PREFIX};
 use crate::lease::{self, Lease, LEASE_FILE};
 use crate::pack::WrittenPack;
+use crate::refdb::{Expect, Failure, GitRefs};
 
 /// One commit of a tenure ledger, decoded.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -75,9 +83,23 @@ impl Staged {
     }
 }
 
+/// Where a repository's refs are read and written: the one seam every ref read and write of a
+/// [`Store`] goes through ([`Store::tip_of`], [`Store::refs_under`], [`Store::clash`],
+/// [`Store::swap`], [`Store::swap_many`], [`Store::move_refs`], [`Store::set_ref`],
+/// [`Store::head_name`]).
+#[derive(Debug)]
+enum RefDb {
+    /// git's files backend (loose refs and `packed-refs`): in-process, with gix and git's
+    /// lock files.
+    Files,
+    /// Any other backend git knows, reftable: through git's commands ([`crate::refdb`]).
+    Git(GitRefs),
+}
+
 /// A repository's lease refs and objects.
 pub struct Store {
     repo: gix::Repository,
+    refdb: RefDb,
     lock_wait: Duration,
     quarantine: Option<gix::odb::Handle>,
     fsync: crate::durability::Fsync,
@@ -143,8 +165,8 @@ impl Store {
     /// Opens the repository containing `dir` the way git finds it (searching upwards and
     /// honouring `GIT_DIR`).
     ///
-    /// Returns [`Error::NotARepository`] when there is none, and [`Error::Reftable`] for a
-    /// repository whose refs gix 0.90 would mistreat.
+    /// Returns [`Error::NotARepository`] when there is none, and [`Error::RefStorage`] for a
+    /// repository whose ref storage is neither files nor reftable.
     pub fn discover(dir: &Path) -> Result<Store> {
         let repo = gix::ThreadSafeRepository::discover_with_environment_overrides(dir)
             .map_err(|e| Error::NotARepository {
@@ -164,20 +186,35 @@ impl Store {
         Store::from_repo(repo)
     }
 
-    /// Wraps an open repository, refusing reftable storage.
+    /// Wraps an open repository, with the ref database its `extensions.refStorage` names:
+    /// files (the default) in-process, reftable through git.
     pub fn from_repo(repo: gix::Repository) -> Result<Store> {
         let config = repo.config_snapshot();
-        let storage = config.string("extensions.refStorage");
-        if storage.is_some_and(|s| !s.eq_ignore_ascii_case(b"files")) {
-            return Err(Error::Reftable {
-                path: repo.git_dir().to_owned(),
-            });
-        }
         let setting = |key: &str| config.string(key).map(|s| s.to_str_lossy().into_owned());
         let lock_wait =
             crate::config::duration("lease.lockTimeout", setting("lease.lockTimeout").as_deref())?
                 .unwrap_or(DEFAULT_LOCK_WAIT);
+        let storage = setting("extensions.refStorage").map(|s| s.to_ascii_lowercase());
+        let refdb = match storage.as_deref() {
+            None | Some("files") => RefDb::Files,
+            Some("reftable") => RefDb::Git(GitRefs::new(
+                repo.git_dir(),
+                repo.common_dir(),
+                repo.refs
+                    .namespace
+                    .as_ref()
+                    .map(|ns| ns.as_bstr().to_str_lossy().into_owned()),
+                lock_wait,
+            )),
+            Some(other) => {
+                return Err(Error::RefStorage {
+                    path: repo.git_dir().to_owned(),
+                    format: other.to_owned(),
+                })
+            }
+        };
         Ok(Store {
+            refdb,
             fsync: crate::durability::Fsync::from_repo(&repo)?,
             auto_gc: crate::autogc::AutoGc::from_repo(&repo)?,
             repo,
@@ -214,9 +251,30 @@ impl Store {
         self.fsync
     }
 
-    /// Returns the underlying repository.
+    /// Returns the underlying repository. Its objects and configuration are this store's; its
+    /// refs only when [`Store::ref_format`] is `files` (gix cannot read reftable).
     pub fn repo(&self) -> &gix::Repository {
         &self.repo
+    }
+
+    /// Returns the ref storage format of the repository: `files` or `reftable`.
+    pub fn ref_format(&self) -> &'static str {
+        match self.refdb {
+            RefDb::Files => "files",
+            RefDb::Git(_) => "reftable",
+        }
+    }
+
+    /// Returns the ref `HEAD` names (`refs/heads/…`), or `None` when it is detached.
+    pub fn head_name(&self) -> Result<Option<String>> {
+        match &self.refdb {
+            RefDb::Files => Ok(self
+                .repo
+                .head_name()
+                .map_err(|e| Error::git("cannot read HEAD", e))?
+                .map(|name| name.as_bstr().to_str_lossy().into_owned())),
+            RefDb::Git(git) => git.head(),
+        }
     }
 
     /// Returns the repository's git dir.
@@ -274,6 +332,13 @@ impl Store {
     /// Read as `Store::read_refs` reads: a ref that `git pack-refs` moves meanwhile is found
     /// where it went.
     pub fn tip_of(&self, name: &str) -> Result<Option<ObjectId>> {
+        if let RefDb::Git(git) = &self.refdb {
+            return match git.read(name)? {
+                None => Ok(None),
+                Some(crate::refdb::Target::Object(id)) => Ok(Some(id)),
+                Some(crate::refdb::Target::Symbolic(to)) => Err(symbolic(name, &to)),
+            };
+        }
         let found = self
             .read_refs(|| {
                 self.repo
@@ -285,11 +350,7 @@ impl Store {
             None => Ok(None),
             Some(r) => match r.target {
                 Target::Object(id) => Ok(Some(id)),
-                Target::Symbolic(to) => Err(Error::Corrupt {
-                    issue: name.trim_start_matches(REF_PREFIX).to_owned(),
-                    commit: format!("(symbolic ref to {to})"),
-                    reason: "a lease ref must point at a commit, not at another ref".into(),
-                }),
+                Target::Symbolic(to) => Err(symbolic(name, &to.as_bstr().to_str_lossy())),
             },
         }
     }
@@ -307,10 +368,15 @@ impl Store {
     /// loose files were being deleted (an I/O error). Reading again then finds the ref in the
     /// new `packed-refs`. An answer given while `packed-refs` stayed the same is the truth at
     /// that moment, an absent ref included.
+    ///
+    /// A ref database other than files has no `packed-refs`: `read` runs once.
     pub(crate) fn read_refs<T>(
         &self,
         mut read: impl FnMut() -> std::result::Result<T, gix::Error>,
     ) -> std::result::Result<T, gix::Error> {
+        if let RefDb::Git(_) = self.refdb {
+            return read();
+        }
         let mut attempt = 1;
         loop {
             let answer = self.refresh_packed_refs().and_then(|before| {
@@ -583,6 +649,20 @@ impl Store {
     /// Returns every ref under `prefix` (which ends with `/`) as `(name without prefix, tip)`,
     /// read as `Store::read_refs` reads.
     pub fn refs_under(&self, prefix: &str) -> Result<Vec<(String, ObjectId)>> {
+        if let RefDb::Git(git) = &self.refdb {
+            let mut out: Vec<(String, ObjectId)> = git
+                .list(&[prefix])?
+                .into_iter()
+                .filter_map(|(name, target)| match target {
+                    crate::refdb::Target::Object(id) => {
+                        Some((name.strip_prefix(prefix)?.to_owned(), id))
+                    }
+                    crate::refdb::Target::Symbolic(_) => None,
+                })
+                .collect();
+            out.sort_by(|a, b| a.0.cmp(&b.0));
+            return Ok(out);
+        }
         let mut out = self
             .read_refs(|| {
                 let platform = self.repo.references()?;
@@ -606,6 +686,24 @@ impl Store {
 
     /// Returns the existing ref that `issue` would clash with as file versus directory.
     pub(crate) fn clash(&self, issue: &IssueId) -> Result<Option<String>> {
+        if let RefDb::Git(git) = &self.refdb {
+            // The ancestors alone (not their other leases, which may be many), then what is
+            // below the issue: a listing each, the first only for an id with a `/`.
+            let ancestors: Vec<String> = issue
+                .ancestors()
+                .map(|a| format!("{REF_PREFIX}{a}"))
+                .collect();
+            let found = git.existing(&ancestors)?;
+            if let Some(hit) = ancestors.into_iter().find(|a| found.contains(a)) {
+                return Ok(Some(hit));
+            }
+            let below = format!("{}/", issue.ref_name());
+            return Ok(git
+                .list(&[&below])?
+                .into_iter()
+                .next()
+                .map(|(name, _)| name));
+        }
         for ancestor in issue.ancestors() {
             let name = format!("{REF_PREFIX}{ancestor}");
             if self.tip_of(&name)?.is_some() {
@@ -747,6 +845,25 @@ impl Store {
         log_message: &str,
     ) -> Result<Swap> {
         let edit = [(issue.clone(), new, expected)];
+        if let RefDb::Git(git) = &self.refdb {
+            let name = issue.ref_name();
+            return match git.update(
+                &[(&name, new, expected.into())],
+                log_message,
+                self.fsync.refs,
+            ) {
+                Ok(()) => {
+                    self.after_swap(&edit)?;
+                    Ok(Swap::Done)
+                }
+                // As with the files backend: a ref already at the new commit is a done swap.
+                Err(Failure::Lost) if self.tip(issue)? == Some(new) => {
+                    self.after_swap(&edit)?;
+                    Ok(Swap::Done)
+                }
+                Err(failure) => self.failed_git_swap(failure, &name),
+            };
+        }
         if self.writes_reflog(issue) || self.repo.refs.namespace.is_some() {
             return self.swap_many(&edit, log_message);
         }
@@ -850,6 +967,21 @@ impl Store {
         edits: &[(IssueId, ObjectId, Option<ObjectId>)],
         log_message: &str,
     ) -> Result<Swap> {
+        if let RefDb::Git(git) = &self.refdb {
+            let names: Vec<String> = edits.iter().map(|(i, _, _)| i.ref_name()).collect();
+            let git_edits: Vec<(&str, ObjectId, Expect)> = names
+                .iter()
+                .zip(edits)
+                .map(|(name, (_, new, expected))| (name.as_str(), *new, (*expected).into()))
+                .collect();
+            return match git.update(&git_edits, log_message, self.fsync.refs) {
+                Ok(()) => {
+                    self.after_swap(edits)?;
+                    Ok(Swap::Done)
+                }
+                Err(failure) => self.failed_git_swap(failure, &names[0]),
+            };
+        }
         let ref_edits: Vec<RefEdit> = edits
             .iter()
             .map(|(issue, new, expected)| RefEdit {
@@ -892,6 +1024,9 @@ impl Store {
     pub(crate) fn refresh_packed_refs(
         &self,
     ) -> std::result::Result<Option<PackedRefsStat>, gix::Error> {
+        if let RefDb::Git(_) = self.refdb {
+            return Ok(None);
+        }
         let now =
             packed_refs_stat(&self.repo.refs.packed_refs_path()).map_err(gix::Error::from_error)?;
         if self.packed_refs_seen.get() == Some(now) {
@@ -913,8 +1048,13 @@ impl Store {
     /// What follows every ref update: the refs `names` made durable when configured, the kept
     /// pack released (the refs reach its objects now, so it counts like any other pack), and
     /// the automatic packing check.
+    ///
+    /// With a ref database other than files, git made the refs durable itself (see
+    /// [`crate::refdb`]).
     fn after_ref_update<'a>(&self, names: impl IntoIterator<Item = &'a str>) -> Result<()> {
-        self.fsync.sync_refs(self.repo.common_dir(), names)?;
+        if let RefDb::Files = self.refdb {
+            self.fsync.sync_refs(self.repo.common_dir(), names)?;
+        }
         self.kept_pack.borrow_mut().take();
         self.auto_gc
             .after_write(self.repo.git_dir(), self.repo.objects.store_ref().path());
@@ -998,8 +1138,34 @@ impl Store {
             .unwrap_or(packed)
     }
 
-    /// Returns the path of the lock file git uses for `refs/leases/<issue>`.
+    /// Turns the failure of a transaction through git into its answer, as
+    /// [`Store::failed_swap`] does for the files backend: a lost race, a lock held too long, a
+    /// ref clash (when creating a lease ref), or a git error.
+    fn failed_git_swap(&self, failure: Failure, first: &str) -> Result<Swap> {
+        match failure {
+            Failure::Lost => Ok(Swap::Lost),
+            Failure::Clash { name, existing } => Err(Error::RefClash {
+                issue: name.strip_prefix(REF_PREFIX).unwrap_or(&name).to_owned(),
+                existing,
+            }),
+            Failure::Locked(path) => Err(Error::Locked {
+                path,
+                waited_ms: self.lock_wait.as_millis(),
+            }),
+            Failure::Git(Error::Git { context, message }) => Err(Error::Git {
+                context: format!("cannot update {first} ({context})"),
+                message,
+            }),
+            Failure::Git(other) => Err(other),
+        }
+    }
+
+    /// Returns the path of the lock file git uses for `refs/leases/<issue>` (for reftable,
+    /// the one lock of every ref update, `reftable/tables.list.lock`).
     pub fn lock_path(&self, issue: &IssueId) -> PathBuf {
+        if let RefDb::Git(git) = &self.refdb {
+            return git.lock_path();
+        }
         self.repo
             .common_dir()
             .join(format!("{}.lock", issue.ref_name()))
@@ -1015,6 +1181,24 @@ impl Store {
         moves: &[(String, ObjectId, Option<ObjectId>)],
         log_message: &str,
     ) -> Result<()> {
+        if let RefDb::Git(git) = &self.refdb {
+            let edits: Vec<(&str, ObjectId, Expect)> = moves
+                .iter()
+                .map(|(name, new, expected)| (name.as_str(), *new, (*expected).into()))
+                .collect();
+            let names = || moves.iter().map(|(name, _, _)| name.as_str());
+            if moves.len() > 1 && git.update(&edits, log_message, self.fsync.refs).is_ok() {
+                return self.after_ref_update(names());
+            }
+            let mut first_error = None;
+            for edit in edits {
+                if let Err(failure) = git.update(&[edit], log_message, self.fsync.refs) {
+                    first_error.get_or_insert(self.bookkeeping_failure(failure, edit.0));
+                }
+            }
+            self.after_ref_update(names())?;
+            return first_error.map_or(Ok(()), Err);
+        }
         let edits = moves
             .iter()
             .map(|(name, new, expected)| {
@@ -1041,9 +1225,38 @@ impl Store {
 
     /// Sets a ref to `new` unconditionally; for mirror bookkeeping refs, never ledger refs.
     pub(crate) fn set_ref(&self, name: &str, new: ObjectId, log_message: &str) -> Result<()> {
+        if let RefDb::Git(git) = &self.refdb {
+            git.update(&[(name, new, Expect::Any)], log_message, self.fsync.refs)
+                .map_err(|failure| self.bookkeeping_failure(failure, name))?;
+            return self.after_ref_update([name]);
+        }
         let edit = bookkeeping_edit(name, new, PreviousValue::Any, log_message)?;
         self.commit_bookkeeping(vec![edit], [name])?;
         self.after_ref_update([name])
+    }
+
+    /// Turns the failure of a bookkeeping update through git into an error, as
+    /// [`Store::commit_bookkeeping`] reports them: a lock held too long, else a git error.
+    fn bookkeeping_failure(&self, failure: Failure, name: &str) -> Error {
+        match failure {
+            Failure::Locked(path) => Error::Locked {
+                path,
+                waited_ms: self.lock_wait.as_millis(),
+            },
+            Failure::Lost => Error::Git {
+                context: format!("cannot update {name}"),
+                message: "it was not at the expected value".into(),
+            },
+            Failure::Clash { existing, .. } => Error::Git {
+                context: format!("cannot update {name}"),
+                message: format!("the ref {existing} is in the way"),
+            },
+            Failure::Git(Error::Git { context, message }) => Error::Git {
+                context: format!("cannot update {name} ({context})"),
+                message,
+            },
+            Failure::Git(other) => other,
+        }
     }
 
     /// Commits `edits` of bookkeeping refs `names` in one gix transaction, logging git-lease
@@ -1171,6 +1384,15 @@ fn encode(object: &dyn gix::objs::WriteTo) -> Result<Vec<u8>> {
         .write_to(&mut out)
         .map_err(|e| Error::git("cannot encode a ledger object", e))?;
     Ok(out)
+}
+
+/// The error of a lease ref that is symbolic (to `to`), which no ledger can be.
+fn symbolic(name: &str, to: &str) -> Error {
+    Error::Corrupt {
+        issue: name.trim_start_matches(REF_PREFIX).to_owned(),
+        commit: format!("(symbolic ref to {to})"),
+        reason: "a lease ref must point at a commit, not at another ref".into(),
+    }
 }
 
 fn first_line(text: &str) -> String {

@@ -425,14 +425,9 @@ pub(crate) fn push(
     let branch = match branch {
         Some(b) => b.to_owned(),
         None => {
-            let head = ctx
-                .ledger
-                .store()
-                .repo()
-                .head_name()
-                .map_err(|e| Error::git("cannot read HEAD", e))?;
+            let head = ctx.ledger.store().head_name()?;
             match head {
-                Some(name) => name.shorten().to_string(),
+                Some(name) => name.trim_start_matches("refs/heads/").to_owned(),
                 None => {
                     return Err(Error::InvalidInput(
                         "HEAD is detached: name the branch to push".into(),

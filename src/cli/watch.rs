@@ -287,17 +287,22 @@ fn stop_on_closed_stdout(wake: mpsc::Sender<Wake>) {
     });
 }
 
-/// Watches the refs directory (recursively) and the git directory itself (for
-/// `packed-refs`), sending [`Wake::Changed`] for every change to a ref. Returns `None`, after
-/// saying so, if notifications are unavailable: the loop then polls.
+/// Watches the refs directory (recursively), the git directory itself (for `packed-refs`)
+/// and, in a reftable repository, `reftable/`, sending [`Wake::Changed`] for every change to
+/// a ref. Returns `None`, after saying so, if notifications are unavailable: the loop then
+/// polls.
 fn watch_refs(common_dir: &Path, wake: mpsc::Sender<Wake>) -> Option<notify::RecommendedWatcher> {
     use notify::{RecursiveMode, Watcher};
     let refs = common_dir.join("refs");
     let refs_for_filter = refs.clone();
+    // A reftable repository keeps its refs in `reftable/` (tables.list renamed into place).
+    let tables = common_dir.join("reftable");
+    let tables_for_filter = tables.clone();
     let handler = move |event: notify::Result<notify::Event>| {
         let relevant = match &event {
             Ok(e) => e.paths.iter().any(|p| {
                 p.starts_with(&refs_for_filter)
+                    || p.starts_with(&tables_for_filter)
                     || p.file_name()
                         .and_then(|n| n.to_str())
                         .is_some_and(|n| n.starts_with("packed-refs"))
@@ -311,6 +316,9 @@ fn watch_refs(common_dir: &Path, wake: mpsc::Sender<Wake>) -> Option<notify::Rec
     let started = notify::recommended_watcher(handler).and_then(|mut w| {
         w.watch(&refs, RecursiveMode::Recursive)?;
         w.watch(common_dir, RecursiveMode::NonRecursive)?;
+        if tables.is_dir() {
+            w.watch(&tables, RecursiveMode::NonRecursive)?;
+        }
         Ok(w)
     });
     match started {

@@ -1103,8 +1103,13 @@ fn a_claim_started_with_its_standard_descriptors_closed_writes_only_the_ledger()
     assert_eq!(repo.lease_json("closed")["holder"], "alice");
     // The ref holds exactly a commit id, whatever descriptors its files were opened on.
     let tip = repo.tip("closed").expect("the ref exists");
-    let raw = std::fs::read_to_string(repo.git_dir().join("refs/leases/closed")).expect("ref");
-    assert_eq!(raw, format!("{tip}\n"));
+    if !crate::env::skip_under_reftable(
+        "a_claim_started_with_its_standard_descriptors_closed_writes_only_the_ledger",
+        "the loose ref file's content (git writes the table, with descriptors of its own)",
+    ) {
+        let raw = std::fs::read_to_string(repo.git_dir().join("refs/leases/closed")).expect("ref");
+        assert_eq!(raw, format!("{tip}\n"));
+    }
     repo.assert_fsck();
 }
 

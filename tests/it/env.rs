@@ -10,7 +10,9 @@
 //! Every process, the `git-lease` binary and plain `git` alike, starts from an empty
 //! environment with only `PATH`, `HOME=<tmp>/home`, `GIT_CONFIG_GLOBAL=/dev/null`,
 //! `GIT_CONFIG_NOSYSTEM=1`, `LANG=C`, `GIT_CEILING_DIRECTORIES=<tmp>` (so discovery never
-//! wanders out of the temporary directory) and, when asked for, `GIT_LEASE_NOW`. Nothing the
+//! wanders out of the temporary directory), `GIT_DEFAULT_REF_FORMAT` when the suite runs with
+//! it (the reftable run: every repository the tests make is then reftable) and, when asked
+//! for, `GIT_LEASE_NOW`. Nothing the
 //! developer has configured (a global `lease.holder`, `user.email`, `lease.remote`) can leak in.
 //!
 //! Instants are given as minutes or seconds after [`T0`] (`2026-11-30T12:00:00Z`) with
@@ -53,6 +55,30 @@ pub fn rfc3339(t: DateTime<Utc>) -> String {
     t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
 }
 
+/// The variable git reads the ref storage format of new repositories from (`files` or
+/// `reftable`); the suite runs once without it and once with `reftable` (`.ci/run`).
+pub const REF_FORMAT_ENV: &str = "GIT_DEFAULT_REF_FORMAT";
+
+/// Returns true when this run makes every repository reftable ([`REF_FORMAT_ENV`]).
+pub fn reftable() -> bool {
+    std::env::var(REF_FORMAT_ENV).is_ok_and(|f| f == "reftable")
+}
+
+/// Returns true, after saying so on stderr (past the harness's capture), when this run is the
+/// reftable one: for the tests of the files backend's own files (loose refs, `packed-refs`,
+/// `.lock` files) that have no meaning in a reftable repository. `why` says what is skipped.
+pub fn skip_under_reftable(test: &str, why: &str) -> bool {
+    if !reftable() {
+        return false;
+    }
+    use std::io::Write as _;
+    let _ = writeln!(
+        std::io::stderr().lock(),
+        "SKIPPED under {REF_FORMAT_ENV}=reftable: {test}: {why}"
+    );
+    true
+}
+
 /// Sets up `cmd` with the hermetic environment described in the module documentation.
 pub fn hermetic(cmd: &mut Command, home: &Path, ceiling: &Path) {
     cmd.env_clear();
@@ -62,6 +88,11 @@ pub fn hermetic(cmd: &mut Command, home: &Path, ceiling: &Path) {
     // Coverage runs (cargo llvm-cov) need their profile file to reach the child.
     if let Some(profile) = std::env::var_os("LLVM_PROFILE_FILE") {
         cmd.env("LLVM_PROFILE_FILE", profile);
+    }
+    // The suite's second run makes every repository reftable: each `git init` and `git
+    // clone` of the tests (client, server, mirror) reads it.
+    if let Some(format) = std::env::var_os(REF_FORMAT_ENV) {
+        cmd.env(REF_FORMAT_ENV, format);
     }
     cmd.env("HOME", home)
         .env("GIT_CONFIG_GLOBAL", "/dev/null")
@@ -408,6 +439,14 @@ impl TestRepo {
         let path_str = path.to_str().expect("a UTF-8 temporary path");
         args.push(path_str);
         repo.git_in(&root, &args);
+        // The reftable run must make reftable repositories: git must have read the variable.
+        if reftable() && !extra.iter().any(|a| a.starts_with("--ref-format")) {
+            assert_eq!(
+                repo.ref_format(),
+                "reftable",
+                "{REF_FORMAT_ENV} was not honoured"
+            );
+        }
         repo
     }
 
@@ -535,6 +574,22 @@ impl TestRepo {
             &format!("refs/leases/{issue}^{{commit}}"),
         ]);
         (run.code == 0).then(|| run.stdout.trim().to_owned())
+    }
+
+    /// Returns the repository's ref storage format (`files` or `reftable`), as git says.
+    pub fn ref_format(&self) -> String {
+        self.git(&["rev-parse", "--show-ref-format"])
+    }
+
+    /// Returns the lock file git takes to move `refs/leases/<issue>`: the ref's own
+    /// `.lock` with the files backend, `reftable/tables.list.lock` (one for every ref) with
+    /// reftable.
+    pub fn ref_lock(&self, issue: &str) -> PathBuf {
+        if self.ref_format() == "reftable" {
+            self.git_dir().join("reftable/tables.list.lock")
+        } else {
+            self.git_dir().join(format!("refs/leases/{issue}.lock"))
+        }
     }
 
     /// Returns the number of commits in the ledger of `issue` (0 if it has none).

@@ -49,6 +49,17 @@ fn false_alarm(run: &Run) -> bool {
     .any(|word| text.contains(word))
 }
 
+/// True if `run`, plain git packing a reftable repository, is git 2.47 giving up the
+/// compaction of its tables because a writer changed or locked them meanwhile: `git
+/// pack-refs` exits 244 (an outdated stack) or says "data is locked", and `git gc` then fails
+/// to run pack-refs. Nothing is lost (the tables stay as they were); `git lease gc` runs it
+/// again until it goes through.
+fn reftable_compaction_given_up(run: &Run) -> bool {
+    run.code == 244
+        || run.stderr.contains("data is locked")
+        || run.stderr.contains("failed to run pack-refs")
+}
+
 /// The issues of the initial leases.
 fn initial(i: usize) -> String {
     format!("pre/{i:03}")
@@ -59,6 +70,8 @@ struct Shared {
     barrier: Barrier,
     packing: AtomicBool,
     failures: Mutex<Vec<Run>>,
+    /// Plain git packers that gave up a reftable compaction ([`reftable_compaction_given_up`]).
+    given_up: Mutex<Vec<Run>>,
 }
 
 impl Shared {
@@ -101,6 +114,7 @@ fn packer(shared: &Shared) -> usize {
         &["repack", "-a", "-d", "-q"],
         &["pack-refs", "--all", "--prune"],
     ];
+    let reftable = repo.ref_format() == "reftable";
     let mut ran = 0;
     for round in 0..PACK_ROUNDS {
         for (n, args) in steps.iter().enumerate() {
@@ -110,9 +124,15 @@ fn packer(shared: &Shared) -> usize {
                 repo.git_cmd().args(*args)
             };
             let out = run(cmd.command(), format!("packer round {round}: {args:?}"));
-            // The packers themselves must work too (git's own locks keep them apart).
+            // The packers themselves must work too (git's own locks keep them apart); with
+            // reftable, plain git may give up compacting under concurrent writers, never
+            // `git lease gc`.
             if out.code != 0 {
-                shared.fail(out);
+                if reftable && n != 0 && reftable_compaction_given_up(&out) {
+                    shared.given_up.lock().expect("the given-up list").push(out);
+                } else {
+                    shared.fail(out);
+                }
             }
             ran += 1;
         }
@@ -208,6 +228,7 @@ fn packing_never_makes_a_ledger_look_corrupt_or_missing() {
         barrier: Barrier::new(1 + READERS + WRITERS),
         packing: AtomicBool::new(true),
         failures: Mutex::new(Vec::new()),
+        given_up: Mutex::new(Vec::new()),
     });
     let mut handles = Vec::new();
     {
@@ -236,6 +257,21 @@ fn packing_never_makes_a_ledger_look_corrupt_or_missing() {
         .map(|(name, h)| (name, h.join().expect("a thread panicked")))
         .collect();
 
+    let given_up = shared.given_up.lock().expect("the given-up list");
+    if !given_up.is_empty() {
+        use std::io::Write as _;
+        let _ = writeln!(
+            std::io::stderr().lock(),
+            "NOTE (reftable): packing_never_makes_a_ledger_look_corrupt_or_missing: {} of the \
+             plain git packers gave up compacting the tables under concurrent writers (git's \
+             own limit, tolerated; `git lease gc` retries): {:?}",
+            given_up.len(),
+            given_up
+                .iter()
+                .map(|r| r.command.as_str())
+                .collect::<Vec<_>>()
+        );
+    }
     let failures = shared.failures.lock().expect("the failure list");
     let shown: Vec<String> = failures
         .iter()

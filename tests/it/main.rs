@@ -19,6 +19,9 @@
 //!   specification of who may push what, and when.
 //! - [`output`]: human output escapes control characters and invisible Unicode from ledgers.
 //! - [`rewound`]: a hookless remote that rewinds, rewrites or deletes a ledger.
+//! - [`reftable`]: reftable repositories made explicitly: a migrated repository, a held
+//!   reftable lock, a reftable server with the hook. The whole suite also runs with every
+//!   repository reftable (`GIT_DEFAULT_REF_FORMAT=reftable`, `.ci/run`).
 
 pub mod env;
 
@@ -41,6 +44,7 @@ mod perf;
 mod race;
 mod readme;
 mod reflog;
+mod reftable;
 mod remote;
 mod rewound;
 mod rules;

@@ -255,9 +255,10 @@ fn process_state(pid: u32) -> Option<char> {
 
 /// Stops `pid` (SIGSTOP) at a moment when it does not hold the lock of `refs/leases/<issue>`,
 /// so that others can still write the ledger: a bounded number of tries, each resuming it
-/// at once if it was caught holding the lock.
+/// at once if it was caught holding the lock. (With reftable the lock is git's, taken by a
+/// `git update-ref` child that a stopped parent does not stop; it is checked all the same.)
 fn pause_outside_the_ref_lock(repo: &TestRepo, pid: u32, issue: &str) {
-    let lock = repo.git_dir().join(format!("refs/leases/{issue}.lock"));
+    let lock = repo.ref_lock(issue);
     poll_until("stopping the run outside its ref lock", || {
         signal(pid, libc::SIGSTOP);
         poll_until("the run stopped", || {

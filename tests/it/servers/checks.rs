@@ -263,6 +263,20 @@ fn wildcard(kind: Kind) {
     };
     let run = now(&alice, &["acquire", "1", "--ttl", "1h"]);
     expect(&server, &run, 0);
+    if crate::env::reftable() {
+        let wild = server.root.join("home-server/repositories/team/alpha.git");
+        let run = server.host_git(&[
+            "-C",
+            super::path_str(&wild),
+            "rev-parse",
+            "--show-ref-format",
+        ]);
+        assert_eq!(
+            run.stdout.trim(),
+            "reftable",
+            "the wildcard repository\n{run}"
+        );
+    }
 
     // bob claims another issue in alice's name: the hook of the new repository refuses it.
     let run = now(&bob, &["acquire", "2", "--holder", "alice"]);

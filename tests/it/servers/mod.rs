@@ -214,6 +214,20 @@ impl Served {
         } else {
             served.setup_repo(hook);
         }
+        // The reftable run serves reftable repositories too, gitolite's own included.
+        if env::reftable() {
+            let run = served.host_git(&[
+                "-C",
+                path_str(&served.bare),
+                "rev-parse",
+                "--show-ref-format",
+            ]);
+            assert_eq!(
+                run.stdout.trim(),
+                "reftable",
+                "{kind:?} serves files refs\n{run}"
+            );
+        }
         served.config("lease.hookNow", now);
         served.launch();
         Some(served)
@@ -466,6 +480,16 @@ impl Served {
                 ("PATH", &self.server_path()),
             ],
         );
+        // The reftable run: repositories gitolite creates in a session (wildcard repositories)
+        // are reftable too.
+        let conf = if env::reftable() {
+            conf.replace(
+                "\nSetEnv HOME=",
+                &format!("\nSetEnv {}=reftable HOME=", env::REF_FORMAT_ENV),
+            )
+        } else {
+            conf
+        };
         let path = self.root.join("sshd_config");
         std::fs::write(&path, conf).expect("write sshd_config");
         std::fs::create_dir_all("/run/sshd").expect("create /run/sshd");

@@ -1,0 +1,487 @@
+//! Refs kept by git itself: the ref backend of repositories whose refs gix cannot read or
+//! write, such as reftable (`extensions.refStorage=reftable`, git 3.0's default).
+//!
+//! [`crate::store::Store`] chooses its ref database once, from `extensions.refStorage`: the
+//! files backend is read and written in-process (gix, and git's lock files), every other
+//! backend through git's own commands, here. Objects are read and written in-process either
+//! way: the object database is the same whatever stores the refs.
+//!
+//! - A read of one ref, or of every ref under a prefix, is one `git for-each-ref`.
+//! - A write is one `git update-ref -z --stdin` transaction (`start`, `update` with the old
+//!   value or `create` for a ref that must not exist, `prepare`, `commit`): a compare-and-swap
+//!   of one ref, or of several all or none, as git applies it under its own lock. A failure
+//!   is read from git's diagnostics (in the C locale) and sorted into what the files backend
+//!   reports: a lost race ([`Failure::Lost`], which the callers decide again on), a ref clash,
+//!   a lock held past the lock timeout, or an error.
+//! - Durability is git's: git fsyncs the new table and `tables.list` when `core.fsync` covers
+//!   references, and this module passes it the store's choice (`lease.fsync` included), then
+//!   fsyncs the `reftable/` directory so that the rename of `tables.list` is on disk too
+//!   (docs/DURABILITY.md).
+//! - `GIT_NAMESPACE` is applied here, as gix applies it for the files backend: git's ref
+//!   commands ignore it, so names are prefixed with `refs/namespaces/<ns>/` on the way in and
+//!   stripped on the way out.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use gix::ObjectId;
+
+use crate::error::{Error, Result};
+
+/// What a ref points at.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Target {
+    /// A direct ref.
+    Object(ObjectId),
+    /// A symbolic ref, to the named ref.
+    Symbolic(String),
+}
+
+/// What a ref must be at for an update to go through.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Expect {
+    /// It must not exist.
+    Absent,
+    /// It must point at this commit.
+    At(ObjectId),
+    /// Anything (an unconditional update).
+    Any,
+}
+
+impl From<Option<ObjectId>> for Expect {
+    fn from(expected: Option<ObjectId>) -> Expect {
+        expected.map_or(Expect::Absent, Expect::At)
+    }
+}
+
+/// Why a transaction did not go through.
+#[derive(Debug)]
+pub(crate) enum Failure {
+    /// A ref was not at its expected value (or existed where it must not): someone moved it
+    /// first. Nothing was written.
+    Lost,
+    /// The ref `name` cannot be created because `existing` is in the way (a file/directory
+    /// clash of ref names, as git refuses it in every backend).
+    Clash {
+        /// The ref being created (full name, outside any namespace).
+        name: String,
+        /// The ref in its way.
+        existing: String,
+    },
+    /// git's lock stayed held by another process past the lock timeout.
+    Locked(PathBuf),
+    /// Anything else, as git said it.
+    Git(Error),
+}
+
+/// The ref database of one repository, through git's commands.
+#[derive(Clone, Debug)]
+pub(crate) struct GitRefs {
+    git_dir: PathBuf,
+    common_dir: PathBuf,
+    /// `refs/namespaces/<ns>/` under `GIT_NAMESPACE`, as gix read it.
+    namespace: Option<String>,
+    lock_wait: Duration,
+}
+
+impl GitRefs {
+    /// The refs of the repository at `git_dir` (whose common dir is `common_dir`), under
+    /// `namespace` if one is set, waiting `lock_wait` for git's lock before giving up.
+    pub(crate) fn new(
+        git_dir: &Path,
+        common_dir: &Path,
+        namespace: Option<String>,
+        lock_wait: Duration,
+    ) -> GitRefs {
+        GitRefs {
+            git_dir: git_dir.to_owned(),
+            common_dir: common_dir.to_owned(),
+            namespace,
+            lock_wait,
+        }
+    }
+
+    /// git, for this repository, in the C locale (its diagnostics are read), with no
+    /// `GIT_DIR` or `GIT_NAMESPACE` of the caller's; objects come from wherever the
+    /// environment says (a hook's quarantine included).
+    fn git(&self) -> Command {
+        let mut cmd = Command::new("git");
+        cmd.arg("--git-dir")
+            .arg(&self.git_dir)
+            .env_remove("GIT_DIR")
+            .env_remove("GIT_NAMESPACE")
+            .env("LC_ALL", "C")
+            .stdin(Stdio::null());
+        cmd
+    }
+
+    /// Returns the full name of `name` in the repository (inside the namespace).
+    fn full(&self, name: &str) -> String {
+        match &self.namespace {
+            Some(ns) => format!("{ns}{name}"),
+            None => name.to_owned(),
+        }
+    }
+
+    /// Returns `full` as the store names it (outside the namespace), or `None` for a ref
+    /// outside the namespace.
+    fn short<'a>(&self, full: &'a str) -> Option<&'a str> {
+        match &self.namespace {
+            Some(ns) => full.strip_prefix(ns.as_str()),
+            None => Some(full),
+        }
+    }
+
+    /// The lock git takes for every ref update of a reftable repository.
+    pub(crate) fn lock_path(&self) -> PathBuf {
+        self.common_dir.join("reftable").join("tables.list.lock")
+    }
+
+    /// Returns every ref that one of `patterns` matches as `for-each-ref` matches them (a
+    /// name matches itself and every ref below it; a prefix ending in `/` every ref under
+    /// it), as `(name, target)` sorted by name: one `git for-each-ref`.
+    pub(crate) fn list(&self, patterns: &[&str]) -> Result<Vec<(String, Target)>> {
+        let mut cmd = self.git();
+        cmd.args([
+            "for-each-ref",
+            "--format=%(refname)%00%(objectname)%00%(symref)",
+            "--",
+        ]);
+        for p in patterns {
+            cmd.arg(self.full(p));
+        }
+        let shown = "git for-each-ref";
+        let out = cmd.output().map_err(|e| spawn_error(shown, e))?;
+        if !out.status.success() {
+            return Err(Error::Git {
+                context: format!("cannot read references ({shown})"),
+                message: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
+            });
+        }
+        let mut refs = Vec::new();
+        for line in out.stdout.split(|b| *b == b'\n') {
+            if line.is_empty() {
+                continue;
+            }
+            let mut fields = line.split(|b| *b == 0);
+            let (Some(name), Some(id), Some(symref)) =
+                (fields.next(), fields.next(), fields.next())
+            else {
+                return Err(unexpected(shown, line));
+            };
+            let name = std::str::from_utf8(name).map_err(|_| unexpected(shown, line))?;
+            let Some(name) = self.short(name) else {
+                continue;
+            };
+            let target = if symref.is_empty() {
+                Target::Object(ObjectId::from_hex(id).map_err(|_| unexpected(shown, line))?)
+            } else {
+                let to = String::from_utf8_lossy(symref);
+                Target::Symbolic(self.short(&to).unwrap_or(&to).to_owned())
+            };
+            refs.push((name.to_owned(), target));
+        }
+        Ok(refs)
+    }
+
+    /// Returns the names of the refs among `names` that exist: one `git for-each-ref`, which
+    /// lists those refs alone, not what is below them (see [`exact`]).
+    pub(crate) fn existing(&self, names: &[String]) -> Result<Vec<String>> {
+        if names.is_empty() {
+            return Ok(Vec::new());
+        }
+        let patterns: Vec<String> = names.iter().map(|n| exact(n)).collect();
+        let patterns: Vec<&str> = patterns.iter().map(String::as_str).collect();
+        Ok(self
+            .list(&patterns)?
+            .into_iter()
+            .map(|(name, _)| name)
+            .filter(|name| names.contains(name))
+            .collect())
+    }
+
+    /// Returns what the ref `name` points at, if it exists.
+    pub(crate) fn read(&self, name: &str) -> Result<Option<Target>> {
+        Ok(self
+            .list(&[name])?
+            .into_iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, target)| target))
+    }
+
+    /// Returns the ref `HEAD` names (`refs/heads/…`), or `None` when it is detached.
+    pub(crate) fn head(&self) -> Result<Option<String>> {
+        let shown = "git symbolic-ref -q HEAD";
+        let out = self
+            .git()
+            .args(["symbolic-ref", "-q", "HEAD"])
+            .output()
+            .map_err(|e| spawn_error(shown, e))?;
+        match out.status.code() {
+            Some(0) => Ok(Some(String::from_utf8_lossy(&out.stdout).trim().to_owned())),
+            Some(1) => Ok(None),
+            _ => Err(Error::Git {
+                context: "cannot read HEAD".into(),
+                message: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
+            }),
+        }
+    }
+
+    /// Applies `edits` (`(name, new, expected)`) in one transaction, all or none, logging
+    /// `message` where git writes reflogs, as git-lease (the committer of every ledger commit).
+    /// With `fsync_refs`, git fsyncs what it writes (`core.fsync=reference`) and the
+    /// `reftable/` directory is fsynced after; without, nothing is (`core.fsync=none`).
+    pub(crate) fn update(
+        &self,
+        edits: &[(&str, ObjectId, Expect)],
+        message: &str,
+        fsync_refs: bool,
+    ) -> std::result::Result<(), Failure> {
+        let mut input = b"start\0".to_vec();
+        for (name, new, expect) in edits {
+            let full = self.full(name);
+            match expect {
+                Expect::Absent => input.extend(format!("create {full}\0{new}\0").as_bytes()),
+                Expect::At(old) => {
+                    input.extend(format!("update {full}\0{new}\0{old}\0").as_bytes())
+                }
+                Expect::Any => input.extend(format!("update {full}\0{new}\0\0").as_bytes()),
+            }
+        }
+        input.extend(b"prepare\0commit\0");
+        let wait_ms = self.lock_wait.as_millis().to_string();
+        let mut cmd = self.git();
+        cmd.arg("-c")
+            .arg(format!("reftable.lockTimeout={wait_ms}"))
+            .arg("-c")
+            .arg(format!("core.filesRefLockTimeout={wait_ms}"))
+            .arg("-c")
+            .arg(if fsync_refs {
+                "core.fsync=reference"
+            } else {
+                "core.fsync=none"
+            })
+            .args(["update-ref", "-z", "--stdin", "-m", message])
+            .env("GIT_COMMITTER_NAME", "git-lease")
+            .env("GIT_COMMITTER_EMAIL", "git-lease@localhost")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        let shown = "git update-ref --stdin";
+        let mut child = cmd
+            .spawn()
+            .map_err(|e| Failure::Git(spawn_error(shown, e)))?;
+        let fed = child
+            .stdin
+            .take()
+            .map(|mut pipe| pipe.write_all(&input))
+            .unwrap_or(Ok(()));
+        let out = child
+            .wait_with_output()
+            .map_err(|e| Failure::Git(spawn_error(shown, e)))?;
+        if out.status.success() {
+            if fsync_refs {
+                self.sync_table_dir().map_err(Failure::Git)?;
+            }
+            return Ok(());
+        }
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        if let Err(e) = fed {
+            // git ended before it read everything: what it said is the reason, if anything.
+            if stderr.trim().is_empty() {
+                return Err(Failure::Git(spawn_error(shown, e)));
+            }
+        }
+        Err(self.classify(&stderr))
+    }
+
+    /// Sorts git's diagnostics of a failed transaction into a [`Failure`].
+    fn classify(&self, stderr: &str) -> Failure {
+        let said = stderr.trim();
+        // A ref elsewhere than expected, one that exists where it must not, or one gone that
+        // was expected; and reftable's own word for a stack another writer changed meanwhile
+        // (gits before 2.47 did not reload it under the lock).
+        const LOST: [&str; 4] = [
+            "but expected",
+            "reference already exists",
+            "unable to resolve reference",
+            "data is outdated",
+        ];
+        if LOST.iter().any(|m| said.contains(m)) {
+            return Failure::Lost;
+        }
+        // `'<existing>' exists; cannot create '<name>'`
+        if let Some((existing, name)) =
+            said.split_once("' exists; cannot create '")
+                .and_then(|(before, after)| {
+                    let existing = before.rsplit_once('\'')?.1;
+                    let name = after.split_once('\'')?.0;
+                    Some((existing, name))
+                })
+        {
+            return Failure::Clash {
+                name: self.short(name).unwrap_or(name).to_owned(),
+                existing: self.short(existing).unwrap_or(existing).to_owned(),
+            };
+        }
+        // `cannot process '<a>' and '<b>' at the same time`: two edits of one transaction.
+        if let Some((a, b)) = said
+            .split_once("cannot process '")
+            .and_then(|(_, rest)| rest.split_once("' and '"))
+            .and_then(|(a, rest)| Some((a, rest.split_once("' at the same time")?.0)))
+        {
+            return Failure::Clash {
+                name: self.short(b).unwrap_or(b).to_owned(),
+                existing: self.short(a).unwrap_or(a).to_owned(),
+            };
+        }
+        if said.contains("cannot lock references") {
+            return Failure::Locked(self.lock_path());
+        }
+        // The files backend's way of saying a lock is held (for a backend reached this way
+        // that keeps lock files beside the refs).
+        if said.contains("Unable to create '") && said.contains(".lock': File exists") {
+            let lock = said
+                .split_once("Unable to create '")
+                .and_then(|(_, rest)| rest.split_once('\''))
+                .map_or_else(|| self.lock_path(), |(path, _)| PathBuf::from(path));
+            return Failure::Locked(lock);
+        }
+        Failure::Git(Error::Git {
+            context: "git update-ref --stdin".into(),
+            message: said.to_owned(),
+        })
+    }
+
+    /// Fsyncs the `reftable/` directory: git fsyncs the new table and `tables.list` before
+    /// renaming them into place, but not the directory that records the renames.
+    fn sync_table_dir(&self) -> Result<()> {
+        let dir = self.common_dir.join("reftable");
+        if !dir.is_dir() {
+            return Ok(());
+        }
+        std::fs::File::open(&dir)
+            .and_then(|d| d.sync_all())
+            .map_err(|e| Error::Io {
+                context: format!("cannot fsync the directory {}", dir.display()),
+                source: e,
+            })
+    }
+}
+
+/// Returns a `for-each-ref` pattern that matches the ref `name` alone: a pattern without glob
+/// characters also matches every ref below the name (`refs/leases/gh` lists all of
+/// `refs/leases/gh/*`), a glob must match the whole name. Ref names hold no glob character
+/// (`*`, `?`, `[` and `\` are not allowed in them), so bracketing one letter or digit makes a
+/// glob of the literal name. A name without one stays as it is (the caller filters).
+fn exact(name: &str) -> String {
+    match name.rfind(|c: char| c.is_ascii_alphanumeric()) {
+        Some(i) => format!("{}[{}]{}", &name[..i], &name[i..=i], &name[i + 1..]),
+        None => name.to_owned(),
+    }
+}
+
+fn spawn_error(command: &str, e: std::io::Error) -> Error {
+    Error::Io {
+        context: format!("cannot run {command}"),
+        source: e,
+    }
+}
+
+fn unexpected(command: &str, line: &[u8]) -> Error {
+    Error::Git {
+        context: format!("cannot read references ({command})"),
+        message: format!("unexpected line {:?}", String::from_utf8_lossy(line)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn refs(namespace: Option<&str>) -> GitRefs {
+        GitRefs::new(
+            Path::new("/r/.git"),
+            Path::new("/r/.git"),
+            namespace.map(str::to_owned),
+            Duration::from_secs(3),
+        )
+    }
+
+    fn kind(f: &Failure) -> String {
+        match f {
+            Failure::Lost => "lost".into(),
+            Failure::Clash { name, existing } => format!("clash {name} {existing}"),
+            Failure::Locked(p) => format!("locked {}", p.display()),
+            Failure::Git(e) => format!("git {e}"),
+        }
+    }
+
+    /// git 2.47's words, as `update-ref --stdin` prints them in the C locale.
+    #[test]
+    fn git_diagnostics_are_sorted() {
+        let r = refs(None);
+        let x = "1234567890123456789012345678901234567890";
+        for (said, want) in [
+            (
+                "fatal: prepare: cannot lock ref 'refs/leases/x': reference already exists",
+                "lost".to_owned(),
+            ),
+            (
+                &format!("fatal: prepare: cannot lock ref 'refs/leases/x': is at {x} but expected {x}"),
+                "lost".into(),
+            ),
+            (
+                "fatal: prepare: cannot lock ref 'refs/leases/y': unable to resolve reference 'refs/leases/y'",
+                "lost".into(),
+            ),
+            (
+                "fatal: prepare: 'refs/leases/x' exists; cannot create 'refs/leases/x/c'",
+                "clash refs/leases/x/c refs/leases/x".into(),
+            ),
+            (
+                "fatal: prepare: cannot process 'refs/leases/m' and 'refs/leases/m/x' at the same time",
+                "clash refs/leases/m/x refs/leases/m".into(),
+            ),
+            (
+                "fatal: prepare: cannot lock references",
+                "locked /r/.git/reftable/tables.list.lock".into(),
+            ),
+            (
+                "fatal: prepare: trying to write ref 'refs/leases/n' with nonexistent object 12",
+                "git git update-ref --stdin: fatal: prepare: trying to write ref 'refs/leases/n' with nonexistent object 12".into(),
+            ),
+        ] {
+            assert_eq!(kind(&r.classify(said)), want, "{said}");
+        }
+    }
+
+    #[test]
+    fn an_exact_pattern_is_a_glob_of_the_literal_name() {
+        assert_eq!(exact("refs/leases/gh"), "refs/leases/g[h]");
+        assert_eq!(exact("refs/leases/a.b-"), "refs/leases/a.[b]-");
+        assert_eq!(exact("refs/leases/é"), "refs/lease[s]/é");
+    }
+
+    #[test]
+    fn a_namespace_is_applied_and_stripped() {
+        let r = refs(Some("refs/namespaces/team/"));
+        assert_eq!(
+            r.full("refs/leases/x"),
+            "refs/namespaces/team/refs/leases/x"
+        );
+        assert_eq!(
+            r.short("refs/namespaces/team/refs/leases/x"),
+            Some("refs/leases/x")
+        );
+        assert_eq!(r.short("refs/leases/x"), None);
+        assert_eq!(
+            kind(&r.classify(
+                "fatal: prepare: 'refs/namespaces/team/refs/leases/a' exists; cannot create 'refs/namespaces/team/refs/leases/a/b'"
+            )),
+            "clash refs/leases/a/b refs/leases/a"
+        );
+    }
+}
