@@ -1,5 +1,6 @@
-//! The only module that talks to git (through `src/refdb.rs` for reftable refs): lease refs,
-//! ledger commits, and the compare-and-swap.
+//! The repository's lease refs and ledger commits, and the compare-and-swap: the only module
+//! that uses gix for them (other modules run the git command line for what gix cannot do,
+//! through `src/git.rs`; reftable refs go through `src/refdb.rs`).
 //!
 //! Every ref read and write goes through one seam, the store's `RefDb`, chosen once from
 //! `extensions.refStorage`: git's files backend is read and written in-process (below), any
