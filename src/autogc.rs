@@ -7,7 +7,7 @@
 //! `gc.pid` lock keeps concurrent ones out) and not waited for, so a claim is never blocked by
 //! packing. The threshold is `lease.gcAuto`, else git's `gc.auto`, else 6700; 0 disables it.
 //! Writes of several events at once (multi-issue claims, batches) add one pack each
-//! (`src/pack.rs`) instead; after those, the trigger counts the indexed packs without a `.keep`
+//! (`src/store/pack.rs`) instead; after those, the trigger counts the indexed packs without a `.keep`
 //! as `git gc --auto` does, and past `gc.autoPackLimit` (default 50) starts it the same way, to
 //! consolidate them. `GIT_LEASE_GC_SYNC=1` runs it in the foreground and waits (for tests and
 //! scripts). It knows paths, not the store, so the store can own it.

@@ -52,36 +52,29 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
-pub mod any;
 pub mod autogc;
-pub mod backend;
-pub mod batch;
 pub mod cache;
-mod cas;
 pub mod config;
-pub mod durability;
 pub mod error;
 pub mod gc;
 pub mod git;
 pub mod hook;
-pub mod issue;
-pub mod lease;
 pub mod ledger;
-pub mod liveness;
-mod loose;
-pub mod mirror;
-mod pack;
-mod refdb;
-pub mod remote;
+pub mod model;
 pub mod rules;
-pub mod session;
-pub mod step;
 pub mod store;
 pub mod text;
-pub mod time;
-pub mod verify;
 pub mod view;
 pub mod watch;
+
+// The modules of each group stay reachable at the crate's root, as they were before the
+// groups existed (`git_lease::remote`, `git_lease::time`, ...).
+pub(crate) use ledger::cas;
+pub use ledger::{any, backend, batch, mirror, remote, verify};
+pub use model::{issue, lease, liveness, session, time};
+pub use rules::step;
+pub use store::durability;
+pub(crate) use store::{loose, pack};
 
 pub use error::{Error, ErrorKind, Result};
 pub use issue::IssueId;

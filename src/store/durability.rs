@@ -47,7 +47,7 @@ pub struct Fsync {
     /// Fsync ref files and their directories after a ref moves.
     pub refs: bool,
     /// Fsync a pack and its index, and `objects/pack`, before a ref moves (batches write
-    /// their objects as one pack: `src/pack.rs`).
+    /// their objects as one pack: `src/store/pack.rs`).
     pub packs: bool,
 }
 
@@ -103,7 +103,7 @@ impl Fsync {
 
     /// Fsyncs the fan-out directories of the loose objects `ids` under `objects_dir`, and
     /// `objects_dir` itself, so that their renames into place are durable. The files were
-    /// fsynced by their writer before the rename (`src/loose.rs`), as git does. Objects that
+    /// fsynced by their writer before the rename (`src/store/loose.rs`), as git does. Objects that
     /// are not loose (packed, or from an alternate) are skipped.
     pub(crate) fn sync_objects(&self, objects_dir: &Path, ids: &[ObjectId]) -> Result<()> {
         if !self.objects {

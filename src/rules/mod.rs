@@ -4,6 +4,8 @@
 //! tests all call the same functions, so the rules exist exactly once. [`is_live`] is *the*
 //! definition of liveness; everything else asks it.
 
+pub mod step;
+
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 

@@ -1,22 +1,27 @@
 //! The repository's lease refs and ledger commits, and the compare-and-swap: the only module
 //! that uses gix for them (other modules run the git command line for what gix cannot do,
-//! through `src/git.rs`; reftable refs go through `src/refdb.rs`).
+//! through `src/git.rs`; reftable refs go through `src/store/refdb.rs`).
 //!
 //! Every ref read and write goes through one seam, the store's `RefDb`, chosen once from
 //! `extensions.refStorage`: git's files backend is read and written in-process (below), any
 //! other backend (reftable, git 3.0's default) through git's own commands
-//! (`src/refdb.rs`), with the same compare-and-swap and the same answers, so that no lease
+//! (`src/store/refdb.rs`), with the same compare-and-swap and the same answers, so that no lease
 //! rule is written twice. Objects are read and written in-process in both cases.
 //!
 //! With the files backend everything is done in-process, with gix for reading and for
 //! multi-ref transactions. Two writes follow git's file formats directly, because gix's way
-//! of doing them cost more than the rest of a claim: loose objects (`src/loose.rs`) and the
+//! of doing them cost more than the rest of a claim: loose objects (`src/store/loose.rs`) and the
 //! compare-and-swap of a single ref (`Store::swap`, locked with gix's lock files as git's
 //! files backend does it). A ledger commit has exactly one tree entry, `lease.json`, and at
 //! most one parent; [`Store::entry`] refuses anything else, naming the commit, so a corrupt
 //! ledger is an error and never a guess; and only a real absence is one: every read of refs
 //! (`Store::read_refs`) and of objects (`Store::lookup`) is made again when `git gc`, `git
 //! repack` or `git pack-refs` moved what it reads meanwhile.
+
+pub mod durability;
+pub(crate) mod loose;
+pub(crate) mod pack;
+mod refdb;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -30,7 +35,7 @@ use crate::error::{Error, Result};
 use crate::issue::{IssueId, REF_PREFIX};
 use crate::lease::{self, Lease, LEASE_FILE};
 use crate::pack::WrittenPack;
-use crate::refdb::{Expect, Failure, GitRefs};
+use refdb::{Expect, Failure, GitRefs};
 
 /// One commit of a tenure ledger, decoded.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -93,7 +98,7 @@ enum RefDb {
     /// git's files backend (loose refs and `packed-refs`): in-process, with gix and git's
     /// lock files.
     Files,
-    /// Any other backend git knows, reftable: through git's commands ([`crate::refdb`]).
+    /// Any other backend git knows, reftable: through git's commands ([`refdb`]).
     Git(GitRefs),
 }
 
@@ -336,8 +341,8 @@ impl Store {
         if let RefDb::Git(git) = &self.refdb {
             return match git.read(name)? {
                 None => Ok(None),
-                Some(crate::refdb::Target::Object(id)) => Ok(Some(id)),
-                Some(crate::refdb::Target::Symbolic(to)) => Err(symbolic(name, &to)),
+                Some(refdb::Target::Object(id)) => Ok(Some(id)),
+                Some(refdb::Target::Symbolic(to)) => Err(symbolic(name, &to)),
             };
         }
         let found = self
@@ -655,10 +660,8 @@ impl Store {
                 .list(&[prefix])?
                 .into_iter()
                 .filter_map(|(name, target)| match target {
-                    crate::refdb::Target::Object(id) => {
-                        Some((name.strip_prefix(prefix)?.to_owned(), id))
-                    }
-                    crate::refdb::Target::Symbolic(_) => None,
+                    refdb::Target::Object(id) => Some((name.strip_prefix(prefix)?.to_owned(), id)),
+                    refdb::Target::Symbolic(_) => None,
                 })
                 .collect();
             out.sort_by(|a, b| a.0.cmp(&b.0));
@@ -1051,7 +1054,7 @@ impl Store {
     /// the automatic packing check.
     ///
     /// With a ref database other than files, git made the refs durable itself (see
-    /// [`crate::refdb`]).
+    /// [`refdb`]).
     fn after_ref_update<'a>(&self, names: impl IntoIterator<Item = &'a str>) -> Result<()> {
         if let RefDb::Files = self.refdb {
             self.fsync.sync_refs(self.repo.common_dir(), names)?;

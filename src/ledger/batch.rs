@@ -7,7 +7,7 @@
 //! one by one costs a ref transaction each (lock file, write, rename per ref) plus, with
 //! fsync on, several fsyncs each. [`Ledger::apply_batch`] decides every operation with the
 //! same rules as the single operations ([`crate::rules`]), writes all the new objects as one
-//! pack (`src/pack.rs`: two files for the whole batch instead of three per operation), makes
+//! pack (`src/store/pack.rs`: two files for the whole batch instead of three per operation), makes
 //! it durable once (when fsync is configured), and moves every ref in **one** transaction:
 //! gix locks and checks every ref before it changes any, so on a conflict (another writer
 //! moved one of the refs since it was read) nothing moves; the whole batch then re-reads and

@@ -5,9 +5,16 @@
 //! and moves the ref only if it still points at that tip. A lost swap re-reads and decides
 //! again, so two racers never both win and a loser answers from the winner's state.
 
+pub mod any;
+pub mod backend;
+pub mod batch;
+pub(crate) mod cas;
+pub mod mirror;
+pub mod remote;
+pub mod verify;
+
 use std::path::Path;
 
-use crate::cas::{self, Attempt};
 use crate::error::{Error, Result};
 use crate::issue::IssueId;
 use crate::lease::Lease;
@@ -15,6 +22,7 @@ use crate::liveness::LocalHost;
 use crate::rules::{self, Claim, Credentials, Ending, FenceFailure, Outcome, Transition};
 use crate::store::{Entry, Staged, Store, Swap};
 use crate::time::Ttl;
+use cas::Attempt;
 use chrono::{DateTime, Utc};
 
 /// How many times a local write re-reads and decides again after losing the swap before it
