@@ -2,8 +2,8 @@
 
 use std::io::{BufRead, Write};
 
+use crate::cli::view::ReportView;
 use git_lease::any::{fresh_rng, AnyReport};
-use git_lease::view::ReportView;
 use git_lease::{Claim, Error, IssueId, Outcome};
 
 use super::{exit, json_line, output, report_diverged, Context, Failure};

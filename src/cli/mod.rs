@@ -11,16 +11,17 @@ mod output;
 mod progress;
 mod run;
 mod server;
+mod view;
 mod watch;
 
 use std::io::Write;
 use std::path::PathBuf;
 
+use crate::cli::view::{LeaseView, ReportView, State};
 use chrono::{DateTime, Utc};
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 use git_lease::backend::Backend;
 use git_lease::remote::{Diverged, Remote};
-use git_lease::view::{LeaseView, ReportView, State};
 use git_lease::{Claim, Ending, Entry, Error, IssueId, Ledger, Report, Ttl};
 
 /// The version of every `--json` shape (docs/JSON.md); it changes only when a field changes

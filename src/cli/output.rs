@@ -4,9 +4,9 @@
 //! through [`printable`] before it is shown, so that no control character or invisible
 //! Unicode reaches the terminal; JSON output keeps the exact strings.
 
+use crate::cli::view::{LeaseView, State};
 use chrono::{DateTime, Utc};
 use git_lease::time::short_duration;
-use git_lease::view::{LeaseView, State};
 use git_lease::{Entry, Outcome, Report};
 
 pub use git_lease::text::{printable, push_printable};

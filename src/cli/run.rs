@@ -129,12 +129,12 @@ fn tell(ctx: &Context, report: &Report, now: DateTime<Utc>, exit_code: Option<u8
         #[derive(serde::Serialize)]
         struct Told {
             #[serde(flatten)]
-            report: git_lease::view::ReportView,
+            report: crate::cli::view::ReportView,
             #[serde(skip_serializing_if = "Option::is_none")]
             exit_code: Option<u8>,
         }
         let told = Told {
-            report: git_lease::view::ReportView::new(report, now),
+            report: crate::cli::view::ReportView::new(report, now),
             exit_code,
         };
         if let Ok(line) = super::json_text(&told) {
@@ -635,13 +635,13 @@ pub(crate) fn wait(
                     struct Free {
                         outcome: &'static str,
                         #[serde(flatten)]
-                        lease: git_lease::view::LeaseView,
+                        lease: crate::cli::view::LeaseView,
                     }
                     super::json_line(
                         out,
                         &Free {
                             outcome: "free",
-                            lease: git_lease::view::LeaseView::new(
+                            lease: crate::cli::view::LeaseView::new(
                                 issue.as_str(),
                                 current.as_ref(),
                                 now,

@@ -2,7 +2,7 @@
 
 use std::io::Write;
 
-use git_lease::view::LeaseView;
+use crate::cli::view::LeaseView;
 use git_lease::{rules, IssueId};
 
 use crate::cli::{color, exit, json_line, output, Context, Failure};

@@ -2,7 +2,7 @@
 
 use std::io::Write;
 
-use git_lease::view::LogView;
+use crate::cli::view::LogView;
 use git_lease::Error;
 
 use crate::cli::{exit, json_line, log_line, Context, Failure};

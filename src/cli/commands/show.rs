@@ -2,7 +2,7 @@
 
 use std::io::Write;
 
-use git_lease::view::LeaseView;
+use crate::cli::view::LeaseView;
 use git_lease::Error;
 
 use crate::cli::{exit, json_line, output, Context, Failure};

@@ -7,12 +7,12 @@
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
-use crate::lease::{Event, Takeover};
-use crate::ledger::Report;
-use crate::liveness::HolderProcess;
-use crate::rules::{self, Outcome};
-use crate::store::Entry;
-use crate::time::format_instant;
+use git_lease::lease::{Event, Takeover};
+use git_lease::ledger::Report;
+use git_lease::liveness::HolderProcess;
+use git_lease::rules::{self, Outcome};
+use git_lease::store::Entry;
+use git_lease::time::format_instant;
 
 /// Whether a lease is held, expired or free at an instant.
 #[derive(Serialize, Clone, Copy, Debug, PartialEq, Eq)]
