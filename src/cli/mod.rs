@@ -21,8 +21,8 @@ use crate::cli::view::{LeaseView, ReportView, State};
 use chrono::{DateTime, Utc};
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 use git_lease::backend::Backend;
-use git_lease::remote::{Diverged, Remote};
-use git_lease::{Claim, Ending, Entry, Error, IssueId, Ledger, Report, Ttl};
+use git_lease::remote::Diverged;
+use git_lease::{Ending, Entry, Error, IssueId, Ledger, Report, Ttl};
 
 /// The version of every `--json` shape (docs/JSON.md); it changes only when a field changes
 /// meaning or goes away, never when one is added.
@@ -117,130 +117,29 @@ enum Command {
     /// Fencing check: succeed only if TOKEN is the live tenure's token
     Check(commands::check::Args),
     /// Replicate every refs/leases/* of a remote here, fast-forward only and verified
-    Sync {
-        /// The remote to copy from [default: --remote, lease.remote, then origin]
-        remote_name: Option<String>,
-        /// Replace these local ledgers, which diverged from the remote's (claims made here),
-        /// by the remote's; each local one is kept as refs/lease-diverged/<issue>
-        #[arg(long, value_name = "ISSUE", num_args = 1..)]
-        adopt: Vec<String>,
-        /// Also print a line per new or updated ledger (refusals are always printed)
-        #[arg(short, long)]
-        verbose: bool,
-    },
+    Sync(commands::sync::Args),
     /// Audit ledgers from their roots: every step must follow the transition rules
     Verify(commands::verify::Args),
     /// Free someone else's lease as an administrator (token kept; who and why recorded)
     Revoke(commands::revoke::Args),
     /// Push the current issue branch with your fencing token as a push option
-    Push {
-        /// The remote [default: --remote, lease.remote, then origin]
-        remote_name: Option<String>,
-        /// The branch to push [default: the current branch]; its issue is what the fence glob's
-        /// `*` matches (lease.fence, else refs/heads/issue/*)
-        branch: Option<String>,
-        #[command(flatten)]
-        holder: HolderArg,
-    },
+    Push(commands::push::Args),
     /// Hold a lease while a command runs: acquire, renew in the background, then complete or release
-    Run {
-        /// The exact issue id (with --any: the candidates; `-` reads more from stdin)
-        #[arg(required = true, value_name = "ISSUE")]
-        issues: Vec<String>,
-        /// Claim exactly one free issue of the candidates, and run the command for it
-        #[arg(long)]
-        any: bool,
-        #[command(flatten)]
-        holder: HolderArg,
-        #[command(flatten)]
-        ttl: TtlArg,
-        /// How often to renew [default: a third of the TTL]
-        #[arg(long, value_name = "DURATION")]
-        every: Option<String>,
-        /// How long the child gets between SIGTERM and SIGKILL once the lease is lost
-        #[arg(long, value_name = "DURATION", default_value = "10s")]
-        grace: String,
-        /// What to record when the command succeeds
-        #[arg(long, value_enum, default_value = "complete")]
-        on_success: run::EndAs,
-        /// What to record when the command fails
-        #[arg(long, value_enum, default_value = "release")]
-        on_failure: run::EndAs,
-        /// While the issue (or with --any, every candidate) is held by someone else, wait for
-        /// it instead of exiting 3; give up after TIMEOUT if given (as `flock -w`)
-        #[arg(
-            long,
-            value_name = "TIMEOUT",
-            num_args = 0..=1,
-            require_equals = true,
-            default_missing_value = ""
-        )]
-        wait: Option<String>,
-        /// The command and its arguments
-        #[arg(last = true, required = true, value_name = "COMMAND")]
-        command: Vec<String>,
-    },
+    Run(commands::run::Args),
     /// Block until an issue is free (then acquire it with --acquire)
-    Wait {
-        /// The exact issue id
-        issue: String,
-        /// Give up after this long (exit 3)
-        #[arg(long, value_name = "DURATION")]
-        timeout: Option<String>,
-        /// Acquire the issue as soon as it is free
-        #[arg(long)]
-        acquire: bool,
-        #[command(flatten)]
-        holder: HolderArg,
-        #[command(flatten)]
-        ttl: TtlArg,
-    },
+    Wait(commands::wait::Args),
     /// Stream lease events, one line each, as they appear (reads only; ends on SIGINT or SIGTERM)
-    Watch {
-        /// First replay the history since this instant (unix seconds, RFC 3339) or duration ago
-        #[arg(long, value_name = "TIME")]
-        since: Option<String>,
-        /// How often to fetch with --remote [default: 3s]; locally, how often to read the refs
-        /// when no file-system notification came [default: 2s]
-        #[arg(long, value_name = "DURATION")]
-        interval: Option<String>,
-        /// Only issues starting with this prefix
-        prefix: Option<String>,
-    },
+    Watch(commands::watch::Args),
     /// Run as a server hook (git runs this; see install-hook)
-    Hook {
-        #[command(subcommand)]
-        kind: HookKind,
-    },
+    Hook(commands::hook::Args),
     /// Install the server hook into a repository, chaining with an existing pre-receive hook
-    InstallHook {
-        /// The repository [default: the current one]
-        #[arg(long, value_name = "PATH")]
-        repo: Option<PathBuf>,
-        /// The git-lease binary the hook runs, as an absolute path that the repository's owner
-        /// can execute [default: this binary]
-        #[arg(long, value_name = "PATH")]
-        binary: Option<PathBuf>,
-    },
+    InstallHook(commands::install_hook::Args),
     /// Pack lease objects and refs (git pack-refs --all --prune, git repack -d -q)
-    Gc {
-        /// Run `git gc --quiet` instead: also consolidate packs and prune expired objects
-        #[arg(long)]
-        full: bool,
-    },
+    Gc(commands::gc::Args),
     /// Print the manual page (roff), or install every page where man finds it
-    Man {
-        /// Write git-lease.1 and a page per command into DIR/man1 [default: the binary's
-        /// ../share/man, which man finds from PATH]
-        #[arg(long, value_name = "DIR", num_args = 0..=1)]
-        install: Option<Option<PathBuf>>,
-    },
+    Man(commands::man::Args),
     /// Print a shell completion script (for the git-lease binary)
-    Completions {
-        /// The shell
-        #[arg(value_enum)]
-        shell: clap_complete::Shell,
-    },
+    Completions(commands::completions::Args),
 }
 
 #[derive(Subcommand, Debug)]
@@ -443,7 +342,7 @@ impl Context {
 
 fn run(cli: Cli) -> Result<u8, Failure> {
     // The hook judges at the server's clock: never at one the pusher's environment names.
-    let is_hook = matches!(cli.command, Command::Hook { .. });
+    let is_hook = matches!(cli.command, Command::Hook(_));
     let now = if is_hook {
         git_lease::time::system_now()
     } else {
@@ -458,12 +357,12 @@ fn run(cli: Cli) -> Result<u8, Failure> {
     }
     // The manual and completions describe the tool, not a repository: no repository needed.
     match &cli.command {
-        Command::Man { install } => {
+        Command::Man(args) => {
             let mut out = std::io::stdout().lock();
-            return manual::man(install.clone(), cli.json, &mut out);
+            return manual::man(args.install.clone(), cli.json, &mut out);
         }
-        Command::Completions { shell } => {
-            return manual::completions(*shell, &mut std::io::stdout().lock())
+        Command::Completions(args) => {
+            return manual::completions(args.shell, &mut std::io::stdout().lock())
         }
         _ => {}
     }
@@ -472,11 +371,11 @@ fn run(cli: Cli) -> Result<u8, Failure> {
         source: e,
     })?;
     let ledger = match &cli.command {
-        Command::InstallHook {
+        Command::InstallHook(commands::install_hook::Args {
             repo: Some(repo), ..
-        } => Ledger::open(repo)?,
+        }) => Ledger::open(repo)?,
         // A hook reads the pushed objects from git's quarantine as well.
-        Command::Hook { .. } => {
+        Command::Hook(_) => {
             Ledger::from_store(git_lease::Store::discover(&cwd)?.with_push_quarantine()?)
         }
         _ => Ledger::discover(&cwd)?,
@@ -530,170 +429,17 @@ fn dispatch(ctx: &Context, command: Command, out: &mut dyn Write) -> Result<u8, 
         Command::Check(args) => commands::check::run(ctx, args, out),
         Command::Verify(args) => commands::verify::run(ctx, args, out),
         Command::Revoke(args) => commands::revoke::run(ctx, args, out),
-        Command::Sync {
-            remote_name,
-            adopt,
-            verbose,
-        } => sync(ctx, remote_name.as_deref(), &adopt, verbose, out),
-        Command::Hook { kind } => server::hook(ctx, &kind),
-        Command::InstallHook { binary, .. } => server::install_hook(ctx, binary.as_deref(), out),
-        Command::Gc { full } => gc::gc(ctx, full, out),
-        Command::Watch {
-            since,
-            interval,
-            prefix,
-        } => watch::watch(
-            ctx,
-            watch::WatchArgs {
-                since,
-                interval,
-                prefix,
-            },
-            out,
-        ),
-        Command::Push {
-            remote_name,
-            branch,
-            holder,
-        } => server::push(ctx, remote_name.as_deref(), branch.as_deref(), &holder, out),
-        Command::Man { install } => manual::man(install, ctx.json, out),
-        Command::Completions { shell } => manual::completions(shell, out),
-        Command::Run {
-            issues,
-            any,
-            holder,
-            ttl,
-            every,
-            grace,
-            on_success,
-            on_failure,
-            wait,
-            command,
-        } => {
-            if !any && issues.len() != 1 {
-                return Err(Error::InvalidInput(
-                    "run takes one issue, or several candidates with --any".into(),
-                )
-                .into());
-            }
-            let wait = match wait.as_deref() {
-                None => None,
-                Some("") => Some(None),
-                Some(timeout) => Some(Some(parse_duration(timeout)?)),
-            };
-            let args = run::RunArgs {
-                issues,
-                any,
-                wait,
-                holder: ctx.holder(&holder)?,
-                ttl: ctx.ttl(&ttl)?,
-                every: every.as_deref().map(parse_duration).transpose()?,
-                grace: parse_duration(&grace)?,
-                on_success,
-                on_failure,
-                command,
-            };
-            run::run(ctx, args)
-        }
-        Command::Wait {
-            issue,
-            timeout,
-            acquire,
-            holder,
-            ttl,
-        } => {
-            let timeout = timeout.as_deref().map(parse_duration).transpose()?;
-            let claim = if acquire {
-                Some(Claim::new(ctx.holder(&holder)?, ctx.ttl(&ttl)?))
-            } else {
-                None
-            };
-            run::wait(ctx, &issue, timeout, claim, out)
-        }
+        Command::Sync(args) => commands::sync::run(ctx, args, out),
+        Command::Hook(args) => commands::hook::run(ctx, args, out),
+        Command::InstallHook(args) => commands::install_hook::run(ctx, args, out),
+        Command::Gc(args) => commands::gc::run(ctx, args, out),
+        Command::Watch(args) => commands::watch::run(ctx, args, out),
+        Command::Push(args) => commands::push::run(ctx, args, out),
+        Command::Man(args) => commands::man::run(ctx, args, out),
+        Command::Completions(args) => commands::completions::run(ctx, args, out),
+        Command::Run(args) => commands::run::run(ctx, args, out),
+        Command::Wait(args) => commands::wait::run(ctx, args, out),
     }
-}
-
-fn sync(
-    ctx: &Context,
-    remote_name: Option<&str>,
-    adopt: &[String],
-    verbose: bool,
-    out: &mut dyn Write,
-) -> Result<u8, Failure> {
-    let name = remote_name
-        .map(str::to_owned)
-        .or_else(|| ctx.remote.clone())
-        .unwrap_or_else(|| "origin".to_owned());
-    for issue in adopt {
-        IssueId::new(issue)?;
-    }
-    let remote = Remote::new(&ctx.ledger, &name)?;
-    let bar = progress::Progress::new(0, "syncing");
-    let report = git_lease::mirror::sync(&ctx.ledger, &remote, adopt, &mut |done, total| {
-        bar.set_length(total as u64);
-        bar.set_position(done as u64);
-    })?;
-    bar.finish_and_clear();
-    if ctx.json {
-        json_line(out, &report)?;
-    } else {
-        if verbose {
-            for m in &report.new {
-                writeln!(
-                    out,
-                    "new      {} ({} commits verified)",
-                    output::printable(&m.issue),
-                    m.commits
-                )?;
-            }
-            for m in &report.updated {
-                writeln!(
-                    out,
-                    "updated  {} (+{} commits verified)",
-                    output::printable(&m.issue),
-                    m.commits
-                )?;
-            }
-        }
-        for a in &report.adopted {
-            writeln!(
-                out,
-                "adopted  {}: the remote's ledger ({}) replaces this clone's, kept as {}",
-                output::printable(&a.issue),
-                a.to,
-                output::printable(&a.kept)
-            )?;
-        }
-        for r in &report.refused {
-            writeln!(
-                out,
-                "refused  {}: {} (local {}, remote {})",
-                output::printable(&r.issue),
-                output::printable(&r.reason),
-                r.local.as_deref().unwrap_or("none"),
-                r.remote.as_deref().unwrap_or("none")
-            )?;
-        }
-        let adopted = if report.adopted.is_empty() {
-            String::new()
-        } else {
-            format!(", {} adopted", report.adopted.len())
-        };
-        writeln!(
-            out,
-            "synced from {}: {} new, {} updated, {} unchanged, {} refused{adopted}",
-            report.remote,
-            report.new.len(),
-            report.updated.len(),
-            report.unchanged,
-            report.refused.len()
-        )?;
-    }
-    Ok(if report.refused.is_empty() {
-        exit::OK
-    } else {
-        exit::FAILURE
-    })
 }
 
 /// Validates the ids of one claim, taking each once, and refuses ids that would clash with
@@ -881,14 +627,14 @@ impl Command {
     /// Returns true for the commands that write to a ledger.
     fn writes_leases(&self) -> bool {
         match self {
-            Command::Acquire { .. }
-            | Command::Renew { .. }
-            | Command::Release { .. }
-            | Command::Complete { .. }
-            | Command::Abandon { .. }
-            | Command::Revoke { .. }
-            | Command::Run { .. } => true,
-            Command::Wait { acquire, .. } => *acquire,
+            Command::Acquire(_)
+            | Command::Renew(_)
+            | Command::Release(_)
+            | Command::Complete(_)
+            | Command::Abandon(_)
+            | Command::Revoke(_)
+            | Command::Run(_) => true,
+            Command::Wait(args) => args.acquire,
             _ => false,
         }
     }

@@ -3,10 +3,20 @@
 
 pub(crate) mod acquire;
 pub(crate) mod check;
+pub(crate) mod completions;
 pub(crate) mod end;
+pub(crate) mod gc;
+pub(crate) mod hook;
+pub(crate) mod install_hook;
 pub(crate) mod list;
 pub(crate) mod log;
+pub(crate) mod man;
+pub(crate) mod push;
 pub(crate) mod renew;
 pub(crate) mod revoke;
+pub(crate) mod run;
 pub(crate) mod show;
+pub(crate) mod sync;
 pub(crate) mod verify;
+pub(crate) mod wait;
+pub(crate) mod watch;

@@ -1,0 +1,88 @@
+//! `git lease run`: hold a lease while a command runs.
+
+use std::io::Write;
+
+use git_lease::Error;
+
+use crate::cli::{parse_duration, Context, Failure, HolderArg, TtlArg};
+
+/// The arguments of `run`.
+#[derive(clap::Args, Debug)]
+pub(crate) struct Args {
+    /// The exact issue id (with --any: the candidates; `-` reads more from stdin)
+    #[arg(required = true, value_name = "ISSUE")]
+    pub(crate) issues: Vec<String>,
+    /// Claim exactly one free issue of the candidates, and run the command for it
+    #[arg(long)]
+    pub(crate) any: bool,
+    #[command(flatten)]
+    pub(crate) holder: HolderArg,
+    #[command(flatten)]
+    pub(crate) ttl: TtlArg,
+    /// How often to renew [default: a third of the TTL]
+    #[arg(long, value_name = "DURATION")]
+    pub(crate) every: Option<String>,
+    /// How long the child gets between SIGTERM and SIGKILL once the lease is lost
+    #[arg(long, value_name = "DURATION", default_value = "10s")]
+    pub(crate) grace: String,
+    /// What to record when the command succeeds
+    #[arg(long, value_enum, default_value = "complete")]
+    pub(crate) on_success: crate::cli::run::EndAs,
+    /// What to record when the command fails
+    #[arg(long, value_enum, default_value = "release")]
+    pub(crate) on_failure: crate::cli::run::EndAs,
+    /// While the issue (or with --any, every candidate) is held by someone else, wait for
+    /// it instead of exiting 3; give up after TIMEOUT if given (as `flock -w`)
+    #[arg(
+        long,
+        value_name = "TIMEOUT",
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = ""
+    )]
+    pub(crate) wait: Option<String>,
+    /// The command and its arguments
+    #[arg(last = true, required = true, value_name = "COMMAND")]
+    pub(crate) command: Vec<String>,
+}
+
+/// Runs `git lease run`.
+pub(crate) fn run(ctx: &Context, args: Args, _out: &mut dyn Write) -> Result<u8, Failure> {
+    let Args {
+        issues,
+        any,
+        holder,
+        ttl,
+        every,
+        grace,
+        on_success,
+        on_failure,
+        wait,
+        command,
+        ..
+    } = args;
+    if !any && issues.len() != 1 {
+        return Err(Error::InvalidInput(
+            "run takes one issue, or several candidates with --any".into(),
+        )
+        .into());
+    }
+    let wait = match wait.as_deref() {
+        None => None,
+        Some("") => Some(None),
+        Some(timeout) => Some(Some(parse_duration(timeout)?)),
+    };
+    let args = crate::cli::run::RunArgs {
+        issues,
+        any,
+        wait,
+        holder: ctx.holder(&holder)?,
+        ttl: ctx.ttl(&ttl)?,
+        every: every.as_deref().map(parse_duration).transpose()?,
+        grace: parse_duration(&grace)?,
+        on_success,
+        on_failure,
+        command,
+    };
+    crate::cli::run::run(ctx, args)
+}

@@ -1,0 +1,38 @@
+//! `git lease watch`: a stream of lease events.
+
+use std::io::Write;
+
+use crate::cli::{Context, Failure};
+
+/// The arguments of `watch`.
+#[derive(clap::Args, Debug)]
+pub(crate) struct Args {
+    /// First replay the history since this instant (unix seconds, RFC 3339) or duration ago
+    #[arg(long, value_name = "TIME")]
+    pub(crate) since: Option<String>,
+    /// How often to fetch with --remote [default: 3s]; locally, how often to read the refs
+    /// when no file-system notification came [default: 2s]
+    #[arg(long, value_name = "DURATION")]
+    pub(crate) interval: Option<String>,
+    /// Only issues starting with this prefix
+    pub(crate) prefix: Option<String>,
+}
+
+/// Runs `git lease watch`.
+pub(crate) fn run(ctx: &Context, args: Args, out: &mut dyn Write) -> Result<u8, Failure> {
+    let Args {
+        since,
+        interval,
+        prefix,
+        ..
+    } = args;
+    crate::cli::watch::watch(
+        ctx,
+        crate::cli::watch::WatchArgs {
+            since,
+            interval,
+            prefix,
+        },
+        out,
+    )
+}
