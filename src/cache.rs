@@ -360,96 +360,10 @@ impl Raw<'_> {
     }
 }
 
-/// Returns the newest entry of every ref under `namespace`, sorted by name; see [`list`].
-///
-/// Listing the refs themselves is the other half of a listing's cost, so this reads them the
-/// cheap way when it can: loose refs through gix, then `packed-refs` line by line, without
-/// gix's per-ref validation and conversions. Anything unusual (a ref namespace, a line this
-/// reader does not expect) falls back to [`Store::refs_under`], and so does a ref storage other
-/// than files (one `git for-each-ref` for reftable). Either is read as
-/// `Store::read_refs` reads, so that `git pack-refs` running meanwhile hides no ref.
+/// Returns the newest entry of every ref under `namespace`, sorted by name; see [`list`]. The
+/// refs are listed the cheap way when the store can ([`Store::refs_listed`]).
 pub fn list_namespace(store: &Store, namespace: &str) -> Result<(Vec<Entry>, ListStats)> {
-    let refs = match store.read_refs(|| refs_fast(store, namespace)) {
-        Ok(Some(refs)) => refs,
-        // Unusual, or failing each time: gix's reader decides, or says what is wrong.
-        Ok(None) | Err(_) => store.refs_under(namespace)?,
-    };
-    list(store, namespace, refs)
-}
-
-/// Lists the direct (non-symbolic) refs under `namespace` as `(name without it, target)`,
-/// sorted by name, loose refs winning over packed ones; `None` to let gix do it, an error
-/// when a file or directory could not be read.
-fn refs_fast(
-    store: &Store,
-    namespace: &str,
-) -> std::result::Result<Option<Vec<(String, ObjectId)>>, gix::Error> {
-    use gix::bstr::ByteSlice;
-    let refs = &store.repo().refs;
-    if store.ref_format() != "files" || refs.namespace.is_some() || !namespace.ends_with('/') {
-        return Ok(None);
-    }
-    let Ok(prefix) = <&gix::path::RelativePath>::try_from(namespace) else {
-        return Ok(None);
-    };
-    // Loose first: `git pack-refs` writes packed-refs before it deletes the loose files, so
-    // reading in this order never misses a ref that is being packed.
-    let mut loose = Vec::new();
-    for r in refs
-        .loose_iter_prefixed(prefix)
-        .map_err(gix::Error::from_error)?
-    {
-        let r = r?;
-        let name = r.name.as_bstr().to_str_lossy();
-        if let (Some(short), gix::refs::Target::Object(id)) =
-            (name.strip_prefix(namespace), &r.target)
-        {
-            loose.push((short.to_owned(), *id));
-        }
-    }
-    loose.sort_by(|a, b| a.0.cmp(&b.0));
-    let mut packed = Vec::new();
-    if let Some(buffer) = refs.cached_packed_buffer()? {
-        // gix has already stripped the header and sorted the records.
-        let hex_len = store.repo().object_hash().len_in_hex();
-        let mut rest: &[u8] = (**buffer).as_ref();
-        while !rest.is_empty() {
-            let end = rest.find_byte(b'\n').unwrap_or(rest.len());
-            let line = rest[..end].strip_suffix(b"\r").unwrap_or(&rest[..end]);
-            rest = rest.get(end + 1..).unwrap_or_default();
-            if line.first() == Some(&b'^') {
-                continue; // the peeled target of the ref above
-            }
-            if line.get(hex_len) != Some(&b' ') {
-                return Ok(None);
-            }
-            let name = &line[hex_len + 1..];
-            match name.strip_prefix(namespace.as_bytes()) {
-                Some(short) => {
-                    let Ok(id) = ObjectId::from_hex(&line[..hex_len]) else {
-                        return Ok(None);
-                    };
-                    packed.push((short.to_str_lossy().into_owned(), id));
-                }
-                None if name > namespace.as_bytes() => break,
-                None => {}
-            }
-        }
-    }
-    if loose.is_empty() {
-        return Ok(Some(packed));
-    }
-    let mut out = Vec::with_capacity(loose.len() + packed.len());
-    let mut packed = packed.into_iter().peekable();
-    for (name, id) in loose {
-        while let Some(p) = packed.next_if(|p| p.0 < name) {
-            out.push(p);
-        }
-        packed.next_if(|p| p.0 == name);
-        out.push((name, id));
-    }
-    out.extend(packed);
-    Ok(Some(out))
+    list(store, namespace, store.refs_listed(namespace)?)
 }
 
 /// Returns the newest entry of every ref in `refs` (sorted by name, as [`Store::refs_under`]
