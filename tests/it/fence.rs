@@ -40,7 +40,7 @@ fn lease_push(client: &TestRepo, now: i64) -> Run {
 /// Asserts that a push to a fenced branch was refused by the hook's `fence` rule with a
 /// detail mentioning every one of `needles`.
 #[track_caller]
-fn assert_fenced(run: &Run, branch: &str, needles: &[&str]) {
+pub(crate) fn assert_fenced(run: &Run, branch: &str, needles: &[&str]) {
     assert_ne!(run.code, 0, "the fenced push was accepted\n{run}");
     let prefix = format!("remote: git-lease: refused refs/heads/{branch} at ");
     let line = run

@@ -8,6 +8,7 @@
 use std::sync::Barrier;
 
 use crate::env::{at, Run, TestRepo};
+use crate::fence::assert_fenced;
 use crate::forge::acquired;
 use crate::hook::{assert_refused, lease_commit};
 
@@ -43,22 +44,6 @@ pub fn expect(server: &Served, run: &Run, code: i32) {
         run.command,
         run.code,
         server.log()
-    );
-}
-
-/// Asserts that `run` (a push to `branch`) was refused by the hook's fence rule.
-#[track_caller]
-fn assert_fenced(run: &Run, branch: &str, needle: &str) {
-    assert_ne!(run.code, 0, "the fenced push was accepted\n{run}");
-    let prefix = format!("remote: git-lease: refused refs/heads/{branch} at ");
-    let line = run
-        .stderr
-        .lines()
-        .find(|l| l.starts_with(&prefix))
-        .unwrap_or_else(|| panic!("no refusal of refs/heads/{branch}\n{run}"));
-    assert!(
-        line.contains(": fence: ") && line.contains(needle),
-        "the refusal should name the fence rule and {needle:?}\n{run}"
     );
 }
 
@@ -211,19 +196,19 @@ fn story(kind: Kind) {
         "token 1 is stale"
     };
     if kind.sees_push_options() {
-        assert_fenced(&run, "issue/7", needle);
+        assert_fenced(&run, "issue/7", &[needle]);
     } else {
         // The update hook (gitolite's VREF) gets no push options: without `-o` the holder
         // check refuses alice all the same.
         let run = git(&alice, &["push", "origin", "issue/7"]);
-        assert_fenced(&run, "issue/7", needle);
+        assert_fenced(&run, "issue/7", &[needle]);
     }
     assert_eq!(server.rev("refs/heads/issue/7"), Some(bobs.clone()));
     if kind.sees_push_options() && kind.has_identity() {
         // The token reaches the hook: bob himself with a stale token is refused.
         bob.git(&["commit", "-q", "--allow-empty", "-m", "bob: more"]);
         let run = git(&bob, &["push", "-o", "lease-token=1", "origin", "issue/7"]);
-        assert_fenced(&run, "issue/7", "token 1 is stale");
+        assert_fenced(&run, "issue/7", &["token 1 is stale"]);
     }
 
     // `git lease push` exits 3 when the server's lease rules refuse: alice holds 9 until
