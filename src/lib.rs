@@ -16,7 +16,9 @@
 //!   [`verify`] re-checks recorded chains. See ARCHITECTURE.md for the whole map.
 //! - Time is always passed in: every rule takes `now`. The clock is read only where no rule
 //!   is decided: the age of temporary files ([`gc`]), the times of reflog entries and object
-//!   files, and [`time::system_now`] for the command line's one reading.
+//!   files, and the command line's reading of `now` ([`time::system_now`]; `run` takes it to
+//!   the nanosecond when `GIT_LEASE_NOW` is unset, so that its renew deadlines line up with
+//!   the clock others judge its lease by).
 //!
 //! The storage format is documented in `docs/FORMAT.md`.
 //!

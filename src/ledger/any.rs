@@ -169,7 +169,7 @@ impl Remote<'_> {
             return Ok((state, diverged));
         }
         if issues.len() > MAX_REFSPECS {
-            let fetched = self.fetch_all()?;
+            let fetched = self.fetch_all_once()?;
             let tips: HashMap<&str, ObjectId> = fetched
                 .verified
                 .iter()

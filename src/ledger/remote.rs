@@ -361,7 +361,7 @@ impl<'a> Remote<'a> {
         self.settled(|| self.fetch_all_once(), |f| !f.diverged.is_empty())
     }
 
-    fn fetch_all_once(&self) -> Result<Fetched> {
+    pub(crate) fn fetch_all_once(&self) -> Result<Fetched> {
         let store = self.ledger.store();
         // What was verified is read before the fetch (see `fetch_one`).
         let seen = self.tracked()?;

@@ -692,7 +692,7 @@ impl Store {
     /// name: the cheap way where it can (loose refs through gix, then `packed-refs` line by
     /// line, without gix's per-ref validation and conversions), else as
     /// [`Store::refs_under`] does (a ref namespace, a line that reader does not expect, or a
-    /// ref storage other than files). Either is read as [`Store::read_refs`] reads, so that
+    /// ref storage other than files). Either is read as `Store::read_refs` reads, so that
     /// `git pack-refs` running meanwhile hides no ref.
     pub fn refs_listed(&self, namespace: &str) -> Result<Vec<(String, ObjectId)>> {
         match self.read_refs(|| self.refs_fast(namespace)) {
