@@ -352,11 +352,7 @@ impl Raw<'_> {
         } else {
             decode_binary(self.payload, issue)?
         };
-        Ok(Entry {
-            commit: tip,
-            parent,
-            lease,
-        })
+        Ok(Entry::recorded(tip, parent, lease))
     }
 }
 
@@ -767,6 +763,7 @@ pub(crate) fn fnv1a(bytes: &[u8]) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::liveness::Observation;
     use chrono::TimeZone;
 
     fn entry(issue: &str, n: u8, parent: bool) -> Entry {
@@ -791,8 +788,8 @@ mod tests {
                 takeover: parent.then_some(Takeover::Expired),
                 session: Some("sha256:00".into()),
                 process: None,
-                process_gone: false,
             },
+            seen: Observation::NONE,
         }
     }
 
@@ -868,7 +865,7 @@ mod tests {
 
         // A reader's observation is not part of the recorded state: never cached.
         let mut observed = e;
-        observed.lease.process_gone = true;
+        observed.seen.process_gone = true;
         let mut body = Vec::new();
         assert!(!encode_record(&mut body, &observed, 20));
         assert!(body.is_empty());

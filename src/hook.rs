@@ -301,7 +301,7 @@ fn check_fenced_update(
         .and_then(|id| store.current(&id).ok().flatten());
     let live = current
         .as_ref()
-        .filter(|e| is_live(&e.lease, now))
+        .filter(|e| is_live(e.current(), now))
         .map(|e| &e.lease);
     let Some(lease) = live else {
         refuse(

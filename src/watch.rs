@@ -131,14 +131,14 @@ struct Known {
 impl Known {
     /// Starts following `entry`, reporting its expiry only if it is live at `from`.
     fn new(entry: Entry, from: DateTime<Utc>) -> Known {
-        let expiry_due = has_expiry(&entry.lease) && rules::is_live(&entry.lease, from);
+        let expiry_due = has_expiry(&entry.lease) && rules::is_live(entry.current(), from);
         Known { entry, expiry_due }
     }
 
     /// Returns the expiry event of the known state if it is due and the lease is no longer
     /// live at `now`, marking it reported.
     fn expired_by(&mut self, now: DateTime<Utc>) -> Option<WatchEvent> {
-        if !self.expiry_due || rules::is_live(&self.entry.lease, now) {
+        if !self.expiry_due || rules::is_live(self.entry.current(), now) {
             return None;
         }
         self.expiry_due = false;

@@ -165,7 +165,7 @@ pub fn count_leases(repo: &Path, now: i64) -> Result<(usize, usize), git_lease::
     let all = ledger.list()?;
     let live = all
         .iter()
-        .filter(|e| git_lease::is_live(&e.lease, now))
+        .filter(|e| git_lease::is_live(e.current(), now))
         .count();
     Ok((all.len(), live))
 }

@@ -118,7 +118,7 @@ fn plain_report_line(report: &Report, now: DateTime<Utc>) -> String {
             e.lease.token,
             until(e, now)
         ),
-        (Outcome::Held | Outcome::NotHolder, Some(e)) if git_lease::is_live(&e.lease, now) => {
+        (Outcome::Held | Outcome::NotHolder, Some(e)) if git_lease::is_live(e.current(), now) => {
             let what = if report.outcome == Outcome::Held {
                 "held"
             } else {

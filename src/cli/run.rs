@@ -222,7 +222,7 @@ struct Handle {
 impl Handle {
     fn apply(
         &self,
-        mut decide: impl FnMut(Option<&git_lease::Lease>) -> rules::Transition,
+        mut decide: impl FnMut(Option<rules::Current<'_>>) -> rules::Transition,
     ) -> Result<Report, Error> {
         let ledger = Ledger::discover(&self.dir)?.with_local_liveness();
         let backend = git_lease::backend::open(&ledger, self.remote.as_deref())?;
@@ -627,7 +627,7 @@ pub(crate) fn wait(
         let current = backend.current(&issue)?;
         let live = current
             .as_ref()
-            .filter(|e| git_lease::is_live(&e.lease, now));
+            .filter(|e| git_lease::is_live(e.current(), now));
         if live.is_none() {
             let Some(claim) = &acquire else {
                 if ctx.json {

@@ -454,7 +454,7 @@ pub(crate) fn push(
     let current = remote.current(&issue)?;
     let live = current
         .as_ref()
-        .filter(|e| git_lease::is_live(&e.lease, ctx.now));
+        .filter(|e| git_lease::is_live(e.current(), ctx.now));
     // The answer: a line on stderr (git's own output is there too), or one JSON object.
     let mut answer = |outcome: &str, token: Option<u64>, reason: Option<String>, code: u8| {
         if ctx.json {

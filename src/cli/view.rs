@@ -33,7 +33,7 @@ impl State {
     pub fn of(entry: Option<&Entry>, now: DateTime<Utc>) -> State {
         match entry {
             None => State::None,
-            Some(e) if rules::is_live(&e.lease, now) => State::Held,
+            Some(e) if rules::is_live(e.current(), now) => State::Held,
             Some(e) if e.lease.holder.is_some() => State::Expired,
             Some(_) => State::Free,
         }
@@ -99,8 +99,8 @@ impl LeaseView {
         let lease = entry.map(|e| &e.lease);
         LeaseView {
             issue: issue.to_owned(),
-            holder: lease
-                .and_then(|l| rules::live_holder(l, now))
+            holder: entry
+                .and_then(|e| rules::live_holder(e.current(), now))
                 .map(str::to_owned),
             last_holder: lease.and_then(|l| l.holder.clone().or_else(|| l.previous_holder.clone())),
             token: lease.map(|l| l.token),
@@ -115,7 +115,7 @@ impl LeaseView {
             task: lease.and_then(|l| l.task.clone()),
             takeover: lease.and_then(|l| l.takeover),
             process: lease.and_then(|l| l.process.clone()),
-            process_gone: lease.is_some_and(|l| l.process_gone),
+            process_gone: entry.is_some_and(|e| e.seen.process_gone),
             session: lease.is_some_and(|l| l.session.is_some()),
         }
     }

@@ -80,9 +80,9 @@ pub fn fresh_rng() -> fastrand::Rng {
 /// lease, `Some(false)` as a new tenure, `None` if the rules refuse it or its state is unknown
 /// (missing from `state`: a diverged remote ledger).
 fn available(issue: &IssueId, state: &States, claim: &Claim, now: DateTime<Utc>) -> Option<bool> {
-    let current = state.get(issue)?.as_ref().map(|e| &e.lease);
+    let current = state.get(issue)?.as_ref().map(Entry::current);
     (rules::acquire(issue, current, claim, now).outcome == Outcome::Acquired)
-        .then(|| current.is_some_and(|l| rules::is_live(l, now)))
+        .then(|| current.is_some_and(|c| rules::is_live(c, now)))
 }
 
 /// Orders `candidates` for trying: those `claim` would re-acquire (already its own, live)
@@ -355,7 +355,8 @@ impl Remote<'_> {
                 });
             }
             let current = state.get(&issue).cloned().flatten();
-            let transition = rules::acquire(&issue, current.as_ref().map(|e| &e.lease), claim, now);
+            let transition =
+                rules::acquire(&issue, current.as_ref().map(Entry::current), claim, now);
             let Some(next) = transition.next else {
                 // Already the claimant's, with nothing to refresh: nothing to push.
                 report.claimed = Some(Report::unchanged(transition.outcome, &issue, current));

@@ -11,8 +11,8 @@ use gix::ObjectId;
 use crate::any::AnyReport;
 use crate::error::Result;
 use crate::issue::IssueId;
-use crate::lease::Lease;
 use crate::ledger::{Ledger, Report};
+use crate::liveness::Current;
 use crate::remote::{Diverged, Remote};
 use crate::rules::{Claim, Transition};
 use crate::store::Entry;
@@ -47,7 +47,7 @@ pub trait Backend {
     fn apply(
         &self,
         issue: &IssueId,
-        decide: &mut dyn FnMut(Option<&Lease>) -> Transition,
+        decide: &mut dyn FnMut(Option<Current<'_>>) -> Transition,
     ) -> Result<Report>;
     /// Claims all of `issues`, or none.
     fn acquire_all(
@@ -96,7 +96,7 @@ impl Backend for &Ledger {
     fn apply(
         &self,
         issue: &IssueId,
-        decide: &mut dyn FnMut(Option<&Lease>) -> Transition,
+        decide: &mut dyn FnMut(Option<Current<'_>>) -> Transition,
     ) -> Result<Report> {
         Ledger::apply(self, issue, decide)
     }
@@ -140,7 +140,7 @@ impl Backend for Remote<'_> {
     fn apply(
         &self,
         issue: &IssueId,
-        decide: &mut dyn FnMut(Option<&Lease>) -> Transition,
+        decide: &mut dyn FnMut(Option<Current<'_>>) -> Transition,
     ) -> Result<Report> {
         Remote::apply(self, issue, decide)
     }

@@ -25,8 +25,8 @@ use gix::ObjectId;
 use crate::cas::{self, Attempt};
 use crate::error::{Error, Result};
 use crate::issue::IssueId;
-use crate::lease::Lease;
 use crate::ledger::{Ledger, Report};
+use crate::liveness::Current;
 use crate::rules::{self, Claim, Credentials, Ending, Transition};
 use crate::store::{Entry, Staged, Swap};
 use crate::time::Ttl;
@@ -69,7 +69,12 @@ impl Operation {
         }
     }
 
-    fn decide(&self, issue: &IssueId, current: Option<&Lease>, now: DateTime<Utc>) -> Transition {
+    fn decide(
+        &self,
+        issue: &IssueId,
+        current: Option<Current<'_>>,
+        now: DateTime<Utc>,
+    ) -> Transition {
         match self {
             Operation::Acquire(claim) => rules::acquire(issue, current, claim, now),
             Operation::Renew {
@@ -181,7 +186,7 @@ impl Ledger {
             let mut staged = Staged::default();
             for (issue, op) in ops {
                 let slot = slots.get_mut(issue).expect("every issue has a slot");
-                let transition = op.decide(issue, slot.state.as_ref().map(|e| &e.lease), now);
+                let transition = op.decide(issue, slot.state.as_ref().map(Entry::current), now);
                 let Some(next) = transition.next else {
                     reports.push(Report {
                         outcome: transition.outcome,
@@ -196,11 +201,7 @@ impl Ledger {
                     check_clash(self, issue, ops)?;
                 }
                 let commit = store.stage(&mut staged, &next, parent)?;
-                let entry = Entry {
-                    commit,
-                    parent,
-                    lease: next,
-                };
+                let entry = Entry::recorded(commit, parent, next);
                 slot.state = Some(entry.clone());
                 reports.push(Report {
                     outcome: transition.outcome,

@@ -18,7 +18,7 @@ use std::path::Path;
 use crate::error::{Error, Result};
 use crate::issue::IssueId;
 use crate::lease::Lease;
-use crate::liveness::LocalHost;
+use crate::liveness::{Current, LocalHost};
 use crate::rules::{self, Claim, Credentials, Ending, FenceFailure, Outcome, Transition};
 use crate::store::{Entry, Staged, Store, Swap};
 use crate::time::Ttl;
@@ -66,11 +66,7 @@ impl Report {
         Report {
             outcome,
             issue: issue.clone(),
-            entry: Some(Entry {
-                commit,
-                parent,
-                lease,
-            }),
+            entry: Some(Entry::recorded(commit, parent, lease)),
             wrote: true,
         }
     }
@@ -127,16 +123,16 @@ impl Ledger {
         self
     }
 
-    /// Marks `entry` as held by a gone process when local liveness says so: what this reader
-    /// observed, which [`rules::is_live`] takes into account.
+    /// Records beside `entry` what this reader sees of its holder process, when local
+    /// liveness is on: the observation [`rules::is_live`] takes as an input.
     pub fn observe(&self, mut entry: Entry) -> Entry {
-        self.mark_gone(&mut entry.lease);
+        self.observe_in_place(&mut entry);
         entry
     }
 
-    fn mark_gone(&self, lease: &mut Lease) {
-        if let (Some(host), Some(process)) = (&self.host, &lease.process) {
-            lease.process_gone = host.is_gone(process);
+    fn observe_in_place(&self, entry: &mut Entry) {
+        if let Some(host) = &self.host {
+            entry.seen = host.observe(&entry.lease);
         }
     }
 
@@ -217,7 +213,7 @@ impl Ledger {
     ) -> Result<std::result::Result<Entry, (FenceFailure, Option<Entry>)>> {
         let current = self.current(issue)?;
         Ok(
-            match rules::check(current.as_ref().map(|e| &e.lease), token, holder, now) {
+            match rules::check(current.as_ref().map(Entry::current), token, holder, now) {
                 Ok(()) => Ok(current.expect("a passed check has a lease")),
                 Err(why) => Err((why, current)),
             },
@@ -228,9 +224,7 @@ impl Ledger {
     /// [`rules::is_live`] for the live ones.
     pub fn list(&self) -> Result<Vec<Entry>> {
         let (mut entries, _) = crate::cache::list_namespace(&self.store, crate::issue::REF_PREFIX)?;
-        entries
-            .iter_mut()
-            .for_each(|e| self.mark_gone(&mut e.lease));
+        entries.iter_mut().for_each(|e| self.observe_in_place(e));
         Ok(entries)
     }
 
@@ -258,14 +252,14 @@ impl Ledger {
     pub fn apply(
         &self,
         issue: &IssueId,
-        mut decide: impl FnMut(Option<&Lease>) -> Transition,
+        mut decide: impl FnMut(Option<Current<'_>>) -> Transition,
     ) -> Result<Report> {
         cas::retry(
             LOCAL_ATTEMPTS,
             || issue.to_string(),
             |_| {
                 let current = self.current(issue)?;
-                let transition = decide(current.as_ref().map(|e| &e.lease));
+                let transition = decide(current.as_ref().map(Entry::current));
                 let Some(next) = transition.next else {
                     return Ok(Attempt::Done(Report::unchanged(
                         transition.outcome,
@@ -336,10 +330,10 @@ impl Ledger {
         now: DateTime<Utc>,
         check_clashes: bool,
     ) -> Result<(Vec<Report>, Vec<SwapEdit>)> {
-        let states: Vec<(&IssueId, Option<&Lease>)> = issues
+        let states: Vec<(&IssueId, Option<Current<'_>>)> = issues
             .iter()
             .zip(&currents)
-            .map(|(issue, current)| (issue, current.as_ref().map(|e| &e.lease)))
+            .map(|(issue, current)| (issue, current.as_ref().map(Entry::current)))
             .collect();
         let transitions = rules::acquire_all(&states, claim, now);
         let mut reports = Vec::with_capacity(issues.len());

@@ -28,6 +28,7 @@ use crate::error::{Error, Result};
 use crate::issue::{IssueId, REF_PREFIX};
 use crate::lease::Lease;
 use crate::ledger::{resolve_among, Ledger, Report};
+use crate::liveness::Current;
 use crate::rules::Transition;
 use crate::step::{Judgement, Rule};
 use crate::store::Entry;
@@ -567,7 +568,7 @@ impl<'a> Remote<'a> {
     pub fn apply(
         &self,
         issue: &IssueId,
-        mut decide: impl FnMut(Option<&Lease>) -> Transition,
+        mut decide: impl FnMut(Option<Current<'_>>) -> Transition,
     ) -> Result<Report> {
         let store = self.ledger.store();
         let mut fresh = false;
@@ -576,7 +577,7 @@ impl<'a> Remote<'a> {
             self.attempts,
             || issue.to_string(),
             |attempt| {
-                let transition = decide(current.as_ref().map(|e| &e.lease));
+                let transition = decide(current.as_ref().map(Entry::current));
                 let Some(next) = transition.next else {
                     if !fresh {
                         current = self.current(issue)?;

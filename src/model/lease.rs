@@ -115,13 +115,10 @@ pub struct Lease {
     /// or release of this tenure. The secret itself is never stored.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session: Option<String>,
-    /// The process holding the lease, for local liveness.
+    /// The process holding the lease, for local liveness. Whether it is gone is what a
+    /// reader observes ([`crate::liveness::Observation`]), never part of the record.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub process: Option<crate::liveness::HolderProcess>,
-    /// Not stored: set by a reader on the holder's machine that found the holder process
-    /// gone. [`crate::rules::is_live`] treats such a lease as not live.
-    #[serde(skip)]
-    pub process_gone: bool,
 }
 
 /// Why an acquire took a lease that still recorded a holder.
@@ -260,7 +257,6 @@ mod tests {
             takeover: None,
             session: None,
             process: None,
-            process_gone: false,
         }
     }
 

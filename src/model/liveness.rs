@@ -3,10 +3,13 @@
 //! Programs that hold leases crash and get restarted; waiting out a TTL after a crash wastes
 //! the TTL. A lease may record the holding process (pid, the machine's boot id, and the
 //! process's start time, so a recycled pid is not mistaken for the holder). On the same
-//! machine (same boot id), a reader that finds that process gone marks the lease
-//! [`Lease::process_gone`](crate::Lease::process_gone) ([`crate::Ledger::observe`]), and
-//! [`crate::rules::is_live`], the one liveness rule, treats it as not live. On other machines
-//! only the TTL applies. This module only looks at processes; it knows nothing of leases.
+//! machine (same boot id), a reader that finds that process gone says so in its
+//! [`Observation`] ([`crate::Ledger::observe`]), and [`crate::rules::is_live`], the one
+//! liveness rule, takes that observation as an input and treats the lease as not live. The
+//! observation is never stored: another reader, on another machine or a moment later, may see
+//! otherwise. On other machines only the TTL applies.
+
+use crate::lease::Lease;
 
 use serde::{Deserialize, Serialize};
 
@@ -32,6 +35,41 @@ impl HolderProcess {
     }
 }
 
+/// What one reader saw beside a lease record: an input to the liveness rule, never part of
+/// the record.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Observation {
+    /// The holder process the record names ran on this reader's machine and is gone.
+    pub process_gone: bool,
+}
+
+impl Observation {
+    /// Nothing observed beside the record: only the record (and its TTL) decides.
+    pub const NONE: Observation = Observation {
+        process_gone: false,
+    };
+}
+
+/// What a decision starts from: the ledger's last record and what its reader observed.
+#[derive(Clone, Copy, Debug)]
+pub struct Current<'a> {
+    /// The last record of the ledger.
+    pub lease: &'a Lease,
+    /// What the reader saw beside it.
+    pub seen: Observation,
+}
+
+impl<'a> Current<'a> {
+    /// The record alone, with nothing observed beside it (an audit, a server judging a push,
+    /// a reader without local liveness).
+    pub fn recorded(lease: &'a Lease) -> Current<'a> {
+        Current {
+            lease,
+            seen: Observation::NONE,
+        }
+    }
+}
+
 /// What this machine can see of holder processes.
 #[derive(Clone, Debug)]
 pub struct LocalHost {
@@ -50,6 +88,13 @@ impl LocalHost {
     /// (no such pid, a zombie, or a different process under a recycled pid).
     pub fn is_gone(&self, process: &HolderProcess) -> bool {
         process.boot_id == self.boot_id && start_ticks(process.pid) != Some(process.start_ticks)
+    }
+
+    /// Returns what this machine sees beside `lease`: whether the process it records is gone.
+    pub fn observe(&self, lease: &Lease) -> Observation {
+        Observation {
+            process_gone: lease.process.as_ref().is_some_and(|p| self.is_gone(p)),
+        }
     }
 
     /// Returns true if `process` ran on this machine since its last boot.

@@ -11,19 +11,21 @@ use serde::Serialize;
 
 use crate::issue::IssueId;
 use crate::lease::{Event, Lease, Takeover, FORMAT_VERSION};
+pub use crate::liveness::{Current, Observation};
 use crate::time::Ttl;
 
-/// Returns true if and only if `lease` has a holder and has not expired at `now`.
+/// Returns true if and only if the lease has a holder, has not expired at `now`, and its
+/// reader did not see the holder's process gone.
 ///
 /// A lease is live iff it has a holder and (no expiry, or `now < expires_at`). This is the
 /// one definition of liveness in git-lease; expiry is a filter applied when reading, never
-/// something written.
-/// A lease whose holder process a reader on the same machine found gone
-/// ([`Lease::process_gone`], see [`crate::liveness`]) is not live either.
-pub fn is_live(lease: &Lease, now: DateTime<Utc>) -> bool {
-    lease.holder.is_some()
-        && !lease.process_gone
-        && lease.expires_at.is_none_or(|expiry| now < expiry)
+/// something written. What the reader observed is an input, never part of the record: a
+/// reader on the holder's machine that found the holder process gone
+/// ([`Observation::process_gone`], see [`crate::liveness`]) does not count the lease as live.
+pub fn is_live(current: Current<'_>, now: DateTime<Utc>) -> bool {
+    current.lease.holder.is_some()
+        && !current.seen.process_gone
+        && current.lease.expires_at.is_none_or(|expiry| now < expiry)
 }
 
 /// Who asks: a holder name and, for a lease taken with `--session`, the session secret.
@@ -59,10 +61,10 @@ fn proves_session(lease: &Lease, secret: Option<&str>) -> bool {
         .is_none_or(|stored| crate::session::matches(stored, secret))
 }
 
-/// Returns the live holder of `lease` at `now`, if any.
-pub fn live_holder(lease: &Lease, now: DateTime<Utc>) -> Option<&str> {
-    if is_live(lease, now) {
-        lease.holder.as_deref()
+/// Returns the live holder at `now`, if any.
+pub fn live_holder<'a>(current: Current<'a>, now: DateTime<Utc>) -> Option<&'a str> {
+    if is_live(current, now) {
+        current.lease.holder.as_deref()
     } else {
         None
     }
@@ -170,8 +172,8 @@ impl Transition {
     }
 
     /// Records `next` unless it is the same state as `current` (nothing to write then).
-    fn write(outcome: Outcome, current: Option<&Lease>, next: Lease) -> Transition {
-        let changed = current.is_none_or(|c| !c.same_state(&next));
+    fn write(outcome: Outcome, current: Option<Current<'_>>, next: Lease) -> Transition {
+        let changed = current.is_none_or(|c| !c.lease.same_state(&next));
         Transition {
             outcome,
             next: changed.then_some(next),
@@ -182,14 +184,14 @@ impl Transition {
 /// Returns the instant a decision on top of `current` is made at: `now`, or the time of the
 /// ledger's last event if `now` is earlier (a clock behind another writer's). Time never
 /// runs backwards along a ledger, so every recorded step stays in order.
-pub fn ledger_time(current: Option<&Lease>, now: DateTime<Utc>) -> DateTime<Utc> {
-    current.map_or(now, |lease| now.max(lease.at))
+pub fn ledger_time(current: Option<Current<'_>>, now: DateTime<Utc>) -> DateTime<Utc> {
+    current.map_or(now, |c| now.max(c.lease.at))
 }
 
-/// Returns why the holder of `lease`, which is not live at `now`, lost it.
-fn takeover_reason(lease: &Lease, now: DateTime<Utc>) -> Takeover {
-    let expired = lease.expires_at.is_some_and(|e| now >= e);
-    if lease.process_gone && !expired {
+/// Returns why the holder of the current lease, which is not live at `now`, lost it.
+fn takeover_reason(current: Current<'_>, now: DateTime<Utc>) -> Takeover {
+    let expired = current.lease.expires_at.is_some_and(|e| now >= e);
+    if current.seen.process_gone && !expired {
         Takeover::ProcessGone
     } else {
         Takeover::Expired
@@ -214,7 +216,6 @@ fn base(issue: &IssueId, event: Event, now: DateTime<Utc>, token: u64) -> Lease 
         takeover: None,
         session: None,
         process: None,
-        process_gone: false,
     }
 }
 
@@ -225,13 +226,14 @@ fn base(issue: &IssueId, event: Event, now: DateTime<Utc>, token: u64) -> Lease 
 /// - Live and held by someone else: [`Outcome::Held`], nothing written.
 pub fn acquire(
     issue: &IssueId,
-    current: Option<&Lease>,
+    current: Option<Current<'_>>,
     claim: &Claim,
     now: DateTime<Utc>,
 ) -> Transition {
     let now = ledger_time(current, now);
     match current {
-        Some(lease) if is_live(lease, now) => {
+        Some(c) if is_live(c, now) => {
+            let lease = c.lease;
             if lease.holder.as_deref() == Some(claim.holder.as_str()) {
                 if !proves_session(lease, claim.secret.as_deref()) {
                     return Transition::answer(Outcome::WrongSecret);
@@ -262,17 +264,17 @@ pub fn acquire(
             }
         }
         _ => {
-            let token = current.map_or(0, |l| l.token) + 1;
+            let token = current.map_or(0, |c| c.lease.token) + 1;
             let mut next = base(issue, Event::Acquire, now, token);
             next.holder = Some(claim.holder.clone());
             next.acquired_at = Some(now);
             next.expires_at = claim.ttl.expiry_from(now);
             // An acquire over a tenure that still records a holder is a takeover: say whose
             // and why.
-            next.previous_holder = current.and_then(|l| l.holder.clone());
+            next.previous_holder = current.and_then(|c| c.lease.holder.clone());
             next.takeover = current
-                .filter(|l| l.holder.is_some())
-                .map(|l| takeover_reason(l, now));
+                .filter(|c| c.lease.holder.is_some())
+                .map(|c| takeover_reason(c, now));
             next.note = claim.note.clone();
             next.task = claim.task.clone();
             next.session = claim.session.clone();
@@ -287,7 +289,7 @@ pub fn acquire(
 /// Returns one transition per issue: the acquires, if every issue can be taken; otherwise
 /// nothing is written, the refused issues say why and the others are [`Outcome::Skipped`].
 pub fn acquire_all(
-    claims: &[(&IssueId, Option<&Lease>)],
+    claims: &[(&IssueId, Option<Current<'_>>)],
     claim: &Claim,
     now: DateTime<Utc>,
 ) -> Vec<Transition> {
@@ -309,7 +311,7 @@ pub fn acquire_all(
 
 /// Decides a renew: only the live holder may extend; same token, expiry from `ttl`.
 pub fn renew<'a>(
-    current: Option<&Lease>,
+    current: Option<Current<'_>>,
     who: impl Into<Credentials<'a>>,
     ttl: Ttl,
     now: DateTime<Utc>,
@@ -317,7 +319,8 @@ pub fn renew<'a>(
     let who = who.into();
     let now = ledger_time(current, now);
     match current {
-        Some(lease) if live_holder(lease, now) == Some(who.holder) => {
+        Some(c) if live_holder(c, now) == Some(who.holder) => {
+            let lease = c.lease;
             if !proves_session(lease, who.secret) {
                 return Transition::answer(Outcome::WrongSecret);
             }
@@ -363,7 +366,7 @@ impl Ending {
 /// - Held live by someone else: [`Outcome::NotHolder`], nothing written.
 pub fn release<'a>(
     issue: &IssueId,
-    current: Option<&Lease>,
+    current: Option<Current<'_>>,
     who: impl Into<Credentials<'a>>,
     ending: Ending,
     now: DateTime<Utc>,
@@ -371,16 +374,18 @@ pub fn release<'a>(
     let who = who.into();
     let holder = who.holder;
     let now = ledger_time(current, now);
-    let Some(lease) = current else {
+    let Some(c) = current else {
         return Transition::answer(Outcome::NotHeld);
     };
+    let lease = c.lease;
     let Some(previous) = lease.holder.as_deref() else {
         return Transition::answer(Outcome::NotHeld);
     };
-    if is_live(lease, now) && previous != holder {
+    let live = is_live(c, now);
+    if live && previous != holder {
         return Transition::answer(Outcome::NotHolder);
     }
-    if is_live(lease, now) && !proves_session(lease, who.secret) {
+    if live && !proves_session(lease, who.secret) {
         return Transition::answer(Outcome::WrongSecret);
     }
     let mut next = base(issue, ending.event(), now, lease.token);
@@ -389,7 +394,7 @@ pub fn release<'a>(
         next.by = Some(holder.to_owned());
         // Freeing someone else's lease is legitimate only because it is no longer live:
         // record why, as an acquire over it would.
-        next.takeover = Some(takeover_reason(lease, now));
+        next.takeover = Some(takeover_reason(c, now));
     }
     Transition::write(Outcome::Released, current, next)
 }
@@ -397,13 +402,13 @@ pub fn release<'a>(
 /// Decides a revoke: an administrator frees a lease, live or not, keeping the token.
 pub fn revoke(
     issue: &IssueId,
-    current: Option<&Lease>,
+    current: Option<Current<'_>>,
     by: &str,
     reason: &str,
     now: DateTime<Utc>,
 ) -> Transition {
     let now = ledger_time(current, now);
-    let Some(lease) = current else {
+    let Some(Current { lease, .. }) = current else {
         return Transition::answer(Outcome::NotHeld);
     };
     let Some(previous) = lease.holder.as_deref() else {
@@ -461,15 +466,16 @@ impl std::fmt::Display for FenceFailure {
 
 /// The fencing check: succeeds only if `token` is the live tenure's (and `holder` its holder).
 pub fn check(
-    current: Option<&Lease>,
+    current: Option<Current<'_>>,
     token: u64,
     holder: Option<&str>,
     now: DateTime<Utc>,
 ) -> Result<(), FenceFailure> {
-    let Some(lease) = current else {
+    let Some(c) = current else {
         return Err(FenceFailure::NotLive { last_token: None });
     };
-    let Some(live) = live_holder(lease, now) else {
+    let lease = c.lease;
+    let Some(live) = live_holder(c, now) else {
         return Err(FenceFailure::NotLive {
             last_token: Some(lease.token),
         });
@@ -503,6 +509,9 @@ mod tests {
     fn ttl(min: i64) -> Ttl {
         Ttl::For(Duration::minutes(min))
     }
+    fn rec(lease: &Lease) -> Option<Current<'_>> {
+        Some(Current::recorded(lease))
+    }
     fn held(holder: &str, token: u64, from: i64, until: Option<i64>) -> Lease {
         let mut l = base(&id(), Event::Acquire, t(from), token);
         l.holder = Some(holder.into());
@@ -514,12 +523,27 @@ mod tests {
     #[test]
     fn liveness_is_strictly_before_expiry() {
         let l = held("a", 1, 0, Some(10));
-        assert!(is_live(&l, t(9)));
-        assert!(!is_live(&l, t(10)), "expired exactly at expires_at");
-        assert!(is_live(&held("a", 1, 0, None), t(100_000)), "open-ended");
+        assert!(is_live(Current::recorded(&l), t(9)));
+        assert!(
+            !is_live(Current::recorded(&l), t(10)),
+            "expired exactly at expires_at"
+        );
+        assert!(
+            is_live(Current::recorded(&held("a", 1, 0, None)), t(100_000)),
+            "open-ended"
+        );
         let mut free = l.clone();
         free.holder = None;
-        assert!(!is_live(&free, t(1)));
+        assert!(!is_live(Current::recorded(&free), t(1)));
+        let gone = Observation { process_gone: true };
+        let seen_gone = Current {
+            lease: &l,
+            seen: gone,
+        };
+        assert!(
+            !is_live(seen_gone, t(1)),
+            "the reader saw the holder process gone"
+        );
     }
 
     #[test]
@@ -535,7 +559,7 @@ mod tests {
     #[test]
     fn acquire_after_expiry_is_a_new_tenure_and_a_takeover() {
         let cur = held("a", 3, 0, Some(10));
-        let next = acquire(&id(), Some(&cur), &Claim::new("b", ttl(5)), t(10))
+        let next = acquire(&id(), rec(&cur), &Claim::new("b", ttl(5)), t(10))
             .next
             .unwrap();
         assert_eq!(next.token, 4);
@@ -546,7 +570,7 @@ mod tests {
     #[test]
     fn acquire_by_the_live_holder_is_idempotent() {
         let cur = held("a", 3, 0, Some(10));
-        let tr = acquire(&id(), Some(&cur), &Claim::new("a", ttl(30)), t(5));
+        let tr = acquire(&id(), rec(&cur), &Claim::new("a", ttl(30)), t(5));
         assert_eq!(tr.outcome, Outcome::Acquired);
         let next = tr.next.unwrap();
         assert_eq!(next.token, 3);
@@ -558,7 +582,7 @@ mod tests {
     #[test]
     fn open_ended_reacquire_writes_nothing() {
         let cur = held("a", 1, 0, None);
-        let tr = acquire(&id(), Some(&cur), &Claim::new("a", Ttl::Never), t(5));
+        let tr = acquire(&id(), rec(&cur), &Claim::new("a", Ttl::Never), t(5));
         assert_eq!(tr, Transition::answer(Outcome::Acquired));
     }
 
@@ -566,7 +590,7 @@ mod tests {
     fn acquire_of_a_live_lease_by_another_is_held() {
         let cur = held("a", 1, 0, Some(10));
         assert_eq!(
-            acquire(&id(), Some(&cur), &Claim::new("b", ttl(10)), t(9)),
+            acquire(&id(), rec(&cur), &Claim::new("b", ttl(10)), t(9)),
             Transition::answer(Outcome::Held)
         );
     }
@@ -574,15 +598,15 @@ mod tests {
     #[test]
     fn renew_only_by_the_live_holder() {
         let cur = held("a", 2, 0, Some(10));
-        let tr = renew(Some(&cur), "a", ttl(10), t(5));
+        let tr = renew(rec(&cur), "a", ttl(10), t(5));
         assert_eq!(tr.outcome, Outcome::Renewed);
         assert_eq!(tr.next.unwrap().expires_at, Some(t(15)));
         assert_eq!(
-            renew(Some(&cur), "b", ttl(10), t(5)).outcome,
+            renew(rec(&cur), "b", ttl(10), t(5)).outcome,
             Outcome::NotHolder
         );
         assert_eq!(
-            renew(Some(&cur), "a", ttl(10), t(10)).outcome,
+            renew(rec(&cur), "a", ttl(10), t(10)).outcome,
             Outcome::NotHolder
         );
         assert_eq!(renew(None, "a", ttl(10), t(10)).outcome, Outcome::NotHolder);
@@ -591,12 +615,12 @@ mod tests {
     #[test]
     fn release_keeps_the_token() {
         let cur = held("a", 2, 0, Some(10));
-        let tr = release(&id(), Some(&cur), "a", Ending::Release, t(5));
+        let tr = release(&id(), rec(&cur), "a", Ending::Release, t(5));
         assert_eq!(tr.outcome, Outcome::Released);
         let next = tr.next.unwrap();
         assert_eq!((next.token, next.holder.clone()), (2, None));
         assert_eq!(next.previous_holder.as_deref(), Some("a"));
-        let again = release(&id(), Some(&next), "a", Ending::Release, t(6));
+        let again = release(&id(), rec(&next), "a", Ending::Release, t(6));
         assert_eq!(again, Transition::answer(Outcome::NotHeld));
     }
 
@@ -611,11 +635,11 @@ mod tests {
     #[test]
     fn release_of_an_expired_lease_is_open_to_anyone() {
         let cur = held("a", 2, 0, Some(10));
-        let tr = release(&id(), Some(&cur), "b", Ending::Release, t(10));
+        let tr = release(&id(), rec(&cur), "b", Ending::Release, t(10));
         assert_eq!(tr.outcome, Outcome::Released);
         assert_eq!(tr.next.unwrap().by.as_deref(), Some("b"));
         assert_eq!(
-            release(&id(), Some(&cur), "b", Ending::Release, t(9)),
+            release(&id(), rec(&cur), "b", Ending::Release, t(9)),
             Transition::answer(Outcome::NotHolder)
         );
     }
@@ -624,7 +648,7 @@ mod tests {
     fn a_clock_behind_the_ledger_never_records_a_step_back() {
         let mut freed = base(&id(), Event::Release, t(11), 1);
         freed.previous_holder = Some("b".into());
-        let next = acquire(&id(), Some(&freed), &Claim::new("a", ttl(60)), t(5))
+        let next = acquire(&id(), rec(&freed), &Claim::new("a", ttl(60)), t(5))
             .next
             .unwrap();
         assert_eq!(next.at, t(11));
@@ -644,7 +668,7 @@ mod tests {
             .iter()
             .all(|t| t.outcome == Outcome::Acquired && t.next.is_some()));
         let held_b = held("other", 1, 0, Some(10));
-        let refused = acquire_all(&[(&a, None), (&b, Some(&held_b))], &claim, t(1));
+        let refused = acquire_all(&[(&a, None), (&b, rec(&held_b))], &claim, t(1));
         assert_eq!(
             refused,
             vec![
@@ -657,18 +681,18 @@ mod tests {
     #[test]
     fn fencing_check() {
         let cur = held("a", 4, 0, Some(10));
-        assert_eq!(check(Some(&cur), 4, None, t(1)), Ok(()));
-        assert_eq!(check(Some(&cur), 4, Some("a"), t(1)), Ok(()));
+        assert_eq!(check(rec(&cur), 4, None, t(1)), Ok(()));
+        assert_eq!(check(rec(&cur), 4, Some("a"), t(1)), Ok(()));
         assert!(matches!(
-            check(Some(&cur), 3, None, t(1)),
+            check(rec(&cur), 3, None, t(1)),
             Err(FenceFailure::StaleToken { current: 4, .. })
         ));
         assert!(matches!(
-            check(Some(&cur), 4, Some("b"), t(1)),
+            check(rec(&cur), 4, Some("b"), t(1)),
             Err(FenceFailure::WrongHolder { .. })
         ));
         assert!(matches!(
-            check(Some(&cur), 4, None, t(10)),
+            check(rec(&cur), 4, None, t(10)),
             Err(FenceFailure::NotLive { .. })
         ));
         assert!(matches!(

@@ -14,7 +14,7 @@ use chrono::{DateTime, Duration, Utc};
 use serde::Serialize;
 
 use crate::lease::{Event, Lease, Takeover};
-use crate::liveness::LocalHost;
+use crate::liveness::{Current, LocalHost};
 use crate::rules::is_live;
 use crate::time::{format_instant, short_duration};
 
@@ -222,7 +222,9 @@ fn check_transition(
             ),
         ));
     }
-    let prev_live = is_live(prev, decided_at);
+    // The record alone decides liveness here: a gone holder process counts only as the
+    // recorded takeover says (an audit) or as this server sees it (an arrival), below.
+    let prev_live = is_live(Current::recorded(prev), decided_at);
     let gone = process_gone_takeover(prev, next, arrival);
     let until = || {
         prev.expires_at
@@ -401,7 +403,7 @@ fn check_actor(
         }
         Event::Release | Event::Complete | Event::Abandon => {
             // A live lease is freed only by its holder; an expired one by whoever says so.
-            let live = prev.is_some_and(|p| is_live(p, decided_at));
+            let live = prev.is_some_and(|p| is_live(Current::recorded(p), decided_at));
             let gone = prev.is_some_and(|p| process_gone_takeover(p, next, Some(arrival)));
             let acting = if live && !gone {
                 prev_holder
@@ -467,6 +469,7 @@ mod tests {
     //! clock.
     use super::*;
     use crate::issue::IssueId;
+    use crate::liveness::Observation;
     use crate::rules::{self, Claim, Ending};
     use crate::time::Ttl;
     use chrono::TimeZone;
@@ -476,6 +479,9 @@ mod tests {
     }
     fn id() -> IssueId {
         IssueId::new("42").unwrap()
+    }
+    fn rec(lease: &Lease) -> Option<Current<'_>> {
+        Some(Current::recorded(lease))
     }
     /// alice's lease, taken at 0 for 10 minutes.
     fn alices() -> Lease {
@@ -501,12 +507,12 @@ mod tests {
     #[test]
     fn the_holders_own_steps_only_by_the_holder() {
         let prev = alices();
-        let renew = rules::renew(Some(&prev), "alice", Ttl::For(Duration::minutes(10)), t(5))
+        let renew = rules::renew(rec(&prev), "alice", Ttl::For(Duration::minutes(10)), t(5))
             .next
             .unwrap();
         assert_eq!(rules_at(&prev, &renew, 5, "alice"), []);
         assert_eq!(rules_at(&prev, &renew, 5, "bob"), [Rule::Identity]);
-        let release = rules::release(&id(), Some(&prev), "alice", Ending::Release, t(5))
+        let release = rules::release(&id(), rec(&prev), "alice", Ending::Release, t(5))
             .next
             .unwrap();
         assert_eq!(rules_at(&prev, &release, 5, "alice"), []);
@@ -516,7 +522,7 @@ mod tests {
     #[test]
     fn a_renew_backdated_before_the_expiry_is_judged_at_the_servers_clock() {
         let prev = alices();
-        let renew = rules::renew(Some(&prev), "alice", Ttl::For(Duration::minutes(10)), t(9))
+        let renew = rules::renew(rec(&prev), "alice", Ttl::For(Duration::minutes(10)), t(9))
             .next
             .unwrap();
         assert_eq!(rules_at(&prev, &renew, 9, "alice"), []);
@@ -528,7 +534,7 @@ mod tests {
     fn by_is_always_the_pusher_and_a_revoke_needs_an_admin() {
         let prev = alices();
         let free = |by: &str, at| {
-            rules::release(&id(), Some(&prev), by, Ending::Release, t(at))
+            rules::release(&id(), rec(&prev), by, Ending::Release, t(at))
                 .next
                 .unwrap()
         };
@@ -543,7 +549,7 @@ mod tests {
             [Rule::Identity]
         );
         let revoke = |by: &str| {
-            rules::revoke(&id(), Some(&prev), by, "r", t(5))
+            rules::revoke(&id(), rec(&prev), by, "r", t(5))
                 .next
                 .unwrap()
         };
@@ -560,7 +566,7 @@ mod tests {
     fn a_new_tenure_only_by_its_holder_and_never_over_a_live_lease() {
         let prev = alices();
         let claim = |who: &str| Claim::new(who, Ttl::For(Duration::minutes(10)));
-        let bobs = rules::acquire(&id(), Some(&prev), &claim("bob"), t(10))
+        let bobs = rules::acquire(&id(), rec(&prev), &claim("bob"), t(10))
             .next
             .unwrap();
         assert_eq!(rules_at(&prev, &bobs, 10, "bob"), []);
@@ -577,10 +583,12 @@ mod tests {
             boot_id: "another-machine".into(),
             start_ticks: 1,
         });
-        let mut seen_gone = prev.clone();
-        seen_gone.process_gone = true;
+        let seen_gone = Current {
+            lease: &prev,
+            seen: Observation { process_gone: true },
+        };
         let claim = Claim::new("bob", Ttl::For(Duration::minutes(10)));
-        let takeover = rules::acquire(&id(), Some(&seen_gone), &claim, t(5))
+        let takeover = rules::acquire(&id(), Some(seen_gone), &claim, t(5))
             .next
             .unwrap();
         assert_eq!(takeover.takeover, Some(Takeover::ProcessGone));

@@ -34,6 +34,7 @@ use gix::ObjectId;
 use crate::error::{Error, Result};
 use crate::issue::{IssueId, REF_PREFIX};
 use crate::lease::{self, Lease, LEASE_FILE};
+use crate::liveness::{Current, Observation};
 use crate::pack::WrittenPack;
 use refdb::{Expect, Failure, GitRefs};
 
@@ -46,6 +47,29 @@ pub struct Entry {
     pub parent: Option<ObjectId>,
     /// The state it records.
     pub lease: Lease,
+    /// What the reader saw beside the record (nothing, until a ledger with local liveness
+    /// observes it: [`crate::Ledger::observe`]).
+    pub seen: Observation,
+}
+
+impl Entry {
+    /// A commit read from a ledger, with nothing observed beside its record yet.
+    pub fn recorded(commit: ObjectId, parent: Option<ObjectId>, lease: Lease) -> Entry {
+        Entry {
+            commit,
+            parent,
+            lease,
+            seen: Observation::NONE,
+        }
+    }
+
+    /// Returns the state the rules decide on: the record and what its reader saw.
+    pub fn current(&self) -> Current<'_> {
+        Current {
+            lease: &self.lease,
+            seen: self.seen,
+        }
+    }
 }
 
 /// What happened to a compare-and-swap of a lease ref.
@@ -428,11 +452,7 @@ impl Store {
                 lease.issue
             )));
         }
-        Ok(Entry {
-            commit,
-            parent: raw.parents.first().copied(),
-            lease,
-        })
+        Ok(Entry::recorded(commit, raw.parents.first().copied(), lease))
     }
 
     /// Decodes the ledger tips `wanted` (issue, tip commit) as [`Store::entry`] does, in order,

@@ -33,7 +33,7 @@ pub(crate) fn run(ctx: &Context, args: Args, out: &mut dyn Write) -> Result<u8, 
     let issue = IssueId::new(&issue)?;
     let entry = target.current(&issue)?;
     let verdict = rules::check(
-        entry.as_ref().map(|e| &e.lease),
+        entry.as_ref().map(git_lease::Entry::current),
         token,
         holder.as_deref(),
         now,
