@@ -90,7 +90,7 @@ const TAKEOVERS: [Option<Takeover>; 3] =
 
 /// The smallest version-1 `lease.json`. Decoded, its `Debug` form names every field of this
 /// build's [`Lease`], so a cache written by a build whose leases have other fields is
-/// recognised as foreign; and it is the base binary records are decoded onto.
+/// recognised as foreign.
 const BASE_JSON: &str = r#"{"version":1,"issue":"","event":"acquire","holder":null,"token":0,
 "acquired_at":null,"expires_at":null,"at":"1970-01-01T00:00:00Z"}"#;
 
@@ -561,18 +561,13 @@ fn encode_binary(out: &mut Vec<u8>, l: &Lease) -> bool {
 
 #[inline]
 fn decode_binary(payload: &[u8], issue: String) -> std::result::Result<Lease, String> {
-    let Some(base) = base_lease() else {
-        return Err(issue);
-    };
     let mut r = Reader(payload);
     let mut read = || -> Option<Lease> {
         let version = r.u32()?;
         let token = r.u64()?;
         let event = *EVENTS.get(usize::from(r.u8()?))?;
         let takeover = *TAKEOVERS.get(usize::from(r.u8()?))?;
-        // Fields not carried here keep the values of an empty lease (`base`); `save` writes
-        // a lease that uses them in the JSON form instead, since its binary form would not
-        // decode to the same lease.
+        // Every field is named, so a field added to `Lease` must be added here too.
         Some(Lease {
             version,
             issue: String::new(),
@@ -593,7 +588,6 @@ fn decode_binary(payload: &[u8], issue: String) -> std::result::Result<Lease, St
                 Some(text) => Some(serde_json::from_str(&text).ok()?),
                 None => None,
             },
-            ..base.clone()
         })
     };
     match read() {
@@ -605,8 +599,8 @@ fn decode_binary(payload: &[u8], issue: String) -> std::result::Result<Lease, St
     }
 }
 
-/// Returns the lease every binary record starts from: version 1 with every optional field
-/// empty, as a reader of `lease.json` makes it.
+/// Returns the smallest lease, version 1 with every optional field empty, as a reader of
+/// `lease.json` makes it: the probe of the schema fingerprint.
 fn base_lease() -> Option<&'static Lease> {
     static BASE: std::sync::OnceLock<Option<Lease>> = std::sync::OnceLock::new();
     BASE.get_or_init(|| lease::decode(BASE_JSON.as_bytes()).ok())
