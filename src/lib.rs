@@ -26,7 +26,7 @@
 //!
 //! ```
 //! use chrono::{TimeZone, Utc};
-//! use git_lease::{Claim, Ending, IssueId, Ledger, Outcome, Ttl};
+//! use git_lease::{Claim, Ending, Holder, IssueId, Ledger, Outcome, Ttl};
 //!
 //! # let dir = tempfile::tempdir()?;
 //! # std::process::Command::new("git").args(["init", "-q", "--bare"]).arg(dir.path()).status()?;
@@ -34,22 +34,24 @@
 //! let issue: IssueId = "42".parse()?;
 //! let t0 = Utc.with_ymd_and_hms(2026, 11, 30, 14, 0, 0).unwrap();
 //!
-//! let first = ledger.acquire(&issue, &Claim::new("alice", Ttl::parse("15m")?), t0)?;
+//! let (alice, bob) = (Holder::new("alice")?, Holder::new("bob")?);
+//!
+//! let first = ledger.acquire(&issue, &Claim::new(alice, Ttl::parse("15m")?), t0)?;
 //! assert_eq!(first.outcome, Outcome::Acquired);
 //! assert_eq!(first.lease().map(|l| l.token), Some(1));
 //!
 //! // Someone else is refused while alice's lease is live...
-//! let bob = Claim::new("bob", Ttl::parse("15m")?);
-//! assert_eq!(ledger.acquire(&issue, &bob, t0)?.outcome, Outcome::Held);
+//! let bobs = Claim::new(bob.clone(), Ttl::parse("15m")?);
+//! assert_eq!(ledger.acquire(&issue, &bobs, t0)?.outcome, Outcome::Held);
 //!
 //! // ...and takes over once it expired, with the next fencing token.
 //! let later = t0 + chrono::Duration::minutes(15);
-//! let second = ledger.acquire(&issue, &bob, later)?;
+//! let second = ledger.acquire(&issue, &bobs, later)?;
 //! assert_eq!(second.lease().map(|l| l.token), Some(2));
 //!
 //! // alice's stale token no longer passes the fencing check.
 //! assert!(ledger.check(&issue, 1, None, later)?.is_err());
-//! assert_eq!(ledger.release(&issue, "bob", Ending::Release, later)?.outcome, Outcome::Released);
+//! assert_eq!(ledger.release(&issue, &bob, Ending::Release, later)?.outcome, Outcome::Released);
 //! assert_eq!(ledger.log(&issue)?.len(), 3);
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
@@ -72,12 +74,13 @@ pub mod watch;
 // groups existed (`git_lease::remote`, `git_lease::time`, ...).
 pub(crate) use ledger::cas;
 pub use ledger::{any, backend, batch, mirror, remote, verify};
-pub use model::{issue, lease, liveness, session, time};
+pub use model::{holder, issue, lease, liveness, session, time};
 pub use rules::step;
 pub use store::durability;
 pub(crate) use store::{loose, pack};
 
 pub use error::{Error, ErrorKind, Result};
+pub use holder::Holder;
 pub use issue::IssueId;
 pub use lease::{Event, Lease, FORMAT_VERSION};
 pub use ledger::{Ledger, Report};

@@ -30,7 +30,7 @@ use chrono::{DateTime, Utc};
 use criterion::{BatchSize, Criterion};
 use git_lease::batch::Operation;
 use git_lease::durability::Fsync;
-use git_lease::{Claim, Ending, IssueId, Ledger, Store, Ttl};
+use git_lease::{Claim, Ending, Holder, IssueId, Ledger, Store, Ttl};
 use git_lease_bench::floor::Floor;
 use git_lease_bench::populate::{count_leases, populate_git, Packing};
 use git_lease_bench::sqlite_lease::{SqliteLedger, Sync};
@@ -69,7 +69,10 @@ impl Fixture {
             _dir: dir,
             root,
             now: DateTime::from_timestamp(git_lease_bench::NOW, 0).expect("valid"),
-            claim: Claim::new("alice@example.com", Ttl::parse("1h").expect("valid")),
+            claim: Claim::new(
+                Holder::new("alice@example.com").expect("valid"),
+                Ttl::parse("1h").expect("valid"),
+            ),
             large: env_u64("GIT_LEASE_BENCH_LARGE", 100_000),
         }
     }

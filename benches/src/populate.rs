@@ -19,7 +19,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 
 use chrono::{DateTime, Duration, Utc};
-use git_lease::{rules, Claim, IssueId, Ttl};
+use git_lease::{rules, Claim, Holder, IssueId, Ttl};
 
 use crate::sqlite_lease::is_live_index;
 
@@ -87,7 +87,10 @@ pub fn populate_git(
             } else {
                 Duration::seconds(30)
             };
-            let claim = Claim::new(format!("agent-{}", i % 97), Ttl::For(ttl));
+            let claim = Claim::new(
+                Holder::new(format!("agent-{}", i % 97)).map_err(std::io::Error::other)?,
+                Ttl::For(ttl),
+            );
             let lease = rules::acquire(&issue, None, &claim, at)
                 .next
                 .expect("a first acquire writes");
@@ -185,7 +188,7 @@ mod tests {
         let now = DateTime::<Utc>::from_timestamp(crate::NOW, 0).unwrap();
         let issue = IssueId::new("p99").unwrap(); // expired (99 % 100 >= 80)
         let r = ledger
-            .acquire(&issue, &Claim::new("bob", Ttl::parse("1h").unwrap()), now)
+            .acquire(&issue, &Claim::new(Holder::new("bob").unwrap(), Ttl::parse("1h").unwrap()), now)
             .unwrap();
         assert_eq!(r.lease().unwrap().token, 2);
     }

@@ -22,7 +22,7 @@ use chrono::{DateTime, Utc};
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 use git_lease::backend::Backend;
 use git_lease::remote::Diverged;
-use git_lease::{Ending, Entry, Error, IssueId, Ledger, Report, Ttl};
+use git_lease::{Ending, Entry, Error, Holder, IssueId, Ledger, Report, Ttl};
 
 /// The version of every `--json` shape (docs/JSON.md); it changes only when a field changes
 /// meaning or goes away, never when one is added.
@@ -306,8 +306,8 @@ impl Context {
         git_lease::backend::open(&self.ledger, self.remote.as_deref())
     }
 
-    pub(crate) fn holder(&self, arg: &HolderArg) -> Result<String, Error> {
-        let holder = arg
+    pub(crate) fn holder(&self, arg: &HolderArg) -> Result<Holder, Error> {
+        let name = arg
             .holder
             .clone()
             .or_else(|| self.ledger.store().config_string("lease.holder"))
@@ -318,8 +318,7 @@ impl Context {
                         .into(),
                 )
             })?;
-        git_lease::lease::validate_holder(&holder)?;
-        Ok(holder)
+        Holder::new(name)
     }
 
     /// Returns the TTL of a claim made now, refusing one whose expiry the ledger could not

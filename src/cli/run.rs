@@ -33,7 +33,7 @@ use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
 use git_lease::rules::{self, Claim, Credentials, Ending, Outcome};
-use git_lease::{Error, IssueId, Ledger, Report, Ttl};
+use git_lease::{Error, Holder, IssueId, Ledger, Report, Ttl};
 
 use super::{exit, output, Context, Failure};
 
@@ -66,7 +66,7 @@ pub(crate) struct RunArgs {
     pub any: bool,
     /// Wait while the issue is held (`Some`), for at most this long (`Some(Some(_))`).
     pub wait: Option<Option<Duration>>,
-    pub holder: String,
+    pub holder: Holder,
     pub ttl: Ttl,
     pub every: Option<Duration>,
     pub grace: Duration,
@@ -215,7 +215,7 @@ struct Handle {
     dir: PathBuf,
     remote: Option<String>,
     issue: IssueId,
-    holder: String,
+    holder: Holder,
     secret: String,
 }
 
@@ -321,7 +321,7 @@ pub(crate) fn run(ctx: &Context, args: RunArgs) -> Result<u8, Failure> {
         .args(program_args)
         .env("GIT_LEASE_ISSUE", issue.as_str())
         .env("GIT_LEASE_TOKEN", lease.token.to_string())
-        .env("GIT_LEASE_HOLDER", &args.holder)
+        .env("GIT_LEASE_HOLDER", args.holder.as_str())
         .env("GIT_LEASE_SECRET", &secret);
     supervise(&mut command);
     let mut child = match command.spawn() {

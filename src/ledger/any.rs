@@ -121,7 +121,6 @@ impl Ledger {
         now: DateTime<Utc>,
         rng: &mut fastrand::Rng,
     ) -> Result<AnyReport> {
-        crate::lease::validate_holder(&claim.holder)?;
         let candidates = distinct(candidates);
         let mut state = HashMap::with_capacity(candidates.len());
         for issue in &candidates {
@@ -317,7 +316,6 @@ impl Remote<'_> {
         now: DateTime<Utc>,
         rng: &mut fastrand::Rng,
     ) -> Result<AnyReport> {
-        crate::lease::validate_holder(&claim.holder)?;
         let store = self.ledger().store();
         let candidates = distinct(candidates);
         let (mut state, mut diverged) = self.fetch_some(&candidates)?;

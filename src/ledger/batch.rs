@@ -24,6 +24,7 @@ use gix::ObjectId;
 
 use crate::cas::{self, Attempt};
 use crate::error::{Error, Result};
+use crate::holder::Holder;
 use crate::issue::IssueId;
 use crate::ledger::{Ledger, Report};
 use crate::liveness::Current;
@@ -43,7 +44,7 @@ pub enum Operation {
     /// [`rules::renew`]: the live holder extends its lease by `ttl` from now.
     Renew {
         /// Who renews.
-        holder: String,
+        holder: Holder,
         /// The session secret, when the tenure has a session.
         secret: Option<String>,
         /// How long from now.
@@ -52,7 +53,7 @@ pub enum Operation {
     /// [`rules::release`]: free the lease, keeping its token.
     Release {
         /// Who releases.
-        holder: String,
+        holder: Holder,
         /// The session secret, when the tenure has a session.
         secret: Option<String>,
         /// Release, complete or abandon.
@@ -62,7 +63,7 @@ pub enum Operation {
 
 impl Operation {
     /// Returns who performs the operation.
-    pub fn holder(&self) -> &str {
+    pub fn holder(&self) -> &Holder {
         match self {
             Operation::Acquire(claim) => &claim.holder,
             Operation::Renew { holder, .. } | Operation::Release { holder, .. } => holder,
@@ -126,18 +127,18 @@ impl Ledger {
     ///
     /// ```no_run
     /// use git_lease::batch::Operation;
-    /// use git_lease::{Claim, Ending, IssueId, Ledger, Outcome, Ttl};
+    /// use git_lease::{Claim, Ending, Holder, IssueId, Ledger, Outcome, Ttl};
     ///
     /// let ledger = Ledger::discover(".".as_ref())?;
     /// let now = chrono::Utc::now();
     /// let ttl = Ttl::parse("15m")?;
     /// let ops = vec![
-    ///     (IssueId::new("41")?, Operation::Acquire(Claim::new("worker-1", ttl))),
-    ///     (IssueId::new("42")?, Operation::Acquire(Claim::new("worker-2", ttl))),
+    ///     (IssueId::new("41")?, Operation::Acquire(Claim::new("worker-1".parse()?, ttl))),
+    ///     (IssueId::new("42")?, Operation::Acquire(Claim::new("worker-2".parse()?, ttl))),
     ///     (
     ///         IssueId::new("40")?,
     ///         Operation::Release {
-    ///             holder: "worker-3".into(),
+    ///             holder: Holder::new("worker-3")?,
     ///             secret: None,
     ///             ending: Ending::Complete,
     ///         },
@@ -168,9 +169,6 @@ impl Ledger {
         now: DateTime<Utc>,
         before_commit: &mut dyn FnMut(u32),
     ) -> Result<Vec<Report>> {
-        for (_, op) in ops {
-            crate::lease::validate_holder(op.holder())?;
-        }
         let store = self.store();
         let contended = || format!("a batch of {} operations", ops.len());
         cas::retry(BATCH_ATTEMPTS, contended, |attempt| {

@@ -16,6 +16,7 @@ pub mod verify;
 use std::path::Path;
 
 use crate::error::{Error, Result};
+use crate::holder::Holder;
 use crate::issue::IssueId;
 use crate::lease::Lease;
 use crate::liveness::{Current, LocalHost};
@@ -80,13 +81,14 @@ impl Report {
 /// A repository's tenure ledgers.
 ///
 /// ```no_run
-/// use git_lease::{Claim, Ledger, Outcome, Ttl};
+/// use git_lease::{Claim, Holder, Ledger, Outcome, Ttl};
 /// use chrono::Utc;
 ///
 /// let ledger = Ledger::discover(".".as_ref())?;
 /// let issue = "42".parse()?;
 /// let now = Utc::now();
-/// let report = ledger.acquire(&issue, &Claim::new("alice@example.com", Ttl::parse("15m")?), now)?;
+/// let alice = Holder::new("alice@example.com")?;
+/// let report = ledger.acquire(&issue, &Claim::new(alice, Ttl::parse("15m")?), now)?;
 /// match report.outcome {
 ///     Outcome::Acquired => println!("token {}", report.lease().unwrap().token),
 ///     Outcome::Held => println!("held by {:?}", report.lease().unwrap().holder),
@@ -146,7 +148,6 @@ impl Ledger {
     /// Returns [`Outcome::Acquired`] (new tenure, or idempotent re-acquire by the live holder)
     /// or [`Outcome::Held`] with the current holder's state.
     pub fn acquire(&self, issue: &IssueId, claim: &Claim, now: DateTime<Utc>) -> Result<Report> {
-        crate::lease::validate_holder(&claim.holder)?;
         self.apply(issue, |current| rules::acquire(issue, current, claim, now))
     }
 
@@ -161,7 +162,6 @@ impl Ledger {
         now: DateTime<Utc>,
     ) -> Result<Report> {
         let who = who.into();
-        crate::lease::validate_holder(who.holder)?;
         self.apply(issue, |current| rules::renew(current, who, ttl, now))
     }
 
@@ -177,7 +177,6 @@ impl Ledger {
         now: DateTime<Utc>,
     ) -> Result<Report> {
         let who = who.into();
-        crate::lease::validate_holder(who.holder)?;
         self.apply(issue, |current| {
             rules::release(issue, current, who, ending, now)
         })
@@ -187,11 +186,10 @@ impl Ledger {
     pub fn revoke(
         &self,
         issue: &IssueId,
-        by: &str,
+        by: &Holder,
         reason: &str,
         now: DateTime<Utc>,
     ) -> Result<Report> {
-        crate::lease::validate_holder(by)?;
         self.apply(issue, |current| {
             rules::revoke(issue, current, by, reason, now)
         })
@@ -298,7 +296,6 @@ impl Ledger {
         claim: &Claim,
         now: DateTime<Utc>,
     ) -> Result<Vec<Report>> {
-        crate::lease::validate_holder(&claim.holder)?;
         cas::retry(
             LOCAL_ATTEMPTS,
             || cas::names(issues),

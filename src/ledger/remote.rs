@@ -626,7 +626,6 @@ impl<'a> Remote<'a> {
         claim: &crate::rules::Claim,
         now: chrono::DateTime<chrono::Utc>,
     ) -> Result<Vec<Report>> {
-        crate::lease::validate_holder(&claim.holder)?;
         cas::retry(
             self.attempts,
             || cas::names(issues),

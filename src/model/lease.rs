@@ -165,30 +165,6 @@ impl Lease {
     }
 }
 
-/// Checks that `holder` can be stored and shown: non-empty, at most 256 bytes, no control
-/// characters, no surrounding whitespace.
-///
-/// Returns [`crate::Error::InvalidHolder`] naming the rule broken.
-pub fn validate_holder(holder: &str) -> Result<(), crate::Error> {
-    let refuse = |rule: &'static str| crate::Error::InvalidHolder {
-        holder: holder.to_owned(),
-        rule,
-    };
-    if holder.is_empty() {
-        return Err(refuse("a holder must not be empty"));
-    }
-    if holder.len() > 256 {
-        return Err(refuse("a holder must be at most 256 bytes"));
-    }
-    if holder.chars().any(char::is_control) {
-        return Err(refuse("a holder must not contain control characters"));
-    }
-    if holder.trim() != holder {
-        return Err(refuse("a holder must not start or end with whitespace"));
-    }
-    Ok(())
-}
-
 /// Why a `lease.json` could not be accepted.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum DecodeError {

@@ -9,6 +9,7 @@ pub mod step;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
+use crate::holder::Holder;
 use crate::issue::IssueId;
 use crate::lease::{Event, Lease, Takeover, FORMAT_VERSION};
 pub use crate::liveness::{Current, Observation};
@@ -31,24 +32,18 @@ pub fn is_live(current: Current<'_>, now: DateTime<Utc>) -> bool {
 /// Who asks: a holder name and, for a lease taken with `--session`, the session secret.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Credentials<'a> {
-    /// The holder name.
-    pub holder: &'a str,
+    /// The holder.
+    pub holder: &'a Holder,
     /// The session secret, if the caller has one.
     pub secret: Option<&'a str>,
 }
 
-impl<'a> From<&'a str> for Credentials<'a> {
-    fn from(holder: &'a str) -> Self {
+impl<'a> From<&'a Holder> for Credentials<'a> {
+    fn from(holder: &'a Holder) -> Self {
         Credentials {
             holder,
             secret: None,
         }
-    }
-}
-
-impl<'a> From<&'a String> for Credentials<'a> {
-    fn from(holder: &'a String) -> Self {
-        Credentials::from(holder.as_str())
     }
 }
 
@@ -124,7 +119,7 @@ impl Outcome {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Claim {
     /// Who claims.
-    pub holder: String,
+    pub holder: Holder,
     /// How long the claim lasts from now.
     pub ttl: Ttl,
     /// Free text stored with the claim.
@@ -141,9 +136,9 @@ pub struct Claim {
 
 impl Claim {
     /// Returns a claim by `holder` for `ttl`, without note, task, session or process.
-    pub fn new(holder: impl Into<String>, ttl: Ttl) -> Claim {
+    pub fn new(holder: Holder, ttl: Ttl) -> Claim {
         Claim {
-            holder: holder.into(),
+            holder,
             ttl,
             note: None,
             task: None,
@@ -266,7 +261,7 @@ pub fn acquire(
         _ => {
             let token = current.map_or(0, |c| c.lease.token) + 1;
             let mut next = base(issue, Event::Acquire, now, token);
-            next.holder = Some(claim.holder.clone());
+            next.holder = Some(claim.holder.to_string());
             next.acquired_at = Some(now);
             next.expires_at = claim.ttl.expiry_from(now);
             // An acquire over a tenure that still records a holder is a takeover: say whose
@@ -319,7 +314,7 @@ pub fn renew<'a>(
     let who = who.into();
     let now = ledger_time(current, now);
     match current {
-        Some(c) if live_holder(c, now) == Some(who.holder) => {
+        Some(c) if live_holder(c, now) == Some(who.holder.as_str()) => {
             let lease = c.lease;
             if !proves_session(lease, who.secret) {
                 return Transition::answer(Outcome::WrongSecret);
@@ -372,7 +367,7 @@ pub fn release<'a>(
     now: DateTime<Utc>,
 ) -> Transition {
     let who = who.into();
-    let holder = who.holder;
+    let holder = who.holder.as_str();
     let now = ledger_time(current, now);
     let Some(c) = current else {
         return Transition::answer(Outcome::NotHeld);
@@ -403,7 +398,7 @@ pub fn release<'a>(
 pub fn revoke(
     issue: &IssueId,
     current: Option<Current<'_>>,
-    by: &str,
+    by: &Holder,
     reason: &str,
     now: DateTime<Utc>,
 ) -> Transition {
@@ -416,7 +411,7 @@ pub fn revoke(
     };
     let mut next = base(issue, Event::Revoke, now, lease.token);
     next.previous_holder = Some(previous.to_owned());
-    next.by = Some(by.to_owned());
+    next.by = Some(by.to_string());
     next.reason = Some(reason.to_owned());
     Transition::write(Outcome::Revoked, current, next)
 }
@@ -509,6 +504,9 @@ mod tests {
     fn ttl(min: i64) -> Ttl {
         Ttl::For(Duration::minutes(min))
     }
+    fn h(name: &str) -> Holder {
+        Holder::new(name).unwrap()
+    }
     fn rec(lease: &Lease) -> Option<Current<'_>> {
         Some(Current::recorded(lease))
     }
@@ -548,7 +546,7 @@ mod tests {
 
     #[test]
     fn first_acquire_is_token_one() {
-        let tr = acquire(&id(), None, &Claim::new("a", ttl(10)), t(0));
+        let tr = acquire(&id(), None, &Claim::new(h("a"), ttl(10)), t(0));
         assert_eq!(tr.outcome, Outcome::Acquired);
         let next = tr.next.unwrap();
         assert_eq!((next.token, next.event), (1, Event::Acquire));
@@ -559,7 +557,7 @@ mod tests {
     #[test]
     fn acquire_after_expiry_is_a_new_tenure_and_a_takeover() {
         let cur = held("a", 3, 0, Some(10));
-        let next = acquire(&id(), rec(&cur), &Claim::new("b", ttl(5)), t(10))
+        let next = acquire(&id(), rec(&cur), &Claim::new(h("b"), ttl(5)), t(10))
             .next
             .unwrap();
         assert_eq!(next.token, 4);
@@ -570,7 +568,7 @@ mod tests {
     #[test]
     fn acquire_by_the_live_holder_is_idempotent() {
         let cur = held("a", 3, 0, Some(10));
-        let tr = acquire(&id(), rec(&cur), &Claim::new("a", ttl(30)), t(5));
+        let tr = acquire(&id(), rec(&cur), &Claim::new(h("a"), ttl(30)), t(5));
         assert_eq!(tr.outcome, Outcome::Acquired);
         let next = tr.next.unwrap();
         assert_eq!(next.token, 3);
@@ -582,7 +580,7 @@ mod tests {
     #[test]
     fn open_ended_reacquire_writes_nothing() {
         let cur = held("a", 1, 0, None);
-        let tr = acquire(&id(), rec(&cur), &Claim::new("a", Ttl::Never), t(5));
+        let tr = acquire(&id(), rec(&cur), &Claim::new(h("a"), Ttl::Never), t(5));
         assert_eq!(tr, Transition::answer(Outcome::Acquired));
     }
 
@@ -590,7 +588,7 @@ mod tests {
     fn acquire_of_a_live_lease_by_another_is_held() {
         let cur = held("a", 1, 0, Some(10));
         assert_eq!(
-            acquire(&id(), rec(&cur), &Claim::new("b", ttl(10)), t(9)),
+            acquire(&id(), rec(&cur), &Claim::new(h("b"), ttl(10)), t(9)),
             Transition::answer(Outcome::Held)
         );
     }
@@ -598,36 +596,39 @@ mod tests {
     #[test]
     fn renew_only_by_the_live_holder() {
         let cur = held("a", 2, 0, Some(10));
-        let tr = renew(rec(&cur), "a", ttl(10), t(5));
+        let tr = renew(rec(&cur), &h("a"), ttl(10), t(5));
         assert_eq!(tr.outcome, Outcome::Renewed);
         assert_eq!(tr.next.unwrap().expires_at, Some(t(15)));
         assert_eq!(
-            renew(rec(&cur), "b", ttl(10), t(5)).outcome,
+            renew(rec(&cur), &h("b"), ttl(10), t(5)).outcome,
             Outcome::NotHolder
         );
         assert_eq!(
-            renew(rec(&cur), "a", ttl(10), t(10)).outcome,
+            renew(rec(&cur), &h("a"), ttl(10), t(10)).outcome,
             Outcome::NotHolder
         );
-        assert_eq!(renew(None, "a", ttl(10), t(10)).outcome, Outcome::NotHolder);
+        assert_eq!(
+            renew(None, &h("a"), ttl(10), t(10)).outcome,
+            Outcome::NotHolder
+        );
     }
 
     #[test]
     fn release_keeps_the_token() {
         let cur = held("a", 2, 0, Some(10));
-        let tr = release(&id(), rec(&cur), "a", Ending::Release, t(5));
+        let tr = release(&id(), rec(&cur), &h("a"), Ending::Release, t(5));
         assert_eq!(tr.outcome, Outcome::Released);
         let next = tr.next.unwrap();
         assert_eq!((next.token, next.holder.clone()), (2, None));
         assert_eq!(next.previous_holder.as_deref(), Some("a"));
-        let again = release(&id(), rec(&next), "a", Ending::Release, t(6));
+        let again = release(&id(), rec(&next), &h("a"), Ending::Release, t(6));
         assert_eq!(again, Transition::answer(Outcome::NotHeld));
     }
 
     #[test]
     fn release_of_nothing_is_not_held() {
         assert_eq!(
-            release(&id(), None, "a", Ending::Release, t(0)),
+            release(&id(), None, &h("a"), Ending::Release, t(0)),
             Transition::answer(Outcome::NotHeld)
         );
     }
@@ -635,11 +636,11 @@ mod tests {
     #[test]
     fn release_of_an_expired_lease_is_open_to_anyone() {
         let cur = held("a", 2, 0, Some(10));
-        let tr = release(&id(), rec(&cur), "b", Ending::Release, t(10));
+        let tr = release(&id(), rec(&cur), &h("b"), Ending::Release, t(10));
         assert_eq!(tr.outcome, Outcome::Released);
         assert_eq!(tr.next.unwrap().by.as_deref(), Some("b"));
         assert_eq!(
-            release(&id(), rec(&cur), "b", Ending::Release, t(9)),
+            release(&id(), rec(&cur), &h("b"), Ending::Release, t(9)),
             Transition::answer(Outcome::NotHolder)
         );
     }
@@ -648,7 +649,7 @@ mod tests {
     fn a_clock_behind_the_ledger_never_records_a_step_back() {
         let mut freed = base(&id(), Event::Release, t(11), 1);
         freed.previous_holder = Some("b".into());
-        let next = acquire(&id(), rec(&freed), &Claim::new("a", ttl(60)), t(5))
+        let next = acquire(&id(), rec(&freed), &Claim::new(h("a"), ttl(60)), t(5))
             .next
             .unwrap();
         assert_eq!(next.at, t(11));
@@ -662,7 +663,7 @@ mod tests {
     #[test]
     fn an_all_or_none_claim_takes_everything_or_nothing() {
         let (a, b) = (IssueId::new("a").unwrap(), IssueId::new("b").unwrap());
-        let claim = Claim::new("me", ttl(10));
+        let claim = Claim::new(h("me"), ttl(10));
         let taken = acquire_all(&[(&a, None), (&b, None)], &claim, t(0));
         assert!(taken
             .iter()

@@ -468,6 +468,7 @@ mod tests {
     //! The arrival rules at exact instants: who may author each step, judged at the server's
     //! clock.
     use super::*;
+    use crate::holder::Holder;
     use crate::issue::IssueId;
     use crate::liveness::Observation;
     use crate::rules::{self, Claim, Ending};
@@ -480,12 +481,15 @@ mod tests {
     fn id() -> IssueId {
         IssueId::new("42").unwrap()
     }
+    fn h(name: &str) -> Holder {
+        Holder::new(name).unwrap()
+    }
     fn rec(lease: &Lease) -> Option<Current<'_>> {
         Some(Current::recorded(lease))
     }
     /// alice's lease, taken at 0 for 10 minutes.
     fn alices() -> Lease {
-        let claim = Claim::new("alice", Ttl::For(Duration::minutes(10)));
+        let claim = Claim::new(h("alice"), Ttl::For(Duration::minutes(10)));
         rules::acquire(&id(), None, &claim, t(0)).next.unwrap()
     }
     fn rules_at(prev: &Lease, next: &Lease, now: i64, pusher: &str) -> Vec<Rule> {
@@ -507,12 +511,17 @@ mod tests {
     #[test]
     fn the_holders_own_steps_only_by_the_holder() {
         let prev = alices();
-        let renew = rules::renew(rec(&prev), "alice", Ttl::For(Duration::minutes(10)), t(5))
-            .next
-            .unwrap();
+        let renew = rules::renew(
+            rec(&prev),
+            &h("alice"),
+            Ttl::For(Duration::minutes(10)),
+            t(5),
+        )
+        .next
+        .unwrap();
         assert_eq!(rules_at(&prev, &renew, 5, "alice"), []);
         assert_eq!(rules_at(&prev, &renew, 5, "bob"), [Rule::Identity]);
-        let release = rules::release(&id(), rec(&prev), "alice", Ending::Release, t(5))
+        let release = rules::release(&id(), rec(&prev), &h("alice"), Ending::Release, t(5))
             .next
             .unwrap();
         assert_eq!(rules_at(&prev, &release, 5, "alice"), []);
@@ -522,9 +531,14 @@ mod tests {
     #[test]
     fn a_renew_backdated_before_the_expiry_is_judged_at_the_servers_clock() {
         let prev = alices();
-        let renew = rules::renew(rec(&prev), "alice", Ttl::For(Duration::minutes(10)), t(9))
-            .next
-            .unwrap();
+        let renew = rules::renew(
+            rec(&prev),
+            &h("alice"),
+            Ttl::For(Duration::minutes(10)),
+            t(9),
+        )
+        .next
+        .unwrap();
         assert_eq!(rules_at(&prev, &renew, 9, "alice"), []);
         assert_eq!(rules_at(&prev, &renew, 12, "alice"), [Rule::Event]);
         assert!(judge(Some(&prev), &renew, Judgement::Recorded).is_empty());
@@ -534,7 +548,7 @@ mod tests {
     fn by_is_always_the_pusher_and_a_revoke_needs_an_admin() {
         let prev = alices();
         let free = |by: &str, at| {
-            rules::release(&id(), rec(&prev), by, Ending::Release, t(at))
+            rules::release(&id(), rec(&prev), &h(by), Ending::Release, t(at))
                 .next
                 .unwrap()
         };
@@ -549,7 +563,7 @@ mod tests {
             [Rule::Identity]
         );
         let revoke = |by: &str| {
-            rules::revoke(&id(), rec(&prev), by, "r", t(5))
+            rules::revoke(&id(), rec(&prev), &h(by), "r", t(5))
                 .next
                 .unwrap()
         };
@@ -565,7 +579,7 @@ mod tests {
     #[test]
     fn a_new_tenure_only_by_its_holder_and_never_over_a_live_lease() {
         let prev = alices();
-        let claim = |who: &str| Claim::new(who, Ttl::For(Duration::minutes(10)));
+        let claim = |who: &str| Claim::new(h(who), Ttl::For(Duration::minutes(10)));
         let bobs = rules::acquire(&id(), rec(&prev), &claim("bob"), t(10))
             .next
             .unwrap();
@@ -587,7 +601,7 @@ mod tests {
             lease: &prev,
             seen: Observation { process_gone: true },
         };
-        let claim = Claim::new("bob", Ttl::For(Duration::minutes(10)));
+        let claim = Claim::new(h("bob"), Ttl::For(Duration::minutes(10)));
         let takeover = rules::acquire(&id(), Some(seen_gone), &claim, t(5))
             .next
             .unwrap();

@@ -10,10 +10,16 @@
 use std::path::Path;
 
 use chrono::{DateTime, Duration, Utc};
-use git_lease::{Claim, Ending, Event, FenceFailure, IssueId, Ledger, Outcome, Report, Store, Ttl};
+use git_lease::{
+    Claim, Ending, Event, FenceFailure, Holder, IssueId, Ledger, Outcome, Report, Store, Ttl,
+};
 use proptest::prelude::*;
 
 use crate::env::{t0, TestRepo};
+
+fn holder_named(name: &str) -> Holder {
+    Holder::new(name).unwrap()
+}
 
 const HOLDERS: [&str; 3] = ["a", "b", "c"];
 const ISSUES: [&str; 2] = ["7", "gh/8"];
@@ -304,7 +310,7 @@ impl World {
         match *op {
             Op::Acquire { issue, holder, ttl } => {
                 let before = self.models[issue].token();
-                let claim = Claim::new(HOLDERS[holder], to_ttl(ttl));
+                let claim = Claim::new(holder_named(HOLDERS[holder]), to_ttl(ttl));
                 let report = self
                     .ledger
                     .acquire(&self.ids[issue], &claim, now)
@@ -329,7 +335,12 @@ impl World {
             Op::Renew { issue, holder, ttl } => {
                 let report = self
                     .ledger
-                    .renew(&self.ids[issue], HOLDERS[holder], to_ttl(ttl), now)
+                    .renew(
+                        &self.ids[issue],
+                        &holder_named(HOLDERS[holder]),
+                        to_ttl(ttl),
+                        now,
+                    )
                     .expect("renew");
                 let want = self.models[issue].renew(HOLDERS[holder], ttl, now);
                 self.assert_report(issue, &report, want, &context);
@@ -342,7 +353,12 @@ impl World {
                 let ending = [Ending::Release, Ending::Complete, Ending::Abandon][ending];
                 let report = self
                     .ledger
-                    .release(&self.ids[issue], HOLDERS[holder], ending, now)
+                    .release(
+                        &self.ids[issue],
+                        &holder_named(HOLDERS[holder]),
+                        ending,
+                        now,
+                    )
                     .expect("release");
                 let want = self.models[issue].release(HOLDERS[holder], now);
                 self.assert_report(issue, &report, want, &context);

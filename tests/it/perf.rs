@@ -9,7 +9,7 @@ use std::sync::Barrier;
 use chrono::Duration;
 use git_lease::batch::Operation;
 use git_lease::cache::ListCache;
-use git_lease::{Claim, Ending, IssueId, Ledger, Outcome, Store, Ttl};
+use git_lease::{Claim, Ending, Holder, IssueId, Ledger, Outcome, Store, Ttl};
 
 use crate::env::{at_min, t0, TestRepo};
 
@@ -329,7 +329,7 @@ fn a_packed_refs_rewrite_that_keeps_its_time_is_still_seen_by_a_claim() {
     let r = ledger
         .release(
             &id("p"),
-            "alice",
+            &Holder::new("alice").unwrap(),
             Ending::Release,
             now + Duration::minutes(3),
         )
@@ -543,7 +543,7 @@ fn fsync_mode_changes_nothing_but_durability() {
 }
 
 fn claim(holder: &str) -> Claim {
-    Claim::new(holder, Ttl::parse("1h").unwrap())
+    Claim::new(Holder::new(holder).unwrap(), Ttl::parse("1h").unwrap())
 }
 
 fn id(s: &str) -> IssueId {
@@ -570,7 +570,7 @@ fn a_batch_of_fifty_operations_is_one_ref_transaction() {
         ops.push((
             id(&format!("old{i}")),
             Operation::Renew {
-                holder: "alice".into(),
+                holder: Holder::new("alice").unwrap(),
                 secret: None,
                 ttl: Ttl::parse("2h").unwrap(),
             },
@@ -580,7 +580,7 @@ fn a_batch_of_fifty_operations_is_one_ref_transaction() {
         ops.push((
             id(&format!("old{i}")),
             Operation::Release {
-                holder: "alice".into(),
+                holder: Holder::new("alice").unwrap(),
                 secret: None,
                 ending: Ending::Complete,
             },
@@ -628,7 +628,7 @@ fn a_batch_of_fifty_operations_is_one_ref_transaction() {
         (
             id("seq"),
             Operation::Release {
-                holder: "dave".into(),
+                holder: Holder::new("dave").unwrap(),
                 secret: None,
                 ending: Ending::Release,
             },
@@ -637,7 +637,7 @@ fn a_batch_of_fifty_operations_is_one_ref_transaction() {
         (
             id("seq"),
             Operation::Release {
-                holder: "dave".into(),
+                holder: Holder::new("dave").unwrap(),
                 secret: None,
                 ending: Ending::Release,
             },

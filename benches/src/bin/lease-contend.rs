@@ -12,7 +12,7 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use chrono::Utc;
-use git_lease::{Claim, Ending, IssueId, Ledger, Outcome, Ttl};
+use git_lease::{Claim, Ending, Holder, IssueId, Ledger, Outcome, Ttl};
 use git_lease_bench::sqlite_lease::{self, SqliteLedger, Sync};
 
 #[derive(Default)]
@@ -28,7 +28,8 @@ struct Tally {
 fn git(repo: &str, issue: &str, holder: &str, ops: u64) -> Result<Tally, String> {
     let ledger = Ledger::open(Path::new(repo)).map_err(|e| e.to_string())?;
     let issue = IssueId::new(issue).map_err(|e| e.to_string())?;
-    let claim = Claim::new(holder, Ttl::parse("1h").map_err(|e| e.to_string())?);
+    let holder = Holder::new(holder).map_err(|e| e.to_string())?;
+    let claim = Claim::new(holder.clone(), Ttl::parse("1h").map_err(|e| e.to_string())?);
     let mut t = Tally::default();
     for _ in 0..ops {
         t.attempts += 1;
@@ -37,7 +38,7 @@ fn git(repo: &str, issue: &str, holder: &str, ops: u64) -> Result<Tally, String>
                 t.won += 1;
                 t.transitions += 1;
                 t.tokens.push(r.lease().map_or(0, |l| l.token));
-                match ledger.release(&issue, holder, Ending::Release, Utc::now()) {
+                match ledger.release(&issue, &holder, Ending::Release, Utc::now()) {
                     Ok(r) if r.wrote => t.transitions += 1,
                     Ok(_) => {}
                     Err(e) => {

@@ -41,7 +41,7 @@ pub(crate) fn run(ctx: &Context, args: Args, out: &mut dyn Write) -> Result<u8, 
                 .filter(|h| !h.is_empty()),
             secret: None,
         };
-        Some(ctx.holder(&me)?)
+        Some(ctx.holder(&me)?.into())
     } else {
         holder
     };
