@@ -9,6 +9,7 @@ pub mod any;
 pub mod backend;
 pub mod batch;
 pub(crate) mod cas;
+pub mod listing;
 pub mod mirror;
 pub mod remote;
 pub mod verify;
@@ -221,7 +222,8 @@ impl Ledger {
     /// Returns the newest entry of every ledger, sorted by issue. Filter with
     /// [`rules::is_live`] for the live ones.
     pub fn list(&self) -> Result<Vec<Entry>> {
-        let (mut entries, _) = crate::cache::list_namespace(&self.store, crate::issue::REF_PREFIX)?;
+        let (mut entries, _) =
+            crate::listing::list_namespace(&self.store, crate::issue::REF_PREFIX)?;
         entries.iter_mut().for_each(|e| self.observe_in_place(e));
         Ok(entries)
     }

@@ -532,7 +532,7 @@ impl<'a> Remote<'a> {
     pub fn list(&self) -> Result<(Vec<Entry>, Vec<Diverged>)> {
         let fetched = self.fetch_all()?;
         let (entries, _) =
-            crate::cache::list(self.ledger.store(), &self.tracking, fetched.verified)?;
+            crate::listing::list(self.ledger.store(), &self.tracking, fetched.verified)?;
         let entries = entries
             .into_iter()
             .map(|e| self.ledger.observe(e))
