@@ -117,13 +117,24 @@ pub struct Run {
 }
 
 impl Run {
-    fn from_output(command: String, out: std::process::Output) -> Run {
+    /// The run of a finished process, named `command` in failure messages.
+    pub fn from_output(command: impl Into<String>, out: std::process::Output) -> Run {
         Run {
-            command,
+            command: command.into(),
             code: out.status.code().unwrap_or(-1),
             stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
             stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
         }
+    }
+
+    /// Runs `cmd` to completion, capturing its output, and names the run `what`; panics if
+    /// it cannot start.
+    pub fn capture(mut cmd: Command, what: impl Into<String>) -> Run {
+        let what = what.into();
+        let out = cmd
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run {what}: {e}"));
+        Run::from_output(what, out)
     }
 
     /// Parses stdout as JSON, panicking with the whole run on failure.

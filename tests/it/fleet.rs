@@ -42,13 +42,7 @@ fn race(cmds: Vec<Cmd>) -> Vec<Run> {
             command.stdin(Stdio::null());
             std::thread::spawn(move || {
                 barrier.wait();
-                let out = command.output().expect("start git-lease");
-                Run {
-                    command: format!("racer {i}"),
-                    code: out.status.code().unwrap_or(-1),
-                    stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-                    stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-                }
+                Run::capture(command, format!("racer {i}"))
             })
         })
         .collect();

@@ -875,15 +875,7 @@ fn spawn(mut cmd: Command, what: &str) -> Child {
 
 fn output(mut cmd: Command, what: &str) -> Run {
     cmd.stdin(Stdio::null());
-    let out = cmd
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {what}: {e}"));
-    Run {
-        command: what.to_owned(),
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
+    Run::capture(cmd, what)
 }
 
 fn read(path: &Path) -> String {
