@@ -163,20 +163,20 @@ impl Run {
     /// Asserts that stderr contains `needle`.
     #[track_caller]
     pub fn stderr_has(&self, needle: &str) -> &Run {
-        assert!(
-            self.stderr.contains(needle),
-            "stderr of `{}` should mention {needle:?}\n{self}",
-            self.command
-        );
-        self
+        self.stream_has("stderr", &self.stderr, needle)
     }
 
     /// Asserts that stdout contains `needle`.
     #[track_caller]
     pub fn stdout_has(&self, needle: &str) -> &Run {
+        self.stream_has("stdout", &self.stdout, needle)
+    }
+
+    #[track_caller]
+    fn stream_has(&self, name: &str, text: &str, needle: &str) -> &Run {
         assert!(
-            self.stdout.contains(needle),
-            "stdout of `{}` should mention {needle:?}\n{self}",
+            text.contains(needle),
+            "{name} of `{}` should mention {needle:?}\n{self}",
             self.command
         );
         self
