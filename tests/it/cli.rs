@@ -3,7 +3,7 @@
 
 use serde_json::Value;
 
-use crate::env::{at, at_min, TestRepo, T0};
+use crate::env::{at, at_min, issues, TestRepo, T0};
 
 /// Runs a busy history on 42: acquire, re-acquire, renew, release, release again (nothing),
 /// acquire by bob. Returns the events that must be recorded, oldest first.
@@ -212,14 +212,6 @@ fn many(repo: &TestRepo) {
         );
     }
     repo.json_at(&at_min(1), 0, &["release", "d", "--holder", "dave"]);
-}
-
-fn issues(v: &Value) -> Vec<String> {
-    v.as_array()
-        .unwrap_or_else(|| panic!("expected a JSON array: {v}"))
-        .iter()
-        .map(|l| l["issue"].as_str().expect("issue").to_owned())
-        .collect()
 }
 
 #[test]

@@ -202,6 +202,15 @@ impl Run {
     }
 }
 
+/// Returns the `issue` of every entry of the JSON array `list` (`list --json`), in order.
+pub fn issues(list: &Value) -> Vec<String> {
+    list.as_array()
+        .unwrap_or_else(|| panic!("expected a JSON array: {list}"))
+        .iter()
+        .map(|v| v["issue"].as_str().expect("an issue").to_owned())
+        .collect()
+}
+
 /// Asserts that the JSON object `value` has every `(field, value)` of `fields`.
 #[track_caller]
 pub fn assert_fields(value: &Value, fields: &[(&str, Value)]) {
