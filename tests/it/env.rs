@@ -633,16 +633,22 @@ impl TestRepo {
 
     /// Returns the number of objects in the repository, loose and packed.
     pub fn object_count(&self) -> u64 {
+        let [loose, packed] = self.count_objects(["count", "in-pack"]);
+        loose + packed
+    }
+
+    /// Returns the numbers `git count-objects -v` prints for each of `names` (`count`,
+    /// `in-pack`, `packs`, ...), from one run.
+    pub fn count_objects<const N: usize>(&self, names: [&str; N]) -> [u64; N] {
         let text = self.git(&["count-objects", "-v"]);
-        let field = |name: &str| -> u64 {
+        names.map(|name| {
             text.lines()
                 .find_map(|l| l.strip_prefix(&format!("{name}: ")))
                 .unwrap_or_else(|| panic!("count-objects -v has no {name}: {text}"))
                 .trim()
                 .parse()
                 .expect("a number")
-        };
-        field("count") + field("in-pack")
+        })
     }
 
     /// Everything a write could change: every ref (with reflogs' existence) and the object

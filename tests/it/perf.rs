@@ -189,17 +189,10 @@ fn a_corrupt_or_forged_cache_is_ignored_and_rebuilt() {
     assert_eq!(out, reference);
 }
 
+/// Loose objects and packs.
 fn count_objects(repo: &TestRepo) -> (u64, u64) {
-    let text = repo.git(&["count-objects", "-v"]);
-    let field = |name: &str| -> u64 {
-        text.lines()
-            .find_map(|l| l.strip_prefix(&format!("{name}: ")))
-            .unwrap_or_else(|| panic!("no {name} in {text}"))
-            .trim()
-            .parse()
-            .expect("a number")
-    };
-    (field("count"), field("packs"))
+    let [loose, packs] = repo.count_objects(["count", "packs"]);
+    (loose, packs)
 }
 
 /// The tables of a reftable repository's stack (`reftable/tables.list`), 0 for the files
