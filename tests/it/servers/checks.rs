@@ -11,27 +11,9 @@ use crate::env::{at, Run, TestRepo};
 use crate::fence::assert_fenced;
 use crate::forge::acquired;
 use crate::hook::{assert_refused, lease_commit};
+use crate::server::{git, lease};
 
 use super::{Kind, Served};
-
-/// `git lease <args>` in `client` at client time `secs`, never prompting.
-pub fn lease(client: &TestRepo, secs: i64, args: &[&str]) -> Run {
-    client
-        .lease()
-        .now(&at(secs))
-        .env("GIT_TERMINAL_PROMPT", "0")
-        .args(args)
-        .run()
-}
-
-/// Plain git in `client`, never prompting.
-pub fn git(client: &TestRepo, args: &[&str]) -> Run {
-    client
-        .git_cmd()
-        .env("GIT_TERMINAL_PROMPT", "0")
-        .args(args)
-        .run()
-}
 
 /// Asserts `run` exited `code`, showing the server's logs otherwise.
 #[track_caller]

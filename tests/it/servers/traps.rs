@@ -9,7 +9,9 @@ use std::os::unix::fs::MetadataExt;
 
 use crate::env::{at, Run};
 
-use super::checks::{expect, git, lease};
+use crate::server::{git, lease};
+
+use super::checks::expect;
 use super::{path_str, set_mode, Kind, Served};
 
 #[test]
