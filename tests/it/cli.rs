@@ -8,29 +8,15 @@ use crate::env::{at, at_min, issues, TestRepo, T0};
 /// Runs a busy history on 42: acquire, re-acquire, renew, release, release again (nothing),
 /// acquire by bob. Returns the events that must be recorded, oldest first.
 fn busy_42(repo: &TestRepo) -> Vec<&'static str> {
-    repo.json_at(
-        T0,
-        0,
-        &["acquire", "42", "--holder", "alice", "--ttl", "10m"],
-    );
-    repo.json_at(
-        &at_min(1),
-        0,
-        &["acquire", "42", "--holder", "alice", "--ttl", "10m"],
-    );
-    repo.json_at(
-        &at_min(2),
-        0,
-        &["renew", "42", "--holder", "alice", "--ttl", "30m"],
-    );
-    repo.json_at(&at_min(3), 3, &["acquire", "42", "--holder", "bob"]);
-    repo.json_at(&at_min(4), 0, &["release", "42", "--holder", "alice"]);
-    repo.json_at(&at_min(5), 0, &["release", "42", "--holder", "alice"]);
-    repo.json_at(
-        &at_min(6),
-        0,
-        &["acquire", "42", "--holder", "bob", "--ttl", "never"],
-    );
+    repo.json_steps(&[
+        (0, 0, "acquire 42 --holder alice --ttl 10m"),
+        (1, 0, "acquire 42 --holder alice --ttl 10m"),
+        (2, 0, "renew 42 --holder alice --ttl 30m"),
+        (3, 3, "acquire 42 --holder bob"),
+        (4, 0, "release 42 --holder alice"),
+        (5, 0, "release 42 --holder alice"),
+        (6, 0, "acquire 42 --holder bob --ttl never"),
+    ]);
     vec!["acquire", "reacquire", "renew", "release", "acquire"]
 }
 

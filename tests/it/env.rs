@@ -544,6 +544,17 @@ impl TestRepo {
         run.json()
     }
 
+    /// Runs the binary with `--json` for each `(minutes after T0, exit code, arguments)` of
+    /// `steps`, in order, the arguments split at white space, asserting each exit code and
+    /// that each answer is JSON.
+    #[track_caller]
+    pub fn json_steps(&self, steps: &[(i64, i32, &str)]) {
+        for (min, code, args) in steps {
+            let args: Vec<&str> = args.split_whitespace().collect();
+            self.json_at(&at_min(*min), *code, &args);
+        }
+    }
+
     /// Plain git, hermetic, in the repository; not run yet.
     pub fn git_cmd(&self) -> Cmd {
         self.base("git")
