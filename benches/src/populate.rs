@@ -32,6 +32,19 @@ pub enum Packing {
     Gc,
 }
 
+/// Parses the command-line counts of a population: `N` leases, `LIVE_PERCENT` of them live.
+pub fn parse_population(n: &str, live: &str) -> Result<(u64, u64), String> {
+    let n: u64 = n
+        .parse()
+        .map_err(|_| format!("N must be a count, not {n:?}"))?;
+    let live: u64 = live
+        .parse()
+        .ok()
+        .filter(|p| *p <= 100)
+        .ok_or_else(|| format!("LIVE_PERCENT must be 0..=100, not {live:?}"))?;
+    Ok((n, live))
+}
+
 fn git(repo: &Path) -> Command {
     let mut cmd = Command::new("git");
     cmd.arg("-C").arg(repo);
