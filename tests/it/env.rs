@@ -744,3 +744,18 @@ impl Cmd {
 pub fn jrun(repo: &TestRepo, min: i64, args: &[&str]) -> Run {
     repo.lease().now(&at_min(min)).arg_json().args(args).run()
 }
+
+/// Runs a busy history on 42: acquire, re-acquire, renew, release, release again (nothing),
+/// acquire by bob. Returns the events that must be recorded, oldest first.
+pub fn busy_42(repo: &TestRepo) -> Vec<&'static str> {
+    repo.json_steps(&[
+        (0, 0, "acquire 42 --holder alice --ttl 10m"),
+        (1, 0, "acquire 42 --holder alice --ttl 10m"),
+        (2, 0, "renew 42 --holder alice --ttl 30m"),
+        (3, 3, "acquire 42 --holder bob"),
+        (4, 0, "release 42 --holder alice"),
+        (5, 0, "release 42 --holder alice"),
+        (6, 0, "acquire 42 --holder bob --ttl never"),
+    ]);
+    vec!["acquire", "reacquire", "renew", "release", "acquire"]
+}
