@@ -29,6 +29,15 @@ pub fn expect(server: &Served, run: &Run, code: i32) {
     );
 }
 
+/// Asserts that `run`, bob's claim of `issue` in alice's name, was refused by the identity
+/// check (exit 3) and left the server without a ledger of `issue`.
+#[track_caller]
+pub fn assert_refused_as_someone_else(server: &Served, run: &Run, issue: &str) {
+    expect(server, run, 3);
+    run.stderr_has("identity").stderr_has("but bob pushed it");
+    assert_eq!(server.tip(issue), None);
+}
+
 /// The story; see the module documentation.
 fn story(kind: Kind) {
     let Some(server) = Served::start(kind, &at(0)) else {
@@ -116,9 +125,7 @@ fn story(kind: Kind) {
     // Identity: bob claims 8 in alice's name.
     let run = run_as(&bob, 0, &["acquire", "8", "--holder", "alice"]);
     if kind.has_identity() {
-        expect(&server, &run, 3);
-        run.stderr_has("identity").stderr_has("but bob pushed it");
-        assert_eq!(server.tip("8"), None);
+        assert_refused_as_someone_else(&server, &run, "8");
     } else {
         // Nobody is authenticated: the server cannot tell.
         expect(&server, &run, 0);
