@@ -211,6 +211,11 @@ pub fn issues(list: &Value) -> Vec<String> {
         .collect()
 }
 
+/// Splits command-line arguments written as one string at white space.
+fn words(args: &str) -> Vec<&str> {
+    args.split_whitespace().collect()
+}
+
 /// Asserts that the JSON object `value` has every `(field, value)` of `fields`.
 #[track_caller]
 pub fn assert_fields(value: &Value, fields: &[(&str, Value)]) {
@@ -550,8 +555,16 @@ impl TestRepo {
     #[track_caller]
     pub fn json_steps(&self, steps: &[(i64, i32, &str)]) {
         for (min, code, args) in steps {
-            let args: Vec<&str> = args.split_whitespace().collect();
-            self.json_at(&at_min(*min), *code, &args);
+            self.json_at(&at_min(*min), *code, &words(args));
+        }
+    }
+
+    /// Runs the binary (human output) for each `(minutes after T0, arguments)` of `steps`, in
+    /// order, the arguments split at white space, asserting each exits 0.
+    #[track_caller]
+    pub fn steps(&self, steps: &[(i64, &str)]) {
+        for (min, args) in steps {
+            self.run_at(&at_min(*min), &words(args)).ok();
         }
     }
 
