@@ -17,12 +17,13 @@ import argparse
 import json
 import os
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+
+from netutil import free_port
 
 
 # A TCP listener on 127.0.0.1:PORT with a backlog of 512 that serves each connection with the
@@ -47,14 +48,6 @@ def sh(*args, cwd=None, env=None, stdin=None):
     return subprocess.run(
         args, cwd=cwd, env=env, input=stdin, check=True, capture_output=True, text=True
     ).stdout.strip()
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def median(xs):

@@ -27,6 +27,8 @@ import sys
 import tempfile
 import time
 
+from netutil import free_port
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BIN = os.path.join(ROOT, "target", "release", "git-lease")
 ROUNDS = int(sys.argv[1]) if len(sys.argv) > 1 else 6
@@ -47,14 +49,6 @@ def fixture(name, **values):
     for key, value in values.items():
         text = text.replace(f"@{key}@", str(value))
     return text
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def wait_port(port, proc, what):

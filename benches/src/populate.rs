@@ -32,6 +32,19 @@ pub enum Packing {
     Gc,
 }
 
+/// Parses the command-line counts of a population: `N` leases, `LIVE_PERCENT` of them live.
+pub fn parse_population(n: &str, live: &str) -> Result<(u64, u64), String> {
+    let n: u64 = n
+        .parse()
+        .map_err(|_| format!("N must be a count, not {n:?}"))?;
+    let live: u64 = live
+        .parse()
+        .ok()
+        .filter(|p| *p <= 100)
+        .ok_or_else(|| format!("LIVE_PERCENT must be 0..=100, not {live:?}"))?;
+    Ok((n, live))
+}
+
 fn git(repo: &Path) -> Command {
     let mut cmd = Command::new("git");
     cmd.arg("-C").arg(repo);
@@ -188,7 +201,11 @@ mod tests {
         let now = DateTime::<Utc>::from_timestamp(crate::NOW, 0).unwrap();
         let issue = IssueId::new("p99").unwrap(); // expired (99 % 100 >= 80)
         let r = ledger
-            .acquire(&issue, &Claim::new(Holder::new("bob").unwrap(), Ttl::parse("1h").unwrap()), now)
+            .acquire(
+                &issue,
+                &Claim::new(Holder::new("bob").unwrap(), Ttl::parse("1h").unwrap()),
+                now,
+            )
             .unwrap();
         assert_eq!(r.lease().unwrap().token, 2);
     }

@@ -117,13 +117,24 @@ pub struct Run {
 }
 
 impl Run {
-    fn from_output(command: String, out: std::process::Output) -> Run {
+    /// The run of a finished process, named `command` in failure messages.
+    pub fn from_output(command: impl Into<String>, out: std::process::Output) -> Run {
         Run {
-            command,
+            command: command.into(),
             code: out.status.code().unwrap_or(-1),
             stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
             stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
         }
+    }
+
+    /// Runs `cmd` to completion, capturing its output, and names the run `what`; panics if
+    /// it cannot start.
+    pub fn capture(mut cmd: Command, what: impl Into<String>) -> Run {
+        let what = what.into();
+        let out = cmd
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run {what}: {e}"));
+        Run::from_output(what, out)
     }
 
     /// Parses stdout as JSON, panicking with the whole run on failure.
@@ -152,20 +163,20 @@ impl Run {
     /// Asserts that stderr contains `needle`.
     #[track_caller]
     pub fn stderr_has(&self, needle: &str) -> &Run {
-        assert!(
-            self.stderr.contains(needle),
-            "stderr of `{}` should mention {needle:?}\n{self}",
-            self.command
-        );
-        self
+        self.stream_has("stderr", &self.stderr, needle)
     }
 
     /// Asserts that stdout contains `needle`.
     #[track_caller]
     pub fn stdout_has(&self, needle: &str) -> &Run {
+        self.stream_has("stdout", &self.stdout, needle)
+    }
+
+    #[track_caller]
+    fn stream_has(&self, name: &str, text: &str, needle: &str) -> &Run {
         assert!(
-            self.stdout.contains(needle),
-            "stdout of `{}` should mention {needle:?}\n{self}",
+            text.contains(needle),
+            "{name} of `{}` should mention {needle:?}\n{self}",
             self.command
         );
         self
@@ -189,6 +200,20 @@ impl Run {
         }
         v
     }
+}
+
+/// Returns the `issue` of every entry of the JSON array `list` (`list --json`), in order.
+pub fn issues(list: &Value) -> Vec<String> {
+    list.as_array()
+        .unwrap_or_else(|| panic!("expected a JSON array: {list}"))
+        .iter()
+        .map(|v| v["issue"].as_str().expect("an issue").to_owned())
+        .collect()
+}
+
+/// Splits command-line arguments written as one string at white space.
+fn words(args: &str) -> Vec<&str> {
+    args.split_whitespace().collect()
 }
 
 /// Asserts that the JSON object `value` has every `(field, value)` of `fields`.
@@ -524,6 +549,25 @@ impl TestRepo {
         run.json()
     }
 
+    /// Runs the binary with `--json` for each `(minutes after T0, exit code, arguments)` of
+    /// `steps`, in order, the arguments split at white space, asserting each exit code and
+    /// that each answer is JSON.
+    #[track_caller]
+    pub fn json_steps(&self, steps: &[(i64, i32, &str)]) {
+        for (min, code, args) in steps {
+            self.json_at(&at_min(*min), *code, &words(args));
+        }
+    }
+
+    /// Runs the binary (human output) for each `(minutes after T0, arguments)` of `steps`, in
+    /// order, the arguments split at white space, asserting each exits 0.
+    #[track_caller]
+    pub fn steps(&self, steps: &[(i64, &str)]) {
+        for (min, args) in steps {
+            self.run_at(&at_min(*min), &words(args)).ok();
+        }
+    }
+
     /// Plain git, hermetic, in the repository; not run yet.
     pub fn git_cmd(&self) -> Cmd {
         self.base("git")
@@ -613,16 +657,22 @@ impl TestRepo {
 
     /// Returns the number of objects in the repository, loose and packed.
     pub fn object_count(&self) -> u64 {
+        let [loose, packed] = self.count_objects(["count", "in-pack"]);
+        loose + packed
+    }
+
+    /// Returns the numbers `git count-objects -v` prints for each of `names` (`count`,
+    /// `in-pack`, `packs`, ...), from one run.
+    pub fn count_objects<const N: usize>(&self, names: [&str; N]) -> [u64; N] {
         let text = self.git(&["count-objects", "-v"]);
-        let field = |name: &str| -> u64 {
+        names.map(|name| {
             text.lines()
                 .find_map(|l| l.strip_prefix(&format!("{name}: ")))
                 .unwrap_or_else(|| panic!("count-objects -v has no {name}: {text}"))
                 .trim()
                 .parse()
                 .expect("a number")
-        };
-        field("count") + field("in-pack")
+        })
     }
 
     /// Everything a write could change: every ref (with reflogs' existence) and the object
@@ -706,4 +756,19 @@ impl Cmd {
 /// Runs `git lease --json <args>` in `repo` at `min` minutes after T0.
 pub fn jrun(repo: &TestRepo, min: i64, args: &[&str]) -> Run {
     repo.lease().now(&at_min(min)).arg_json().args(args).run()
+}
+
+/// Runs a busy history on 42: acquire, re-acquire, renew, release, release again (nothing),
+/// acquire by bob. Returns the events that must be recorded, oldest first.
+pub fn busy_42(repo: &TestRepo) -> Vec<&'static str> {
+    repo.json_steps(&[
+        (0, 0, "acquire 42 --holder alice --ttl 10m"),
+        (1, 0, "acquire 42 --holder alice --ttl 10m"),
+        (2, 0, "renew 42 --holder alice --ttl 30m"),
+        (3, 3, "acquire 42 --holder bob"),
+        (4, 0, "release 42 --holder alice"),
+        (5, 0, "release 42 --holder alice"),
+        (6, 0, "acquire 42 --holder bob --ttl never"),
+    ]);
+    vec!["acquire", "reacquire", "renew", "release", "acquire"]
 }

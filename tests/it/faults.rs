@@ -255,6 +255,16 @@ fn a_stale_lock_on_an_existing_ledger_leaves_it_untouched() {
     repo.json_at(&at_min(1), 3, &["acquire", "gh/7", "--holder", "bob"]);
 }
 
+/// A repository whose lock timeout is 300 ms, with alice's lease of `packed` (T0) moved into
+/// `packed-refs`.
+fn alice_holds_a_packed_lease() -> TestRepo {
+    let repo = TestRepo::new();
+    repo.git(&["config", "lease.lockTimeout", "300ms"]);
+    repo.json_at(T0, 0, &["acquire", "packed", "--holder", "alice"]);
+    repo.git(&["pack-refs", "--all", "--prune"]);
+    repo
+}
+
 #[test]
 fn a_held_packed_refs_lock_does_not_block_claims() {
     // As in git, a claim locks only its own ref: `git pack-refs` or `git gc` holding
@@ -265,10 +275,7 @@ fn a_held_packed_refs_lock_does_not_block_claims() {
     ) {
         return;
     }
-    let repo = TestRepo::new();
-    repo.git(&["config", "lease.lockTimeout", "300ms"]);
-    repo.json_at(T0, 0, &["acquire", "packed", "--holder", "alice"]);
-    repo.git(&["pack-refs", "--all", "--prune"]);
+    let repo = alice_holds_a_packed_lease();
     assert!(!repo.git_dir().join("refs/leases/packed").exists());
     let lock = repo.git_dir().join("packed-refs.lock");
     std::fs::write(&lock, b"held by a packer\n").expect("create packed-refs.lock");
@@ -800,10 +807,7 @@ fn a_stale_packed_refs_lock_is_named_as_the_lock_held() {
     ) {
         return;
     }
-    let repo = TestRepo::new();
-    repo.git(&["config", "lease.lockTimeout", "300ms"]);
-    repo.json_at(T0, 0, &["acquire", "packed", "--holder", "alice"]);
-    repo.git(&["pack-refs", "--all", "--prune"]);
+    let repo = alice_holds_a_packed_lease();
     let lock = repo.git_dir().join("packed-refs.lock");
     std::fs::write(&lock, b"").expect("create a stale packed-refs.lock");
     // A claim of several issues is one transaction, which also locks packed-refs.

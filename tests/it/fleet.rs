@@ -42,13 +42,7 @@ fn race(cmds: Vec<Cmd>) -> Vec<Run> {
             command.stdin(Stdio::null());
             std::thread::spawn(move || {
                 barrier.wait();
-                let out = command.output().expect("start git-lease");
-                Run {
-                    command: format!("racer {i}"),
-                    code: out.status.code().unwrap_or(-1),
-                    stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-                    stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-                }
+                Run::capture(command, format!("racer {i}"))
             })
         })
         .collect();
@@ -70,6 +64,22 @@ fn any_cmd(repo: &TestRepo, holder: &str, candidates: &[String], remote: bool) -
         cmd = cmd.args(["--remote", "origin"]);
     }
     cmd.args(candidates)
+}
+
+/// Races `--any` claimers over `candidates` ([`any_cmd`]), one per holder of `holders`, each
+/// in its repository of `repos` (in order), and returns their runs.
+fn race_any<'a>(
+    repos: impl IntoIterator<Item = &'a TestRepo>,
+    holders: &[String],
+    candidates: &[String],
+    remote: bool,
+) -> Vec<Run> {
+    let cmds = repos
+        .into_iter()
+        .zip(holders)
+        .map(|(repo, h)| any_cmd(repo, h, candidates, remote))
+        .collect();
+    race(cmds)
 }
 
 fn names(prefix: &str, n: usize) -> Vec<String> {
@@ -296,12 +306,7 @@ fn racing_any_claimers_through_a_daemon_each_get_a_distinct_issue() {
         }
     }
 
-    let cmds = clients
-        .iter()
-        .zip(&holders)
-        .map(|(repo, h)| any_cmd(repo, h, &candidates, true))
-        .collect();
-    let runs = race(cmds);
+    let runs = race_any(&clients, &holders, &candidates, true);
     let won = check_race(&runs, &holders, &candidates, &tokens, RACERS);
 
     // The server holds exactly what was reported: one new commit per candidate, by its winner.
@@ -318,12 +323,7 @@ fn racing_any_claimers_through_a_daemon_each_get_a_distinct_issue() {
     // Fewer candidates than claimers: four win, the other four exit 3, and every loss is one
     // push at most per lost candidate, so the server's ledgers have one commit each.
     let few = names("few-", RACERS / 2);
-    let cmds = clients
-        .iter()
-        .zip(&holders)
-        .map(|(repo, h)| any_cmd(repo, h, &few, true))
-        .collect();
-    let runs = race(cmds);
+    let runs = race_any(&clients, &holders, &few, true);
     let ones = few.iter().map(|c| (c.clone(), 1)).collect();
     check_race(&runs, &holders, &few, &ones, RACERS / 2);
     for issue in &few {
@@ -337,11 +337,7 @@ fn racing_any_claimers_on_one_repository_each_get_a_distinct_issue() {
     let holders: Vec<String> = (1..=RACERS).map(|i| format!("agent-{i}@fleet")).collect();
     let candidates = names("job-", RACERS);
     let tokens = candidates.iter().map(|c| (c.clone(), 1)).collect();
-    let cmds = holders
-        .iter()
-        .map(|h| any_cmd(&repo, h, &candidates, false))
-        .collect();
-    let runs = race(cmds);
+    let runs = race_any(std::iter::repeat(&repo), &holders, &candidates, false);
     check_race(&runs, &holders, &candidates, &tokens, RACERS);
     for issue in &candidates {
         assert_eq!(repo.commit_count(issue), 1, "{issue}");
@@ -349,11 +345,7 @@ fn racing_any_claimers_on_one_repository_each_get_a_distinct_issue() {
 
     let few = names("few-", 3);
     let ones = few.iter().map(|c| (c.clone(), 1)).collect();
-    let cmds = holders
-        .iter()
-        .map(|h| any_cmd(&repo, h, &few, false))
-        .collect();
-    let runs = race(cmds);
+    let runs = race_any(std::iter::repeat(&repo), &holders, &few, false);
     check_race(&runs, &holders, &few, &ones, 3);
     repo.assert_fsck();
 }

@@ -24,17 +24,6 @@ const WRITERS: usize = 2;
 const MIN_ITERATIONS: usize = 10;
 const MAX_ITERATIONS: usize = 400;
 
-fn run(cmd: std::process::Command, what: String) -> Run {
-    let mut cmd = cmd;
-    let out = cmd.output().expect("spawn a process");
-    Run {
-        command: what,
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
-}
-
 /// True if `run` says something about the repository that a move into a pack can cause.
 fn false_alarm(run: &Run) -> bool {
     let text = run.stderr.to_lowercase();
@@ -123,7 +112,7 @@ fn packer(shared: &Shared) -> usize {
             } else {
                 repo.git_cmd().args(*args)
             };
-            let out = run(cmd.command(), format!("packer round {round}: {args:?}"));
+            let out = Run::capture(cmd.command(), format!("packer round {round}: {args:?}"));
             // The packers themselves must work too (git's own locks keep them apart); with
             // reftable, plain git may give up compacting under concurrent writers, never
             // `git lease gc`.
@@ -156,7 +145,7 @@ fn reader(shared: &Shared, n: usize) -> usize {
             _ => (vec!["verify".into()], "verify"),
         };
         let cmd = repo.lease().args(&args);
-        let out = run(cmd.command(), format!("reader {n} #{i}: {args:?}"));
+        let out = Run::capture(cmd.command(), format!("reader {n} #{i}: {args:?}"));
         // A writer's issue may not exist yet (4: no such lease); everything else answers.
         let codes: &[i32] = if what == "log writer" { &[0, 4] } else { &[0] };
         if let Some(out) = shared.expect(out, codes) {
@@ -191,7 +180,7 @@ fn writer(shared: &Shared, n: usize) -> usize {
                 "1h",
             ];
             let args: &[&str] = if op == "release" { &args[..4] } else { &args };
-            let out = run(
+            let out = Run::capture(
                 repo.lease().args(args).command(),
                 format!("writer {n} #{i}: {args:?}"),
             );

@@ -6,10 +6,10 @@
 //! else's live lease. The server's clock is fixed at T0 (`lease.hookNow` in the served
 //! repository's configuration; `fixtures/lighttpd-git.conf` sets the CGI environment).
 
-use crate::env::{at, Run, TestRepo};
+use crate::env::at;
 use crate::forge::{acquired, freed, with};
 use crate::hook::{assert_refused, lease_commit};
-use crate::server::Server;
+use crate::server::{git, lease, Server};
 
 /// An http server for alice, bob and admin, identity from `REMOTE_USER`, admin in
 /// `lease.admins`, its clock at T0.
@@ -27,25 +27,6 @@ fn configured(mut server: Server) -> Server {
     server.config("lease.admins", "admin");
     server.start_at(&at(0));
     server
-}
-
-/// `git lease <args>` in `client` at client time `secs` (never prompting for credentials).
-fn lease(client: &TestRepo, secs: i64, args: &[&str]) -> Run {
-    client
-        .lease()
-        .now(&at(secs))
-        .env("GIT_TERMINAL_PROMPT", "0")
-        .args(args)
-        .run()
-}
-
-/// Plain git in `client` (never prompting for credentials).
-fn git(client: &TestRepo, args: &[&str]) -> Run {
-    client
-        .git_cmd()
-        .env("GIT_TERMINAL_PROMPT", "0")
-        .args(args)
-        .run()
 }
 
 #[test]

@@ -1,13 +1,17 @@
 //! docs/JSON.md is the contract of `--json`: every command's output, run for real, has only
 //! the fields its documented shape lists, every documented shape is produced by some command,
 //! and every top-level object carries the schema version.
+//!
+//! And the flag itself: it may stand before or after the subcommand, answers carry the fields
+//! their readers rely on (`show`'s `held`, and a holder of null once a lease is over), and no
+//! object repeats a key.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use serde_json::Value;
 
-use crate::env::{at, Run, TestRepo, T0};
+use crate::env::{at, at_min, Run, TestRepo, T0};
 use crate::server::Server;
 
 /// The shapes of docs/JSON.md: name -> (commands, fields, including those of the shapes it
@@ -314,4 +318,176 @@ fn lost_report(repo: &TestRepo) -> Value {
     let last = objects(&stderr).pop().expect("a report");
     assert_eq!(last["outcome"], "lease_lost", "{stderr}");
     last
+}
+
+// ---------------------------------------------------------------------------------------------
+// The --json flag and the fields of its answers
+
+#[test]
+fn json_flag_works_before_or_after_the_subcommand() {
+    let repo = TestRepo::new();
+    let first = repo
+        .lease()
+        .now(T0)
+        .args(["--json", "acquire", "1", "--holder", "a"])
+        .run();
+    first.ok();
+    let second = repo
+        .lease()
+        .now(T0)
+        .args(["acquire", "2", "--holder", "a", "--json"])
+        .run();
+    second.ok();
+    let (a, b) = (first.json(), second.json());
+    assert_eq!(a["outcome"], "acquired");
+    assert_eq!(b["outcome"], "acquired");
+    assert_eq!(b["issue"], "2");
+    for args in [
+        vec!["--json", "show", "1"],
+        vec!["show", "1", "--json"],
+        vec!["show", "--json", "1"],
+    ] {
+        let run = repo.run_at(&at_min(1), &args);
+        run.ok();
+        assert_eq!(run.json()["issue"], "1", "{args:?}");
+    }
+    for args in [vec!["--json", "list"], vec!["list", "--json"]] {
+        let run = repo.run_at(&at_min(1), &args);
+        run.ok();
+        assert_eq!(run.json().as_array().map(Vec::len), Some(2), "{args:?}");
+    }
+    for args in [vec!["--json", "log", "1"], vec!["log", "1", "--json"]] {
+        let run = repo.run_at(&at_min(1), &args);
+        run.ok();
+        assert!(run.json().is_array(), "{args:?}");
+    }
+    // One JSON document per line on stdout, nothing else.
+    assert_eq!(first.stdout.lines().count(), 1, "{first}");
+}
+
+#[test]
+fn json_reports_have_the_documented_fields() {
+    let repo = TestRepo::new();
+    let ops: Vec<(String, Vec<&str>, i32)> = vec![
+        (
+            T0.into(),
+            vec!["acquire", "1", "--holder", "a", "--ttl", "10m"],
+            0,
+        ),
+        (at_min(1), vec!["acquire", "1", "--holder", "b"], 3),
+        (at_min(2), vec!["renew", "1", "--holder", "a"], 0),
+        (at_min(3), vec!["renew", "1", "--holder", "b"], 3),
+        (at_min(4), vec!["release", "1", "--holder", "a"], 0),
+        (at_min(5), vec!["release", "1", "--holder", "a"], 0),
+    ];
+    let expected = [
+        "acquired",
+        "held",
+        "renewed",
+        "not_holder",
+        "released",
+        "not_held",
+    ];
+    for ((now, args, code), outcome) in ops.iter().zip(expected) {
+        let v = repo.json_at(now, *code, args);
+        assert_eq!(v["outcome"], outcome, "{args:?}");
+        for key in [
+            "outcome",
+            "issue",
+            "holder",
+            "token",
+            "acquired_at",
+            "expires_at",
+        ] {
+            assert!(
+                v.as_object().is_some_and(|o| o.contains_key(key)),
+                "{args:?}: no {key} in {v}"
+            );
+        }
+        assert_eq!(v["issue"], "1");
+        assert_eq!(v["token"], 1);
+    }
+}
+
+#[test]
+fn show_json_has_held_and_nulls_the_holder_once_expired() {
+    let repo = TestRepo::new();
+    repo.json_at(
+        T0,
+        0,
+        &["acquire", "42", "--holder", "alice", "--ttl", "10m"],
+    );
+    let live = repo.json_at(&at_min(9), 0, &["show", "42"]);
+    for key in [
+        "issue",
+        "holder",
+        "token",
+        "acquired_at",
+        "expires_at",
+        "held",
+    ] {
+        assert!(
+            live.as_object().is_some_and(|o| o.contains_key(key)),
+            "{key}: {live}"
+        );
+    }
+    assert_eq!(live["held"], true);
+    assert_eq!(live["holder"], "alice");
+    assert_eq!(live["state"], "held");
+    let expired = repo.json_at(&at_min(10), 0, &["show", "42"]);
+    assert_eq!(expired["held"], false);
+    assert_eq!(expired["holder"], Value::Null);
+    assert_eq!(expired["last_holder"], "alice");
+    assert_eq!(expired["state"], "expired");
+    assert_eq!(expired["token"], 1);
+    assert_eq!(expired["expires_at"], at_min(10));
+    // Human show says so too.
+    repo.run_at(&at_min(10), &["show", "42"])
+        .ok()
+        .stdout_has("expired")
+        .stdout_has("alice");
+    repo.json_at(&at_min(11), 0, &["release", "42", "--holder", "bob"]);
+    let free = repo.json_at(&at_min(12), 0, &["show", "42"]);
+    assert_eq!(free["held"], false);
+    assert_eq!(free["holder"], Value::Null);
+    assert_eq!(free["last_holder"], "alice");
+    assert_eq!(free["state"], "free");
+    assert_eq!(free["token"], 1);
+}
+
+#[test]
+fn json_output_never_repeats_a_key() {
+    // serde_json keeps the last of repeated keys, so a repeated key hides a value from every
+    // consumer: `check --json` must say both which token was checked and the live one.
+    let repo = TestRepo::new();
+    repo.json_at(
+        T0,
+        0,
+        &["acquire", "42", "--holder", "alice", "--ttl", "10m"],
+    );
+    let cases: Vec<(String, Vec<&str>)> = vec![
+        (at_min(1), vec!["acquire", "42", "--holder", "bob"]),
+        (at_min(1), vec!["renew", "42", "--holder", "alice"]),
+        (at_min(1), vec!["show", "42"]),
+        (at_min(1), vec!["list", "--all"]),
+        (at_min(1), vec!["log", "42"]),
+        (at_min(1), vec!["check", "42", "--token", "1"]),
+        (at_min(1), vec!["check", "42", "--token", "9"]),
+        (at_min(1), vec!["check", "nope", "--token", "3"]),
+        (at_min(2), vec!["release", "42", "--holder", "alice"]),
+    ];
+    let mut repeated = Vec::new();
+    for (now, args) in &cases {
+        let run = repo.lease().now(now).arg_json().args(args).run();
+        assert!([0, 3].contains(&run.code), "{run}");
+        let dups = crate::env::duplicate_keys(&run.stdout);
+        if !dups.is_empty() {
+            repeated.push(format!("{args:?}: {dups:?} in {}", run.stdout.trim_end()));
+        }
+    }
+    assert!(
+        repeated.is_empty(),
+        "JSON objects with repeated keys:\n{}",
+        repeated.join("\n")
+    );
 }

@@ -2,7 +2,14 @@
 //!
 //! - [`env`]: the hermetic harness (temporary repositories, the binary, plain git).
 //! - [`rules`]: every lease rule at exact instants, through the command line.
-//! - [`cli`]: what plain git sees, `list`, `log`, `--json`, prefixes and bad input.
+//! - [`format`]: what plain git sees of a ledger (the stored format, the chain, fsck).
+//! - [`listing`]: `list` and `log`.
+//! - [`json`]: `--json`, against docs/JSON.md and wherever the flag is given.
+//! - [`prefixes`]: prefix resolution of issue ids.
+//! - [`bad_input`]: bad ids, TTLs, clocks, holders and configuration are bad usage.
+//! - [`multi_acquire`]: several issues in one `acquire`, all or none.
+//! - [`descriptors`]: closed standard descriptors and closed pipes.
+//! - [`human`]: what a person reads: `show`'s layout, relative times, colour.
 //! - [`faults`]: corrupt ledgers, stale locks, ref clashes, repository formats and layouts.
 //! - [`race`]: real concurrent processes on one issue.
 //! - [`gc_race`]: readers and writers while git packs objects and refs under them.
@@ -26,21 +33,27 @@
 pub mod env;
 
 mod attack;
+mod bad_input;
 mod cgi;
-mod cli;
 mod daemon;
+mod descriptors;
 mod faults;
 mod fence;
 mod fleet;
 mod forge;
+mod format;
 mod gc_race;
 mod hook;
 mod http;
+mod human;
 mod json;
+mod listing;
 mod mirror;
 mod model;
+mod multi_acquire;
 mod output;
 mod perf;
+mod prefixes;
 mod race;
 mod readme;
 mod reflog;

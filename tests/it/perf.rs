@@ -64,27 +64,14 @@ fn the_list_cache_gives_the_same_answers_as_decoding_every_ledger() {
     assert_eq!(first, cacheless_listing(&repo, &at_min(5)));
 
     // A mix of writes: releases, renewals, a takeover after expiry, new issues, namespaces.
-    repo.run_at(&at_min(6), &["release", "p1", "--holder", "alice"])
-        .ok();
-    repo.run_at(&at_min(6), &["complete", "p2", "--holder", "alice"])
-        .ok();
-    repo.run_at(
-        &at_min(7),
-        &["renew", "p3", "--holder", "alice", "--ttl", "2h"],
-    )
-    .ok();
-    repo.run_at(&at_min(40), &["acquire", "p4", "--holder", "bob"])
-        .ok();
-    repo.run_at(
-        &at_min(41),
-        &["acquire", "gh/9", "--holder", "carol", "--note", "ünï"],
-    )
-    .ok();
-    repo.run_at(
-        &at_min(42),
-        &["revoke", "gh/9", "--holder", "admin", "--reason", "test"],
-    )
-    .ok();
+    repo.steps(&[
+        (6, "release p1 --holder alice"),
+        (6, "complete p2 --holder alice"),
+        (7, "renew p3 --holder alice --ttl 2h"),
+        (40, "acquire p4 --holder bob"),
+        (41, "acquire gh/9 --holder carol --note ünï"),
+        (42, "revoke gh/9 --holder admin --reason test"),
+    ]);
     // Five refs moved: a handful of misses, well under the rewrite threshold.
     let ledger = open(repo.path());
     let (entries, stats) =
@@ -189,17 +176,10 @@ fn a_corrupt_or_forged_cache_is_ignored_and_rebuilt() {
     assert_eq!(out, reference);
 }
 
+/// Loose objects and packs.
 fn count_objects(repo: &TestRepo) -> (u64, u64) {
-    let text = repo.git(&["count-objects", "-v"]);
-    let field = |name: &str| -> u64 {
-        text.lines()
-            .find_map(|l| l.strip_prefix(&format!("{name}: ")))
-            .unwrap_or_else(|| panic!("no {name} in {text}"))
-            .trim()
-            .parse()
-            .expect("a number")
-    };
-    (field("count"), field("packs"))
+    let [loose, packs] = repo.count_objects(["count", "packs"]);
+    (loose, packs)
 }
 
 /// The tables of a reftable repository's stack (`reftable/tables.list`), 0 for the files

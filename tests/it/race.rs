@@ -26,17 +26,6 @@ struct Tally {
     refused: usize,
 }
 
-fn op(cmd: std::process::Command, what: &str) -> Run {
-    let mut cmd = cmd;
-    let out = cmd.output().expect("spawn git-lease");
-    Run {
-        command: what.to_owned(),
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
-}
-
 fn worker(repo: &TestRepo, holder: &str, barrier: &Barrier) -> Tally {
     let acquire = repo.lease().args([
         "--json", "acquire", "hot", "--holder", holder, "--ttl", "never",
@@ -47,7 +36,7 @@ fn worker(repo: &TestRepo, holder: &str, barrier: &Barrier) -> Tally {
     let mut tally = Tally::default();
     barrier.wait();
     for cycle in 0..CYCLES {
-        let run = op(acquire.command(), &format!("{holder} acquire #{cycle}"));
+        let run = Run::capture(acquire.command(), format!("{holder} acquire #{cycle}"));
         let v: Value = run.json();
         match (run.code, v["outcome"].as_str()) {
             (0, Some("acquired")) => {
@@ -63,7 +52,7 @@ fn worker(repo: &TestRepo, holder: &str, barrier: &Barrier) -> Tally {
             _ => panic!("unexpected acquire answer\n{run}"),
         }
         // Only the holder can free an open-ended lease, so this release must succeed.
-        let run = op(release.command(), &format!("{holder} release #{cycle}"));
+        let run = Run::capture(release.command(), format!("{holder} release #{cycle}"));
         run.ok();
         let v = run.json();
         assert_eq!(v["outcome"], "released", "{run}");
@@ -190,7 +179,7 @@ fn racing_clashing_ids_lose_as_clashes_not_failures() {
                         .args(["--json", "acquire", issue, "--holder", &format!("h{i}")])
                         .command();
                     barrier.wait();
-                    op(cmd, issue)
+                    Run::capture(cmd, issue)
                 })
             })
             .collect();

@@ -5,23 +5,28 @@ use std::path::Path;
 
 use crate::env::{self, TestRepo, BIN};
 
-/// Returns the first ```sh block after the `## Tour` heading.
-fn tour() -> String {
+/// Returns the first ```sh block of the README after the heading `heading`.
+fn sh_block(heading: &str) -> String {
     let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md"))
         .expect("README.md is readable");
     let after = readme
-        .split_once("## Tour")
-        .expect("README has a Tour section")
+        .split_once(heading)
+        .unwrap_or_else(|| panic!("README has a section {heading:?}"))
         .1;
     let block = after
         .split_once("```sh\n")
-        .expect("the tour has a sh block")
+        .unwrap_or_else(|| panic!("{heading:?} has a sh block"))
         .1;
     block
         .split_once("```")
         .expect("the block ends")
         .0
         .to_owned()
+}
+
+/// Returns the first ```sh block after the `## Tour` heading.
+fn tour() -> String {
+    sh_block("## Tour")
 }
 
 #[test]
@@ -78,15 +83,7 @@ fn the_readme_tour_works_as_written() {
 
 /// Returns the lines of the ```sh block after the `## Install` heading.
 fn install_lines() -> Vec<String> {
-    let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md"))
-        .expect("README.md is readable");
-    let after = readme
-        .split_once("## Install")
-        .expect("README has an Install section")
-        .1;
-    let block = after.split_once("```sh\n").expect("a sh block").1;
-    let block = block.split_once("```").expect("the block ends").0;
-    block.lines().map(str::to_owned).collect()
+    sh_block("## Install").lines().map(str::to_owned).collect()
 }
 
 #[test]

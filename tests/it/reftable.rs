@@ -44,38 +44,18 @@ fn a_repository_migrated_to_reftable_keeps_every_ledger_and_passes_verify() {
     // Every kind of ledger: a takeover, an all-or-none claim (one pack), a namespace, a
     // session, a revoke, one shared through a remote (remote-tracking refs); some refs
     // packed, some loose.
-    repo.json_at(
-        T0,
-        0,
-        &["acquire", "1", "--holder", "alice", "--ttl", "10m"],
-    );
-    repo.json_at(&at_min(1), 0, &["release", "1", "--holder", "alice"]);
-    repo.json_at(
-        &at_min(2),
-        0,
-        &["acquire", "1", "--holder", "bob", "--ttl", "10m"],
-    );
-    repo.json_at(
-        &at_min(2),
-        0,
-        &["acquire", "2", "gh/3", "gh/4", "--holder", "carol"],
-    );
+    repo.json_steps(&[
+        (0, 0, "acquire 1 --holder alice --ttl 10m"),
+        (1, 0, "release 1 --holder alice"),
+        (2, 0, "acquire 1 --holder bob --ttl 10m"),
+        (2, 0, "acquire 2 gh/3 gh/4 --holder carol"),
+    ]);
     repo.git(&["pack-refs", "--all"]);
-    repo.json_at(
-        &at_min(3),
-        0,
-        &["acquire", "s", "--holder", "dave", "--session"],
-    );
-    repo.json_at(
-        &at_min(4),
-        0,
-        &["revoke", "gh/4", "--holder", "root", "--reason", "stuck"],
-    );
-    repo.json_at(
-        &at_min(5),
-        0,
-        &["acquire", "r", "--remote", "origin", "--holder", "erin"],
-    );
+    repo.json_steps(&[
+        (3, 0, "acquire s --holder dave --session"),
+        (4, 0, "revoke gh/4 --holder root --reason stuck"),
+        (5, 0, "acquire r --remote origin --holder erin"),
+    ]);
     let before = everything(&repo, 6);
     assert!(
         before.0.contains("refs/lease-remotes/origin/r"),

@@ -27,6 +27,26 @@ use serde_json::Value;
 
 use crate::env::{self, Run, TestRepo, BIN};
 
+/// `git lease <args>` in the client `client` at client time `secs` (seconds after T0), never
+/// prompting for credentials.
+pub fn lease(client: &TestRepo, secs: i64, args: &[&str]) -> Run {
+    client
+        .lease()
+        .now(&env::at(secs))
+        .env("GIT_TERMINAL_PROMPT", "0")
+        .args(args)
+        .run()
+}
+
+/// Plain git in the client `client`, never prompting for credentials.
+pub fn git(client: &TestRepo, args: &[&str]) -> Run {
+    client
+        .git_cmd()
+        .env("GIT_TERMINAL_PROMPT", "0")
+        .args(args)
+        .run()
+}
+
 /// How many ports to try before giving up.
 const START_ATTEMPTS: usize = 8;
 /// How many times to poll for readiness per port, and how long to wait in between.

@@ -21,7 +21,7 @@ use std::sync::{Arc, Barrier};
 
 use serde_json::{json, Value};
 
-use crate::env::{assert_fields, at_min, jrun, Run, TestRepo};
+use crate::env::{assert_fields, at_min, issues, jrun, Run, TestRepo};
 use crate::server::Server;
 
 const ALICE: &str = "alice@example.com";
@@ -290,15 +290,6 @@ fn each(answers: &Value, field: &str) -> Vec<Value> {
 /// The `sha256:<hex>` a lease records for the session of `secret`.
 fn session_hash(secret: &str) -> Value {
     json!(format!("sha256:{}", sha256_hex(secret)))
-}
-
-/// The issues of a `list --json` answer, in order.
-fn issues_of(list: &Value) -> Vec<String> {
-    list.as_array()
-        .unwrap_or_else(|| panic!("list --json prints an array: {list}"))
-        .iter()
-        .map(|v| v["issue"].as_str().expect("an issue").to_owned())
-        .collect()
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -673,7 +664,7 @@ fn a_gone_holder_process_frees_the_lease_at_once_on_this_machine() {
     let shown = repo.json_at(&at_min(5), 0, &["show", "7"]);
     assert_eq!(shown["held"], json!(true), "{shown}");
     jrun(&repo, 5, &["check", "7", "--token", "1"]).ok();
-    assert_eq!(issues_of(&repo.json_at(&at_min(5), 0, &["list"])), ["7"]);
+    assert_eq!(issues(&repo.json_at(&at_min(5), 0, &["list"])), ["7"]);
     jrun(&repo, 5, &["release", "7", "--holder", BOB]).outcome(3, "not_holder");
 
     // Gone (killed and reaped): not live, at the same instant, long before the expiry.
@@ -686,7 +677,7 @@ fn a_gone_holder_process_frees_the_lease_at_once_on_this_machine() {
     assert_eq!(shown["last_holder"], json!(ALICE), "{shown}");
     assert_ne!(shown["state"], json!("held"), "{shown}");
     jrun(&repo, 5, &["check", "7", "--token", "1"]).code(3);
-    assert!(issues_of(&repo.json_at(&at_min(5), 0, &["list"])).is_empty());
+    assert!(issues(&repo.json_at(&at_min(5), 0, &["list"])).is_empty());
     assert_eq!(repo.snapshot(), before, "reads wrote nothing");
 
     let run = jrun(&repo, 5, &["acquire", "7", "--holder", BOB, "--ttl", "1h"]);
@@ -921,7 +912,7 @@ fn complete_and_abandon_are_recorded_as_their_own_events_and_keep_the_token() {
         );
     }
     // Live-only list: nothing.
-    assert!(issues_of(&repo.json_at(&at_min(2), 0, &["list"])).is_empty());
+    assert!(issues(&repo.json_at(&at_min(2), 0, &["list"])).is_empty());
     // The next tenure counts on.
     let run = jrun(&repo, 3, &["acquire", "done", "--holder", BOB]);
     run.ok();
@@ -1009,7 +1000,7 @@ fn list_filters_by_holder_state_and_prefix() {
     let list = |args: &[&str]| -> Vec<String> {
         let mut all = vec!["list"];
         all.extend_from_slice(args);
-        let mut got = issues_of(&repo.json_at(&at_min(20), 0, &all));
+        let mut got = issues(&repo.json_at(&at_min(20), 0, &all));
         got.sort();
         got
     };
@@ -1355,7 +1346,7 @@ fn racing_multi_claims_are_all_or_nothing() {
         }
     }
     assert_eq!(tenures["z"].len(), wins, "every claim includes z");
-    let none: Vec<String> = issues_of(&repo.json_at(&at_min(0), 0, &["list"]));
+    let none: Vec<String> = issues(&repo.json_at(&at_min(0), 0, &["list"]));
     assert!(none.is_empty(), "everything was released: {none:?}");
     let run = repo.lease().arg_json().args(["verify"]).run();
     run.ok();

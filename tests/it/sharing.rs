@@ -12,14 +12,20 @@ fn lease(repo: &TestRepo, min: i64, args: &[&str]) -> Run {
     repo.lease().now(&at_min(min)).args(args).run()
 }
 
-const HINT: &str = "hint: this claim is local to this repository";
-
-#[test]
-fn a_local_claim_in_a_clone_says_it_is_local_until_told_otherwise() {
+/// A served repository on which bob holds 8 (from T0), and carol's fresh client of it.
+fn bob_holds_8_for_carol() -> (Server, TestRepo) {
     let server = Server::daemon();
     let bob = server.client("bob");
     lease(&bob, 0, &["acquire", "--remote", "origin", "8"]).ok();
     let carol = server.client("carol");
+    (server, carol)
+}
+
+const HINT: &str = "hint: this claim is local to this repository";
+
+#[test]
+fn a_local_claim_in_a_clone_says_it_is_local_until_told_otherwise() {
+    let (_server, carol) = bob_holds_8_for_carol();
     // carol's clone writes locally, and is told so, with the command to share.
     lease(&carol, 1, &["acquire", "8"])
         .ok()
@@ -53,10 +59,7 @@ fn a_local_claim_in_a_clone_says_it_is_local_until_told_otherwise() {
 
 #[test]
 fn a_diverged_local_ledger_is_named_as_such_and_can_adopt_the_remotes() {
-    let server = Server::daemon();
-    let bob = server.client("bob");
-    lease(&bob, 0, &["acquire", "--remote", "origin", "8"]).ok();
-    let carol = server.client("carol");
+    let (server, carol) = bob_holds_8_for_carol();
     carol.git(&["config", "advice.leaseLocal", "false"]);
     lease(&carol, 1, &["acquire", "8"]).ok();
     let hers = carol.tip("8").expect("carol's local ledger");

@@ -7,7 +7,7 @@
 use std::path::Path;
 use std::process::ExitCode;
 
-use git_lease_bench::populate::{count_leases, populate_git, Packing};
+use git_lease_bench::populate::{count_leases, parse_population, populate_git, Packing};
 
 fn run(args: &[String]) -> Result<(), String> {
     let (repo, n, live, packing) = match args {
@@ -21,14 +21,7 @@ fn run(args: &[String]) -> Result<(), String> {
         }
         _ => return Err("usage: git-lease-populate REPO N LIVE_PERCENT [refs|gc]".into()),
     };
-    let n: u64 = n
-        .parse()
-        .map_err(|_| format!("N must be a count, not {n:?}"))?;
-    let live: u64 = live
-        .parse()
-        .ok()
-        .filter(|p| *p <= 100)
-        .ok_or_else(|| format!("LIVE_PERCENT must be 0..=100, not {live:?}"))?;
+    let (n, live) = parse_population(n, live)?;
     let now = match std::env::var("GIT_LEASE_NOW") {
         Ok(s) => s
             .trim()

@@ -25,36 +25,62 @@ struct Tally {
     tokens: Vec<u64>,
 }
 
-fn git(repo: &str, issue: &str, holder: &str, ops: u64) -> Result<Tally, String> {
-    let ledger = Ledger::open(Path::new(repo)).map_err(|e| e.to_string())?;
-    let issue = IssueId::new(issue).map_err(|e| e.to_string())?;
-    let holder = Holder::new(holder).map_err(|e| e.to_string())?;
-    let claim = Claim::new(holder.clone(), Ttl::parse("1h").map_err(|e| e.to_string())?);
+/// Loops `ops` times over `ledger`: `acquire` (the token of a tenure it started, `None` if
+/// it did not start one); after a won tenure, `release` (whether it wrote).
+fn contend<L, E: std::fmt::Display>(
+    ledger: &mut L,
+    ops: u64,
+    acquire: impl Fn(&mut L) -> Result<Option<u64>, E>,
+    release: impl Fn(&mut L) -> Result<bool, E>,
+) -> Tally {
     let mut t = Tally::default();
     for _ in 0..ops {
         t.attempts += 1;
-        match ledger.acquire(&issue, &claim, Utc::now()) {
-            Ok(r) if r.outcome == Outcome::Acquired && r.wrote => {
+        match acquire(ledger) {
+            Ok(Some(token)) => {
                 t.won += 1;
                 t.transitions += 1;
-                t.tokens.push(r.lease().map_or(0, |l| l.token));
-                match ledger.release(&issue, &holder, Ending::Release, Utc::now()) {
-                    Ok(r) if r.wrote => t.transitions += 1,
-                    Ok(_) => {}
+                t.tokens.push(token);
+                match release(ledger) {
+                    Ok(true) => t.transitions += 1,
+                    Ok(false) => {}
                     Err(e) => {
                         t.errors += 1;
                         eprintln!("release: {e}");
                     }
                 }
             }
-            Ok(_) => t.held += 1,
+            Ok(None) => t.held += 1,
             Err(e) => {
                 t.errors += 1;
                 eprintln!("acquire: {e}");
             }
         }
     }
-    Ok(t)
+    t
+}
+
+fn git(repo: &str, issue: &str, holder: &str, ops: u64) -> Result<Tally, String> {
+    let mut ledger = Ledger::open(Path::new(repo)).map_err(|e| e.to_string())?;
+    let issue = IssueId::new(issue).map_err(|e| e.to_string())?;
+    let holder = Holder::new(holder).map_err(|e| e.to_string())?;
+    let claim = Claim::new(holder.clone(), Ttl::parse("1h").map_err(|e| e.to_string())?);
+    Ok(contend(
+        &mut ledger,
+        ops,
+        |ledger| {
+            let r = ledger.acquire(&issue, &claim, Utc::now())?;
+            Ok::<_, git_lease::Error>(
+                (r.outcome == Outcome::Acquired && r.wrote)
+                    .then(|| r.lease().map_or(0, |l| l.token)),
+            )
+        },
+        |ledger| {
+            Ok(ledger
+                .release(&issue, &holder, Ending::Release, Utc::now())?
+                .wrote)
+        },
+    ))
 }
 
 fn sqlite(db: &str, issue: &str, holder: &str, ops: u64) -> Result<Tally, String> {
@@ -63,32 +89,18 @@ fn sqlite(db: &str, issue: &str, holder: &str, ops: u64) -> Result<Tally, String
         Err(_) => Sync::Normal,
     };
     let mut ledger = SqliteLedger::open(Path::new(db), sync).map_err(|e| e.to_string())?;
-    let mut t = Tally::default();
-    for _ in 0..ops {
-        t.attempts += 1;
-        let now = Utc::now().timestamp();
-        match ledger.acquire(issue, holder, Some(3600), now) {
-            Ok(r) if r.outcome == sqlite_lease::Outcome::Acquired && r.wrote => {
-                t.won += 1;
-                t.transitions += 1;
-                t.tokens.push(r.row.map_or(0, |r| r.token as u64));
-                match ledger.release(issue, holder, Utc::now().timestamp()) {
-                    Ok(r) if r.wrote => t.transitions += 1,
-                    Ok(_) => {}
-                    Err(e) => {
-                        t.errors += 1;
-                        eprintln!("release: {e}");
-                    }
-                }
-            }
-            Ok(_) => t.held += 1,
-            Err(e) => {
-                t.errors += 1;
-                eprintln!("acquire: {e}");
-            }
-        }
-    }
-    Ok(t)
+    Ok(contend(
+        &mut ledger,
+        ops,
+        |ledger| {
+            let r = ledger.acquire(issue, holder, Some(3600), Utc::now().timestamp())?;
+            Ok::<_, sqlite_lease::Error>(
+                (r.outcome == sqlite_lease::Outcome::Acquired && r.wrote)
+                    .then(|| r.row.map_or(0, |r| r.token as u64)),
+            )
+        },
+        |ledger| Ok(ledger.release(issue, holder, Utc::now().timestamp())?.wrote),
+    ))
 }
 
 fn main() -> ExitCode {

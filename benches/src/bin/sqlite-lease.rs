@@ -16,6 +16,7 @@ use std::io::Write;
 use std::path::Path;
 use std::process::ExitCode;
 
+use git_lease_bench::populate::parse_population;
 use git_lease_bench::sqlite_lease::{Outcome, Report, SqliteLedger, Sync};
 
 const USAGE: &str = "usage: sqlite-lease DB (acquire ISSUE HOLDER [TTL_SECS] | release ISSUE HOLDER | list | populate N LIVE_PERCENT | forget ISSUE)";
@@ -118,14 +119,7 @@ fn run(args: &[String]) -> Result<u8, String> {
             }
         }
         ("populate", [n, live]) => {
-            let n: u64 = n
-                .parse()
-                .map_err(|_| format!("N must be a count, not {n:?}"))?;
-            let live: u64 = live
-                .parse()
-                .ok()
-                .filter(|p| *p <= 100)
-                .ok_or_else(|| format!("LIVE_PERCENT must be 0..=100, not {live:?}"))?;
+            let (n, live) = parse_population(n, live)?;
             ledger.populate("i", n, live, now).map_err(db_err)?;
             Ok(0)
         }

@@ -11,27 +11,9 @@ use crate::env::{at, Run, TestRepo};
 use crate::fence::assert_fenced;
 use crate::forge::acquired;
 use crate::hook::{assert_refused, lease_commit};
+use crate::server::{git, lease};
 
 use super::{Kind, Served};
-
-/// `git lease <args>` in `client` at client time `secs`, never prompting.
-pub fn lease(client: &TestRepo, secs: i64, args: &[&str]) -> Run {
-    client
-        .lease()
-        .now(&at(secs))
-        .env("GIT_TERMINAL_PROMPT", "0")
-        .args(args)
-        .run()
-}
-
-/// Plain git in `client`, never prompting.
-pub fn git(client: &TestRepo, args: &[&str]) -> Run {
-    client
-        .git_cmd()
-        .env("GIT_TERMINAL_PROMPT", "0")
-        .args(args)
-        .run()
-}
 
 /// Asserts `run` exited `code`, showing the server's logs otherwise.
 #[track_caller]
@@ -45,6 +27,15 @@ pub fn expect(server: &Served, run: &Run, code: i32) {
         run.code,
         server.log()
     );
+}
+
+/// Asserts that `run`, bob's claim of `issue` in alice's name, was refused by the identity
+/// check (exit 3) and left the server without a ledger of `issue`.
+#[track_caller]
+pub fn assert_refused_as_someone_else(server: &Served, run: &Run, issue: &str) {
+    expect(server, run, 3);
+    run.stderr_has("identity").stderr_has("but bob pushed it");
+    assert_eq!(server.tip(issue), None);
 }
 
 /// The story; see the module documentation.
@@ -134,9 +125,7 @@ fn story(kind: Kind) {
     // Identity: bob claims 8 in alice's name.
     let run = run_as(&bob, 0, &["acquire", "8", "--holder", "alice"]);
     if kind.has_identity() {
-        expect(&server, &run, 3);
-        run.stderr_has("identity").stderr_has("but bob pushed it");
-        assert_eq!(server.tip("8"), None);
+        assert_refused_as_someone_else(&server, &run, "8");
     } else {
         // Nobody is authenticated: the server cannot tell.
         expect(&server, &run, 0);

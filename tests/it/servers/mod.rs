@@ -469,15 +469,11 @@ impl Served {
         } else {
             self.root.join("authorized_keys")
         };
-        let conf = fill(
+        let conf = self.conf(
             SSHD_CONF,
             &[
-                ("PORT", &self.port.to_string()),
-                ("ROOT", path_str(&self.root)),
                 ("AUTHORIZED_KEYS", path_str(&keys)),
-                ("USER", &self.owner.name),
                 ("HOME", path_str(&home)),
-                ("PATH", &self.server_path()),
             ],
         );
         // The reftable run: repositories gitolite creates in a session (wildcard repositories)
@@ -490,14 +486,10 @@ impl Served {
         } else {
             conf
         };
-        let path = self.root.join("sshd_config");
-        std::fs::write(&path, conf).expect("write sshd_config");
         std::fs::create_dir_all("/run/sshd").expect("create /run/sshd");
-        let mut cmd = Command::new(find_program("sshd").expect("sshd"));
-        env::hermetic(&mut cmd, &self.root.join("home"), &self.root);
-        cmd.arg("-D").arg("-e").arg("-f").arg(&path);
-        redirect(&mut cmd, log);
-        spawn(cmd, "sshd")
+        self.spawn_configured("sshd", "sshd_config", conf, log, |cmd, path| {
+            cmd.arg("-D").arg("-e").arg("-f").arg(path);
+        })
     }
 
     fn nginx(&mut self, log: &Path) -> Child {
@@ -532,23 +524,10 @@ impl Served {
         self.children.push(fcgi);
         self.logs.push(fcgi_log);
         self.logs.push(self.root.join("nginx-error.log"));
-        let conf = fill(
-            NGINX_CONF,
-            &[
-                ("PORT", &self.port.to_string()),
-                ("ROOT", path_str(&self.root)),
-                ("USER", &self.owner.name),
-                ("EXEC_PATH", &exec_path()),
-                ("PATH", &self.server_path()),
-            ],
-        );
-        let path = self.root.join("nginx.conf");
-        std::fs::write(&path, conf).expect("write nginx.conf");
-        let mut cmd = Command::new(find_program("nginx").expect("nginx"));
-        env::hermetic(&mut cmd, &self.root.join("home"), &self.root);
-        cmd.arg("-p").arg(&self.root).arg("-c").arg(&path);
-        redirect(&mut cmd, log);
-        spawn(cmd, "nginx")
+        let conf = self.conf(NGINX_CONF, &[("EXEC_PATH", &exec_path())]);
+        self.spawn_configured("nginx", "nginx.conf", conf, log, |cmd, path| {
+            cmd.arg("-p").arg(&self.root).arg("-c").arg(path);
+        })
     }
 
     fn apache(&mut self, log: &Path) -> Child {
@@ -559,25 +538,51 @@ impl Served {
             .find(|d| Path::new(d).join("mod_cgi.so").exists())
             .expect("apache's modules (mod_cgi.so)");
         let group = group_name(self.owner.gid);
-        let conf = fill(
+        let conf = self.conf(
             APACHE_CONF,
             &[
-                ("PORT", &self.port.to_string()),
-                ("ROOT", path_str(&self.root)),
-                ("USER", &self.owner.name),
                 ("GROUP", &group),
                 ("MODULES", modules),
                 ("EXEC_PATH", &exec_path()),
-                ("PATH", &self.server_path()),
             ],
         );
-        let path = self.root.join("apache.conf");
-        std::fs::write(&path, conf).expect("write apache.conf");
-        let mut cmd = Command::new(find_program("apache2").expect("apache2"));
+        self.spawn_configured("apache2", "apache.conf", conf, log, |cmd, path| {
+            cmd.arg("-f").arg(path).arg("-DFOREGROUND");
+        })
+    }
+
+    /// Fills the configuration `template` with this server's `PORT`, `ROOT`, `USER` and
+    /// `PATH`, and with `more`.
+    fn conf(&self, template: &str, more: &[(&str, &str)]) -> String {
+        let port = self.port.to_string();
+        let path = self.server_path();
+        let mut values = vec![
+            ("PORT", port.as_str()),
+            ("ROOT", path_str(&self.root)),
+            ("USER", self.owner.name.as_str()),
+            ("PATH", path.as_str()),
+        ];
+        values.extend_from_slice(more);
+        fill(template, &values)
+    }
+
+    /// Writes `conf` to `<root>/<file>` and starts `program`, hermetic, with the arguments
+    /// `args` gives it (from the configuration file's path) and its output to `log`.
+    fn spawn_configured(
+        &self,
+        program: &str,
+        file: &str,
+        conf: String,
+        log: &Path,
+        args: impl FnOnce(&mut Command, &Path),
+    ) -> Child {
+        let path = self.root.join(file);
+        std::fs::write(&path, conf).unwrap_or_else(|e| panic!("write {file}: {e}"));
+        let mut cmd = Command::new(find_program(program).expect(program));
         env::hermetic(&mut cmd, &self.root.join("home"), &self.root);
-        cmd.arg("-f").arg(&path).arg("-DFOREGROUND");
+        args(&mut cmd, &path);
         redirect(&mut cmd, log);
-        spawn(cmd, "apache2")
+        spawn(cmd, program)
     }
 
     /// The basic-auth user file: `{PLAIN}` passwords for nginx, htpasswd's for apache.
@@ -875,15 +880,7 @@ fn spawn(mut cmd: Command, what: &str) -> Child {
 
 fn output(mut cmd: Command, what: &str) -> Run {
     cmd.stdin(Stdio::null());
-    let out = cmd
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {what}: {e}"));
-    Run {
-        command: what.to_owned(),
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
+    Run::capture(cmd, what)
 }
 
 fn read(path: &Path) -> String {

@@ -9,7 +9,9 @@ use std::os::unix::fs::MetadataExt;
 
 use crate::env::{at, Run};
 
-use super::checks::{expect, git, lease};
+use crate::server::{git, lease};
+
+use super::checks::{assert_refused_as_someone_else, expect};
 use super::{path_str, set_mode, Kind, Served};
 
 #[test]
@@ -329,7 +331,5 @@ fn over_ssh_a_pusher_cannot_name_itself() {
         0,
         &["--remote", "origin", "acquire", "8", "--holder", "alice"],
     );
-    expect(&server, &run, 3);
-    run.stderr_has("identity").stderr_has("but bob pushed it");
-    assert_eq!(server.tip("8"), None);
+    assert_refused_as_someone_else(&server, &run, "8");
 }

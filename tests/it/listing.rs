@@ -1,0 +1,216 @@
+//! `list` and `log`: which leases are listed, in which order and through which filters, and
+//! a ledger's history, newest first.
+
+use serde_json::Value;
+
+use crate::env::{at_min, busy_42, issues, TestRepo, T0};
+
+// ---------------------------------------------------------------------------------------------
+// list
+
+/// Leases at T0+5m: b (T0), z (T0), a (T0+1m), c (T0+1m) live; d released; e expired;
+/// gh/1 live (T0+2m) held by bob.
+fn many(repo: &TestRepo) {
+    for (issue, now, holder, ttl) in [
+        ("z", T0.to_owned(), "alice", "1h"),
+        ("c", at_min(1), "alice", "1h"),
+        ("b", T0.to_owned(), "bob", "never"),
+        ("a", at_min(1), "carol", "1h"),
+        ("d", T0.to_owned(), "dave", "1h"),
+        ("e", T0.to_owned(), "erin", "2m"),
+        ("gh/1", at_min(2), "bob", "1h"),
+    ] {
+        repo.json_at(
+            &now,
+            0,
+            &["acquire", issue, "--holder", holder, "--ttl", ttl],
+        );
+    }
+    repo.json_at(&at_min(1), 0, &["release", "d", "--holder", "dave"]);
+}
+
+#[test]
+fn list_shows_live_leases_oldest_tenure_first_then_by_issue() {
+    let repo = TestRepo::new();
+    many(&repo);
+    let v = repo.json_at(&at_min(5), 0, &["list"]);
+    assert_eq!(issues(&v), ["b", "z", "a", "c", "gh/1"]);
+    for lease in v.as_array().expect("array") {
+        assert_eq!(lease["held"], true, "{lease}");
+        assert_eq!(lease["state"], "held", "{lease}");
+    }
+    // The table has the same order.
+    let run = repo.run_at(&at_min(5), &["list"]);
+    run.ok();
+    let rows: Vec<&str> = run
+        .stdout
+        .lines()
+        .skip(1)
+        .map(|l| l.split_whitespace().next().unwrap_or_default())
+        .collect();
+    assert_eq!(rows, ["b", "z", "a", "c", "gh/1"], "{run}");
+    assert!(run.stdout.starts_with("ISSUE"), "{run}");
+}
+
+#[test]
+fn list_all_includes_free_and_expired_with_their_last_token() {
+    let repo = TestRepo::new();
+    many(&repo);
+    // Give d a second tenure so its last token is 2.
+    repo.json_at(&at_min(2), 0, &["acquire", "d", "--holder", "dave"]);
+    repo.json_at(&at_min(3), 0, &["release", "d", "--holder", "dave"]);
+    let v = repo.json_at(&at_min(5), 0, &["list", "--all"]);
+    let got = issues(&v);
+    assert_eq!(got.len(), 7, "{v}");
+    for issue in ["d", "e"] {
+        assert!(got.contains(&issue.to_owned()), "{issue} in {v}");
+    }
+    // Live ones first, in list order.
+    assert_eq!(got[..5], ["b", "z", "a", "c", "gh/1"]);
+    let find = |id: &str| {
+        v.as_array()
+            .expect("array")
+            .iter()
+            .find(|l| l["issue"] == id)
+            .cloned()
+            .expect("listed")
+    };
+    let d = find("d");
+    assert_eq!(d["state"], "free");
+    assert_eq!(d["token"], 2);
+    assert_eq!(d["holder"], Value::Null);
+    assert_eq!(d["held"], false);
+    let e = find("e");
+    assert_eq!(e["state"], "expired");
+    assert_eq!(e["token"], 1);
+    assert_eq!(e["holder"], Value::Null);
+    assert_eq!(e["last_holder"], "erin");
+    // Human --all shows the state column.
+    repo.run_at(&at_min(5), &["list", "--all"])
+        .ok()
+        .stdout_has("STATE")
+        .stdout_has("expired")
+        .stdout_has("free");
+}
+
+#[test]
+fn list_json_is_an_array_even_when_empty() {
+    let repo = TestRepo::new();
+    let v = repo.json_at(T0, 0, &["list"]);
+    assert_eq!(v, Value::Array(vec![]));
+    let v = repo.json_at(T0, 0, &["list", "--all"]);
+    assert_eq!(v, Value::Array(vec![]));
+    repo.run_at(T0, &["list"]).ok().stdout_has("no live leases");
+}
+
+#[test]
+fn list_filters_by_holder_state_and_prefix() {
+    let repo = TestRepo::new();
+    many(&repo);
+    let now = at_min(5);
+    let v = repo.json_at(&now, 0, &["list", "--holder", "bob"]);
+    assert_eq!(issues(&v), ["b", "gh/1"]);
+    let v = repo.json_at(&now, 0, &["list", "--holder", "erin"]);
+    assert_eq!(issues(&v), Vec::<String>::new(), "erin's lease expired");
+    let v = repo.json_at(&now, 0, &["list", "--all", "--holder", "erin"]);
+    assert_eq!(issues(&v), ["e"]);
+    let v = repo.json_at(&now, 0, &["list", "--state", "expired"]);
+    assert_eq!(issues(&v), ["e"]);
+    let v = repo.json_at(&now, 0, &["list", "--state", "free"]);
+    assert_eq!(issues(&v), ["d"]);
+    let v = repo.json_at(&now, 0, &["list", "--state", "held"]);
+    assert_eq!(issues(&v), ["b", "z", "a", "c", "gh/1"]);
+    let v = repo.json_at(&now, 0, &["list", "gh/"]);
+    assert_eq!(issues(&v), ["gh/1"]);
+    let v = repo.json_at(&now, 0, &["list", "--all", "d"]);
+    assert_eq!(issues(&v), ["d"]);
+    let v = repo.json_at(
+        &now,
+        0,
+        &["list", "--state", "held", "--holder", "alice", "z"],
+    );
+    assert_eq!(issues(&v), ["z"]);
+    repo.run_at(&now, &["list", "--state", "bogus"]).code(2);
+}
+
+#[test]
+fn list_at_a_later_instant_filters_by_expiry() {
+    let repo = TestRepo::new();
+    many(&repo);
+    // At T0+61m only the open-ended b and gh/1 (until T0+62m) are live.
+    let v = repo.json_at(&at_min(61), 0, &["list"]);
+    assert_eq!(issues(&v), ["b", "gh/1"]);
+    let v = repo.json_at(&at_min(62), 0, &["list"]);
+    assert_eq!(issues(&v), ["b"]);
+}
+
+#[test]
+fn list_mine_shows_only_your_own_leases() {
+    let repo = TestRepo::new();
+    repo.git(&["config", "lease.holder", "me@example.com"]);
+    repo.run_at(T0, &["acquire", "1"]).ok();
+    repo.run_at(T0, &["acquire", "2", "--holder", "other"]).ok();
+    repo.run_at(T0, &["acquire", "3"]).ok();
+    let v = repo.json_at(T0, 0, &["list", "--mine"]);
+    assert_eq!(issues(&v), ["1", "3"]);
+    let v = repo
+        .lease()
+        .now(T0)
+        .env("GIT_LEASE_HOLDER", "other")
+        .arg_json()
+        .args(["list", "--mine"])
+        .run()
+        .json();
+    assert_eq!(issues(&v), ["2"]);
+    repo.run_at(T0, &["list", "--mine", "--holder", "x"])
+        .code(2);
+}
+
+// ---------------------------------------------------------------------------------------------
+// log
+
+#[test]
+fn log_is_newest_first_with_one_entry_per_commit() {
+    let repo = TestRepo::new();
+    let mut events = busy_42(&repo);
+    events.reverse();
+    let v = repo.json_at(&at_min(10), 0, &["log", "42"]);
+    let entries = v.as_array().expect("log --json is an array");
+    let commits = repo.git(&["rev-list", "refs/leases/42"]);
+    let commits: Vec<&str> = commits.lines().collect();
+    assert_eq!(entries.len(), commits.len());
+    for ((entry, commit), event) in entries.iter().zip(&commits).zip(&events) {
+        assert_eq!(entry["commit"], *commit);
+        assert_eq!(entry["event"], *event);
+        let stored = repo.lease_json_at(commit);
+        for field in ["token", "holder", "at", "acquired_at", "expires_at"] {
+            assert_eq!(entry[field], stored[field], "{field} of {commit}");
+        }
+    }
+    assert_eq!(entries[0]["holder"], "bob");
+    assert_eq!(entries[0]["token"], 2);
+    assert_eq!(entries[1]["holder"], Value::Null);
+    assert_eq!(entries[1]["previous_holder"], "alice");
+    // Human: one line per commit, newest first, each starting with its abbreviated commit.
+    let run = repo.run_at(&at_min(10), &["log", "42"]);
+    run.ok();
+    let lines: Vec<&str> = run.stdout.lines().collect();
+    assert_eq!(lines.len(), commits.len(), "{run}");
+    for (line, commit) in lines.iter().zip(&commits) {
+        assert!(line.starts_with(&commit[..10]), "{line:?} vs {commit}");
+    }
+    assert!(
+        lines[0].contains("acquire") && lines[0].contains("bob"),
+        "{run}"
+    );
+}
+
+#[test]
+fn log_of_an_unknown_issue_is_not_found() {
+    let repo = TestRepo::new();
+    repo.run_at(T0, &["log", "42"]).code(4).stderr_has("42");
+    repo.run_at(T0, &["show", "42"]).code(4).stderr_has("42");
+    repo.json_at(T0, 0, &["acquire", "1", "--holder", "a"]);
+    repo.run_at(T0, &["--json", "log", "2"]).code(4);
+    repo.run_at(T0, &["--json", "show", "2"]).code(4);
+}
