@@ -170,3 +170,42 @@ fn after_install_the_manual_and_completions_work_as_the_readme_says() {
     let (ok, out) = sh("git lease man");
     assert!(ok && out.contains(".TH"), "{out}");
 }
+
+/// Every test docs/SECURITY.md names as the proof of a guarantee exists under that name, so
+/// the threat model never cites a test that was renamed or moved away.
+#[test]
+fn every_test_the_security_doc_names_exists() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let doc = std::fs::read_to_string(root.join("docs/SECURITY.md")).expect("SECURITY.md");
+    let is_test_path = |s: &str| {
+        s.contains("::")
+            && s.split("::").all(|part| {
+                !part.is_empty()
+                    && part
+                        .chars()
+                        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+            })
+    };
+    // Code spans are the odd pieces between backticks.
+    let cited: Vec<&str> = doc
+        .split('`')
+        .skip(1)
+        .step_by(2)
+        .filter(|s| is_test_path(s))
+        .collect();
+    assert!(cited.len() >= 5, "SECURITY.md names its tests: {cited:?}");
+    for cited in cited {
+        let (module, test) = cited.rsplit_once("::").expect("a path");
+        let dir = root.join("tests/it").join(module.replace("::", "/"));
+        let file = [dir.with_extension("rs"), dir.join("mod.rs")]
+            .into_iter()
+            .find(|f| f.is_file())
+            .unwrap_or_else(|| panic!("SECURITY.md cites `{cited}`: no such test module"));
+        let source = std::fs::read_to_string(&file).expect("the test module");
+        assert!(
+            source.contains(&format!("fn {test}(")),
+            "SECURITY.md cites `{cited}`, which {} does not define",
+            file.display()
+        );
+    }
+}
