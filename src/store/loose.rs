@@ -21,6 +21,9 @@ use gix::ObjectId;
 
 use crate::error::Error;
 
+/// How many times a fan-out directory is made again when it vanished before the rename.
+const FAN_OUT_ATTEMPTS: u32 = 64;
+
 /// The most a stored deflate block can hold.
 const STORED_BLOCK_MAX: usize = 0xffff;
 
@@ -62,8 +65,9 @@ pub(crate) fn write(
             .sync_all()
             .map_err(io(format!("cannot fsync {}", file.path().display())))?;
     }
-    // `git prune` removes empty fan-out directories: one may vanish between its creation and
-    // the rename, so the pair is tried twice.
+    // `git prune` and `git prune-packed` remove empty fan-out directories: one may vanish
+    // between its creation and the rename, again and again while git packs in a loop, so the
+    // pair is tried until the rename lands (the temporary file, in `objects/` itself, stays).
     let mut attempt = 0;
     loop {
         attempt += 1;
@@ -74,7 +78,9 @@ pub(crate) fn write(
         }
         match file.persist(&path) {
             Ok(_) => return Ok(()),
-            Err(e) if e.error.kind() == std::io::ErrorKind::NotFound && attempt < 2 => {
+            Err(e)
+                if e.error.kind() == std::io::ErrorKind::NotFound && attempt < FAN_OUT_ATTEMPTS =>
+            {
                 file = e.file;
             }
             Err(e) => {
