@@ -1,25 +1,25 @@
-//! The repository's lease refs and ledger commits, and the compare-and-swap: the only module
-//! that uses gix for them (other modules run the git command line for what gix cannot do,
-//! through `src/git.rs`; reftable refs go through `src/store/refdb.rs`).
+//! The repository's lease refs and ledger commits, and the compare-and-swap: the only part of
+//! the crate that uses gix for them (other modules run the git command line for what gix
+//! cannot do, through `src/git.rs`).
 //!
-//! Every ref read and write goes through one seam, the store's `RefDb`, chosen once from
-//! `extensions.refStorage`: git's files backend is read and written in-process (below), any
-//! other backend (reftable, git 3.0's default) through git's own commands
-//! (`src/store/refdb.rs`), with the same compare-and-swap and the same answers, so that no lease
-//! rule is written twice. Objects are read and written in-process in both cases.
-//!
-//! With the files backend everything is done in-process, with gix for reading and for
-//! multi-ref transactions. Two writes follow git's file formats directly, because gix's way
-//! of doing them cost more than the rest of a claim: loose objects (`src/store/loose.rs`) and the
-//! compare-and-swap of a single ref (`Store::swap`, locked with gix's lock files as git's
-//! files backend does it). A ledger commit has exactly one tree entry, `lease.json`, and at
-//! most one parent; [`Store::entry`] refuses anything else, naming the commit, so a corrupt
-//! ledger is an error and never a guess; and only a real absence is one: every read of refs
-//! (`Store::read_refs`) and of objects (`Store::lookup`) is made again when `git gc`, `git
-//! repack` or `git pack-refs` moved what it reads meanwhile.
+//! - This module opens the repository, reads its configuration and holds the ref seam,
+//!   `RefDb`, chosen once from `extensions.refStorage`: every ref read and write of the store
+//!   ([`Store::tip_of`], [`Store::refs_under`], `Store::swap`, `Store::swap_many`, ...)
+//!   goes to git's files backend, in-process (`files`), or to any other backend (reftable,
+//!   git 3.0's default) through git's own commands (`refdb`), with the same compare-and-swap
+//!   and the same answers, so that no lease rule is written twice.
+//! - `objects` reads and checks ledger commits (exactly one tree entry, `lease.json`, and at
+//!   most one parent: [`Store::entry`] refuses anything else, naming the commit, so a corrupt
+//!   ledger is an error and never a guess) and encodes new ones; `loose` and `pack` write
+//!   them; `durability` fsyncs as git's settings say.
+//! - Only a real absence is one: every read of refs (`Store::read_refs`) and of objects
+//!   (`Store::lookup`) is made again when `git gc`, `git repack` or `git pack-refs` moved what
+//!   it reads meanwhile.
 
 pub mod durability;
+mod files;
 pub(crate) mod loose;
+mod objects;
 pub(crate) mod pack;
 mod refdb;
 
@@ -27,15 +27,15 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use gix::bstr::ByteSlice;
-use gix::refs::transaction::{Change, LogChange, PreviousValue, RefEdit, RefLog};
-use gix::refs::Target;
 use gix::ObjectId;
 
 use crate::error::{Error, Result};
 use crate::issue::{IssueId, REF_PREFIX};
-use crate::lease::{self, Lease, LEASE_FILE};
+use crate::lease::Lease;
 use crate::liveness::{Current, Observation};
 use crate::pack::WrittenPack;
+use files::PackedRefsStat;
+pub(crate) use objects::Staged;
 use refdb::{Expect, Failure, GitRefs};
 
 /// One commit of a tenure ledger, decoded.
@@ -81,38 +81,6 @@ pub(crate) enum Swap {
     Lost,
 }
 
-/// The objects of one event: blob, tree and commit.
-const OBJECTS_PER_EVENT: usize = 3;
-
-/// Ledger objects encoded and hashed but not yet written: [`Store::stage`] adds an event's,
-/// [`Store::write_staged`] writes them all at once.
-#[derive(Debug, Default)]
-pub(crate) struct Staged {
-    objects: Vec<(gix::objs::Kind, Vec<u8>)>,
-    ids: Vec<ObjectId>,
-    seen: std::collections::HashSet<ObjectId>,
-}
-
-impl Staged {
-    /// Adds an object unless it is already staged, and returns its id.
-    fn add(
-        &mut self,
-        hash: gix::hash::Kind,
-        kind: gix::objs::Kind,
-        data: Vec<u8>,
-    ) -> Result<ObjectId> {
-        let id = gix::objs::compute_hash(hash, kind, &data).map_err(|e| Error::Git {
-            context: format!("cannot hash a ledger {kind}"),
-            message: e.to_string(),
-        })?;
-        if self.seen.insert(id) {
-            self.objects.push((kind, data));
-            self.ids.push(id);
-        }
-        Ok(id)
-    }
-}
-
 /// Where a repository's refs are read and written: the one seam every ref read and write of a
 /// [`Store`] goes through ([`Store::tip_of`], [`Store::refs_under`], [`Store::clash`],
 /// [`Store::swap`], [`Store::swap_many`], [`Store::move_refs`], [`Store::set_ref`],
@@ -142,34 +110,6 @@ pub struct Store {
     kept_pack: std::cell::RefCell<Option<WrittenPack>>,
 }
 
-/// `(dev, ino, size, mtime, mtime_nsec, ctime_nsec)` of `packed-refs`.
-pub(crate) type PackedRefsStat = (u64, u64, u64, i64, i64, i64);
-
-/// Returns the identity, size and times of `packed-refs` at `path` (`None`: absent).
-fn packed_refs_stat(path: &Path) -> std::io::Result<Option<PackedRefsStat>> {
-    use std::os::unix::fs::MetadataExt;
-    match std::fs::metadata(path) {
-        Ok(m) => Ok(Some((
-            m.dev(),
-            m.ino(),
-            m.size(),
-            m.mtime(),
-            m.mtime_nsec(),
-            m.ctime_nsec(),
-        ))),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(e),
-    }
-}
-
-/// The reads [`Store::lookup`] makes, by any handle of an object database.
-trait Objects: gix::objs::Find + gix::objs::FindHeader {}
-
-impl<T: gix::objs::Find + gix::objs::FindHeader> Objects for T {}
-
-/// The one mode `lease.json` may have in a ledger tree: a regular, non-executable file.
-const LEASE_FILE_MODE: u16 = 0o100644;
-
 /// How many times a read of refs or objects that raced with packing is made (see
 /// [`Store::read_refs`] and [`Store::find`]).
 const READ_ATTEMPTS: usize = 10;
@@ -181,12 +121,6 @@ fn settle(attempt: usize) {
     let ms = 1u64 << attempt.saturating_sub(1).min(8);
     std::thread::sleep(std::time::Duration::from_millis(ms));
 }
-
-/// Below this many ledgers to decode, [`Store::entries`] stays on one thread.
-const PARALLEL_DECODE_MIN: usize = 1024;
-
-/// The most threads [`Store::entries`] decodes on.
-const MAX_DECODE_THREADS: usize = 8;
 
 /// How long to wait for a ref lock held by another process before reporting it.
 pub const DEFAULT_LOCK_WAIT: Duration = Duration::from_secs(3);
@@ -369,295 +303,7 @@ impl Store {
                 Some(refdb::Target::Symbolic(to)) => Err(symbolic(name, &to)),
             };
         }
-        let found = self
-            .read_refs(|| {
-                self.repo
-                    .try_find_reference(name)
-                    .map(|r| r.map(gix::Reference::detach))
-            })
-            .map_err(|e| Error::git(format!("cannot read {name}"), e))?;
-        match found {
-            None => Ok(None),
-            Some(r) => match r.target {
-                Target::Object(id) => Ok(Some(id)),
-                Target::Symbolic(to) => Err(symbolic(name, &to.as_bstr().to_str_lossy())),
-            },
-        }
-    }
-
-    /// Runs `read`, a read of refs, so that packing cannot make it fail or miss a ref: with
-    /// gix's `packed-refs` buffer the file on disk (see [`Store::refresh_packed_refs`]), and
-    /// again when `packed-refs` changed while it ran or it failed, up to [`READ_ATTEMPTS`]
-    /// times; the last answer stands.
-    ///
-    /// `git pack-refs --prune` (and `git gc`) first writes every loose ref into a new
-    /// `packed-refs`, then deletes the loose files and the directories they leave empty. A
-    /// reader that took the old `packed-refs` and then finds a loose file gone, or a
-    /// directory it was listing gone, has missed a ref or fails on it; both happen only when
-    /// `packed-refs` was replaced after the reader took it (so it differs now), or while the
-    /// loose files were being deleted (an I/O error). Reading again then finds the ref in the
-    /// new `packed-refs`. An answer given while `packed-refs` stayed the same is the truth at
-    /// that moment, an absent ref included.
-    ///
-    /// A ref database other than files has no `packed-refs`: `read` runs once.
-    pub(crate) fn read_refs<T>(
-        &self,
-        mut read: impl FnMut() -> std::result::Result<T, gix::Error>,
-    ) -> std::result::Result<T, gix::Error> {
-        if let RefDb::Git(_) = self.refdb {
-            return read();
-        }
-        let mut attempt = 1;
-        loop {
-            let answer = self.refresh_packed_refs().and_then(|before| {
-                let answer = read()?;
-                Ok((before, answer))
-            });
-            let settled = match &answer {
-                Ok((before, _)) => packed_refs_stat(&self.repo.refs.packed_refs_path())
-                    .is_ok_and(|after| after == *before),
-                Err(_) => false,
-            };
-            if settled || attempt >= READ_ATTEMPTS {
-                return answer.map(|(_, answer)| answer);
-            }
-            settle(attempt);
-            attempt += 1;
-        }
-    }
-
-    /// Reads and checks one ledger commit of `issue`.
-    ///
-    /// Returns [`Error::Corrupt`] naming the commit when it is not a commit, has more than one
-    /// parent, has a tree other than exactly `lease.json`, or its `lease.json` is invalid, of
-    /// an unknown version, or for another issue.
-    pub fn entry(&self, issue: &str, commit: ObjectId) -> Result<Entry> {
-        let corrupt = |reason: String| Error::Corrupt {
-            issue: issue.to_owned(),
-            commit: commit.to_string(),
-            reason,
-        };
-        let raw = self.raw_entry(commit).map_err(corrupt)?;
-        if raw.parents.len() > 1 {
-            return Err(corrupt(format!(
-                "a ledger commit has at most one parent, this one has {}",
-                raw.parents.len()
-            )));
-        }
-        let bytes = raw.lease_json.map_err(corrupt)?;
-        let lease = lease::decode(&bytes).map_err(|e| corrupt(e.to_string()))?;
-        if lease.issue != issue {
-            return Err(corrupt(format!(
-                "lease.json is for issue {:?}, not {issue:?}",
-                lease.issue
-            )));
-        }
-        Ok(Entry::recorded(commit, raw.parents.first().copied(), lease))
-    }
-
-    /// Decodes the ledger tips `wanted` (issue, tip commit) as [`Store::entry`] does, in order,
-    /// on several threads when there are many: a listing without its cache decodes three
-    /// objects per lease, and that work divides. The first error in `wanted`'s order wins.
-    pub fn entries(&self, wanted: &[(String, ObjectId)]) -> Result<Vec<Entry>> {
-        let threads = std::thread::available_parallelism()
-            .map_or(1, |n| n.get())
-            .min(MAX_DECODE_THREADS);
-        if wanted.len() < PARALLEL_DECODE_MIN || threads < 2 || self.quarantine.is_some() {
-            return wanted
-                .iter()
-                .map(|(issue, tip)| self.entry(issue, *tip))
-                .collect();
-        }
-        let mut parts = wanted.chunks(wanted.len().div_ceil(threads));
-        let first = parts.next().unwrap_or_default();
-        let git_dir = self.repo.git_dir().to_owned();
-        let options = self.repo.open_options().clone();
-        std::thread::scope(|scope| {
-            let others: Vec<_> = parts
-                .map(|part| {
-                    let (git_dir, options) = (git_dir.clone(), options.clone());
-                    scope.spawn(move || -> Result<Vec<Entry>> {
-                        // gix's Repository stays on its thread (built without gix's
-                        // `parallel` feature): each thread opens the repository again.
-                        let repo = gix::open_opts(&git_dir, options).map_err(|e| {
-                            Error::NotARepository {
-                                path: git_dir.clone(),
-                                message: first_line(&format!("{e}")),
-                            }
-                        })?;
-                        let store = Store::from_repo(repo)?;
-                        part.iter()
-                            .map(|(issue, tip)| store.entry(issue, *tip))
-                            .collect()
-                    })
-                })
-                .collect();
-            // One vector for all, filled in order: the threads' parts are moved into it. The
-            // first failure in order is the answer; later parts are still joined.
-            let mut out = Vec::with_capacity(wanted.len());
-            let mut failure = first
-                .iter()
-                .try_for_each(|(issue, tip)| {
-                    out.push(self.entry(issue, *tip)?);
-                    Ok(())
-                })
-                .err();
-            for handle in others {
-                let part = handle
-                    .join()
-                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
-                match part {
-                    Ok(part) if failure.is_none() => out.extend(part),
-                    Ok(_) => {}
-                    Err(e) => failure = failure.or(Some(e)),
-                }
-            }
-            match failure {
-                Some(e) => Err(e),
-                None => Ok(out),
-            }
-        })
-    }
-
-    /// Reads a commit's parents and its `lease.json` bytes without judging them, for
-    /// verification that wants to report every problem by its own rule.
-    pub(crate) fn raw_entry(&self, commit: ObjectId) -> std::result::Result<RawEntry, String> {
-        let (kind, data) = self.find(commit)?;
-        if kind != gix::object::Kind::Commit {
-            return Err(format!("it is a {kind}, not a commit"));
-        }
-        let decoded = gix::objs::CommitRef::from_bytes(&data, self.repo.object_hash())
-            .map_err(|e| format!("cannot decode the commit: {e}"))?;
-        let tree_id = decoded.tree();
-        let parents: Vec<ObjectId> = decoded.parents().collect();
-        let lease_json = self.lease_blob(tree_id);
-        Ok(RawEntry {
-            parents,
-            lease_json,
-        })
-    }
-
-    /// Reads one object's kind and bytes; see [`Store::lookup`].
-    fn find(&self, id: ObjectId) -> std::result::Result<(gix::object::Kind, Vec<u8>), String> {
-        let mut buf = Vec::new();
-        let kind = self.lookup(id, |odb| {
-            Ok(odb.try_find(&id, &mut buf)?.map(|data| data.kind))
-        })?;
-        Ok((kind, buf))
-    }
-
-    /// Reads one object's kind and size without its content (for a loose object, the start
-    /// of its file; for a packed one, its entry's header); see [`Store::lookup`].
-    fn header(&self, id: ObjectId) -> std::result::Result<gix::objs::Header, String> {
-        self.lookup(id, |odb| odb.try_header(&id))
-    }
-
-    /// Looks `id` up with `look`: in the repository's object database, and inside a server
-    /// hook in the push's quarantine too (which gix does not see by itself).
-    ///
-    /// An object that is not found, or that fails to read, is looked up again in an object
-    /// database opened afresh, up to [`READ_ATTEMPTS`] times in all: `git repack -d` and
-    /// `git gc` move objects from loose files into packs and from packs into new ones under
-    /// a reader's feet (the new pack is in place before the old copy goes), and an open
-    /// handle's view of them can lag behind the disk. Only an object that no fresh look finds
-    /// is missing; the last error stands for one that cannot be read.
-    fn lookup<T>(
-        &self,
-        id: ObjectId,
-        mut look: impl FnMut(&dyn Objects) -> std::result::Result<Option<T>, gix::Error>,
-    ) -> std::result::Result<T, String> {
-        let mut failure = None;
-        for attempt in 0..READ_ATTEMPTS {
-            let fresh;
-            let odb: &dyn Objects = if attempt == 0 {
-                &self.repo.objects
-            } else {
-                let store = self.repo.objects.store_ref();
-                match gix::odb::at_opts(
-                    store.path(),
-                    self.object_hash(),
-                    store.replacements(),
-                    Default::default(),
-                ) {
-                    Ok(handle) => {
-                        fresh = handle;
-                        &fresh
-                    }
-                    Err(e) => {
-                        failure = Some(format!("cannot open the object database: {e}"));
-                        continue;
-                    }
-                }
-            };
-            match look(odb) {
-                Ok(Some(found)) => return Ok(found),
-                Ok(None) => {}
-                Err(e) => failure = Some(format!("cannot read object {id}: {e}")),
-            }
-            if attempt == 0 {
-                if let Some(quarantine) = &self.quarantine {
-                    match look(quarantine) {
-                        Ok(Some(found)) => return Ok(found),
-                        Ok(None) => {}
-                        Err(e) => failure = Some(format!("cannot read object {id}: {e}")),
-                    }
-                }
-            }
-        }
-        Err(failure.unwrap_or_else(|| format!("object {id} is missing")))
-    }
-
-    fn lease_blob(&self, tree_id: ObjectId) -> std::result::Result<Vec<u8>, String> {
-        let (kind, data) = self.find(tree_id).map_err(|e| format!("its tree: {e}"))?;
-        if kind != gix::object::Kind::Tree {
-            return Err(format!("its tree {tree_id} is a {kind}"));
-        }
-        let decoded = gix::objs::TreeRef::from_bytes(&data, self.repo.object_hash())
-            .map_err(|e| format!("cannot decode its tree: {e}"))?;
-        let names: Vec<String> = decoded
-            .entries
-            .iter()
-            .map(|e| e.filename.to_str_lossy().into_owned())
-            .collect();
-        let entry = match decoded.entries.as_slice() {
-            [only] if only.filename == LEASE_FILE => only,
-            [] => return Err(format!("its tree has no {LEASE_FILE}")),
-            _ if !names.iter().any(|n| n == LEASE_FILE) => {
-                return Err(format!(
-                    "its tree has no {LEASE_FILE} (it has: {})",
-                    names.join(", ")
-                ))
-            }
-            _ => {
-                return Err(format!(
-                    "its tree must hold only {LEASE_FILE} as a regular file (it has: {})",
-                    names.join(", ")
-                ))
-            }
-        };
-        // Exactly a regular, non-executable file, as this build writes it: not an executable,
-        // a symbolic link, a submodule or a directory, nor git's old group-writable mode.
-        if entry.mode.value() != LEASE_FILE_MODE {
-            let mut octal = [0; 6];
-            return Err(format!(
-                "{LEASE_FILE} must be a regular file (mode 100644), not mode {}",
-                entry.mode.as_bytes(&mut octal)
-            ));
-        }
-        let id = entry.oid.to_owned();
-        // The size is checked from the object's header, before its content is read.
-        let header = self.header(id).map_err(|e| format!("{LEASE_FILE}: {e}"))?;
-        if header.kind != gix::object::Kind::Blob {
-            return Err(format!("{LEASE_FILE} is a {}, not a file", header.kind));
-        }
-        if header.size > lease::MAX_LEASE_JSON_BYTES {
-            return Err(lease::DecodeError::TooLarge(header.size).to_string());
-        }
-        let (kind, data) = self.find(id).map_err(|e| format!("{LEASE_FILE}: {e}"))?;
-        if kind != gix::object::Kind::Blob {
-            return Err(format!("{LEASE_FILE} is a {kind}, not a file"));
-        }
-        Ok(data)
+        self.files_tip_of(name)
     }
 
     /// Returns the current entry of `issue`, if its ref exists.
@@ -687,25 +333,7 @@ impl Store {
             out.sort_by(|a, b| a.0.cmp(&b.0));
             return Ok(out);
         }
-        let mut out = self
-            .read_refs(|| {
-                let platform = self.repo.references()?;
-                let mut out = Vec::new();
-                for r in platform.prefixed(prefix)? {
-                    let r = r?;
-                    let name = r.name().as_bstr().to_str_lossy();
-                    let Some(short) = name.strip_prefix(prefix) else {
-                        continue;
-                    };
-                    if let gix::refs::TargetRef::Object(id) = r.target() {
-                        out.push((short.to_owned(), id.to_owned()));
-                    }
-                }
-                Ok(out)
-            })
-            .map_err(|e| Error::git("cannot list references", e))?;
-        out.sort_by(|a, b| a.0.cmp(&b.0));
-        Ok(out)
+        self.files_refs_under(prefix)
     }
 
     /// Returns every direct ref under `namespace` as `(name without it, target)`, sorted by
@@ -720,80 +348,6 @@ impl Store {
             // Unusual, or failing each time: gix's reader decides, or says what is wrong.
             Ok(None) | Err(_) => self.refs_under(namespace),
         }
-    }
-
-    /// Lists the direct (non-symbolic) refs under `namespace` as `(name without it, target)`,
-    /// sorted by name, loose refs winning over packed ones; `None` to let gix do it, an error
-    /// when a file or directory could not be read.
-    fn refs_fast(
-        &self,
-        namespace: &str,
-    ) -> std::result::Result<Option<Vec<(String, ObjectId)>>, gix::Error> {
-        let refs = &self.repo.refs;
-        if self.ref_format() != "files" || refs.namespace.is_some() || !namespace.ends_with('/') {
-            return Ok(None);
-        }
-        let Ok(prefix) = <&gix::path::RelativePath>::try_from(namespace) else {
-            return Ok(None);
-        };
-        // Loose first: `git pack-refs` writes packed-refs before it deletes the loose files, so
-        // reading in this order never misses a ref that is being packed.
-        let mut loose = Vec::new();
-        for r in refs
-            .loose_iter_prefixed(prefix)
-            .map_err(gix::Error::from_error)?
-        {
-            let r = r?;
-            let name = r.name.as_bstr().to_str_lossy();
-            if let (Some(short), gix::refs::Target::Object(id)) =
-                (name.strip_prefix(namespace), &r.target)
-            {
-                loose.push((short.to_owned(), *id));
-            }
-        }
-        loose.sort_by(|a, b| a.0.cmp(&b.0));
-        let mut packed = Vec::new();
-        if let Some(buffer) = refs.cached_packed_buffer()? {
-            // gix has already stripped the header and sorted the records.
-            let hex_len = self.repo.object_hash().len_in_hex();
-            let mut rest: &[u8] = (**buffer).as_ref();
-            while !rest.is_empty() {
-                let end = rest.find_byte(b'\n').unwrap_or(rest.len());
-                let line = rest[..end].strip_suffix(b"\r").unwrap_or(&rest[..end]);
-                rest = rest.get(end + 1..).unwrap_or_default();
-                if line.first() == Some(&b'^') {
-                    continue; // the peeled target of the ref above
-                }
-                if line.get(hex_len) != Some(&b' ') {
-                    return Ok(None);
-                }
-                let name = &line[hex_len + 1..];
-                match name.strip_prefix(namespace.as_bytes()) {
-                    Some(short) => {
-                        let Ok(id) = ObjectId::from_hex(&line[..hex_len]) else {
-                            return Ok(None);
-                        };
-                        packed.push((short.to_str_lossy().into_owned(), id));
-                    }
-                    None if name > namespace.as_bytes() => break,
-                    None => {}
-                }
-            }
-        }
-        if loose.is_empty() {
-            return Ok(Some(packed));
-        }
-        let mut out = Vec::with_capacity(loose.len() + packed.len());
-        let mut packed = packed.into_iter().peekable();
-        for (name, id) in loose {
-            while let Some(p) = packed.next_if(|p| p.0 < name) {
-                out.push(p);
-            }
-            packed.next_if(|p| p.0 == name);
-            out.push((name, id));
-        }
-        out.extend(packed);
-        Ok(Some(out))
     }
 
     /// Returns the existing ref that `issue` would clash with as file versus directory.
@@ -841,110 +395,6 @@ impl Store {
         }
     }
 
-    /// Returns the ledger of `issue` from `tip` back to its first commit, newest first.
-    pub fn history(&self, issue: &str, tip: Option<ObjectId>) -> Result<Vec<Entry>> {
-        let mut out = Vec::new();
-        let mut next = tip;
-        while let Some(commit) = next {
-            let entry = self.entry(issue, commit)?;
-            next = entry.parent;
-            out.push(entry);
-        }
-        Ok(out)
-    }
-
-    /// Returns the ref path that makes `issue`'s loose ref impossible on disk right now: a
-    /// directory where its file must go (another ledger being created beneath it), or a file
-    /// where one of its directories must go.
-    fn clash_on_disk(&self, issue: &IssueId) -> Option<String> {
-        let root = self.repo.common_dir();
-        if root.join(issue.ref_name()).is_dir() {
-            return Some(format!("{}/ (another ledger beneath it)", issue.ref_name()));
-        }
-        issue
-            .ancestors()
-            .map(|a| format!("{REF_PREFIX}{a}"))
-            .find(|name| root.join(name).is_file())
-    }
-
-    /// Writes the blob, tree and commit recording `lease` on top of `parent`, as loose
-    /// objects, made durable when the configuration asks for it.
-    ///
-    /// The commit is authored by the actor (the holder, or whoever acted) and committed by
-    /// git-lease, both at the event's own time, so a ledger is reproducible from its inputs.
-    pub(crate) fn write(&self, lease: &Lease, parent: Option<ObjectId>) -> Result<ObjectId> {
-        let mut staged = Staged::default();
-        let commit = self.stage(&mut staged, lease, parent)?;
-        self.write_staged(&staged)?;
-        Ok(commit)
-    }
-
-    /// Encodes and hashes the blob, tree and commit of an event into `staged`, without
-    /// writing anything, and returns the commit id.
-    pub(crate) fn stage(
-        &self,
-        staged: &mut Staged,
-        lease: &Lease,
-        parent: Option<ObjectId>,
-    ) -> Result<ObjectId> {
-        let blob = staged.add(self.object_hash(), gix::objs::Kind::Blob, lease.to_json())?;
-        let tree = gix::objs::Tree {
-            entries: vec![gix::objs::tree::Entry {
-                mode: gix::objs::tree::EntryKind::Blob.into(),
-                filename: LEASE_FILE.into(),
-                oid: blob,
-            }],
-        };
-        let tree = staged.add(self.object_hash(), gix::objs::Kind::Tree, encode(&tree)?)?;
-        let time = gix::date::Time::new(lease.at.timestamp(), 0);
-        let actor = lease.actor().unwrap_or("git-lease");
-        let commit = gix::objs::Commit {
-            tree,
-            parents: parent.into_iter().collect(),
-            author: signature(actor, time),
-            committer: gix::actor::Signature {
-                name: "git-lease".into(),
-                email: "git-lease@localhost".into(),
-                time,
-            },
-            encoding: None,
-            message: commit_message(lease).into(),
-            extra_headers: Vec::new(),
-        };
-        staged.add(
-            self.object_hash(),
-            gix::objs::Kind::Commit,
-            encode(&commit)?,
-        )
-    }
-
-    /// Writes `staged` and makes it durable when the configuration asks for it: one event's
-    /// objects as loose objects, more as one pack ([`crate::pack`]), which keeps its `.keep`
-    /// until the next ref update of this store (or the store's end).
-    pub(crate) fn write_staged(&self, staged: &Staged) -> Result<()> {
-        let objects_dir = self.repo.objects.store_ref().path();
-        if staged.objects.len() <= OBJECTS_PER_EVENT {
-            for ((kind, data), id) in staged.objects.iter().zip(&staged.ids) {
-                crate::loose::write(objects_dir, *id, *kind, data, self.fsync.objects)?;
-            }
-            self.auto_gc.note_written(&staged.ids);
-            self.fsync.sync_objects(objects_dir, &staged.ids)?;
-            return Ok(());
-        }
-        // An earlier attempt's pack is garbage now (or the very same pack, which keeps its
-        // own `.keep` again below).
-        self.kept_pack.borrow_mut().take();
-        let pack = crate::pack::write(objects_dir, self.object_hash(), &staged.objects)?;
-        self.fsync.sync_pack(&pack.pack, &pack.index)?;
-        self.auto_gc.note_pack_written();
-        *self.kept_pack.borrow_mut() = Some(pack);
-        Ok(())
-    }
-
-    fn object_hash(&self) -> gix::hash::Kind {
-        self.repo.object_hash()
-    }
-
     /// Moves `refs/leases/<issue>` from `expected` (absent when `None`) to `new`, atomically.
     ///
     /// Returns [`Swap::Lost`] when the ref was not at `expected`. A lock held by another
@@ -976,100 +426,7 @@ impl Store {
                 Err(failure) => self.failed_git_swap(failure, &name),
             };
         }
-        if self.writes_reflog(issue) || self.repo.refs.namespace.is_some() {
-            return self.swap_many(&edit, log_message);
-        }
-        let swapped = match self.swap_loose(issue, new, expected)? {
-            Ok(swapped) => swapped,
-            Err(err) => return self.failed_swap(&edit, err),
-        };
-        if swapped == Swap::Done {
-            self.after_swap(&edit)?;
-        }
-        Ok(swapped)
-    }
-
-    /// Returns true if moving `issue`'s ref writes a reflog entry: with
-    /// `core.logAllRefUpdates=always`, or when its reflog exists (git appends to it).
-    fn writes_reflog(&self, issue: &IssueId) -> bool {
-        self.repo.refs.write_reflog == gix::refs::store::WriteReflog::Always
-            || self
-                .repo
-                .common_dir()
-                .join("logs")
-                .join(issue.ref_name())
-                .exists()
-    }
-
-    /// The compare-and-swap of one lease ref, done the way git's files backend does it: lock
-    /// the loose ref, read its value under the lock (the loose file, else `packed-refs`),
-    /// compare, write the lock file and rename it over the ref.
-    ///
-    /// A gix transaction also locks `packed-refs` and reads it again for every update: one
-    /// more file created and deleted per claim, a re-read of `packed-refs` that grows with
-    /// the number of leases, and one lock that every claim in the repository contends for.
-    /// git does without, because everything that changes a ref, `git pack-refs` included,
-    /// holds the ref's own lock first; so does this.
-    fn swap_loose(
-        &self,
-        issue: &IssueId,
-        new: ObjectId,
-        expected: Option<ObjectId>,
-    ) -> Result<std::result::Result<Swap, gix::Error>> {
-        use std::io::Write;
-        let common = self.repo.common_dir();
-        let path = common.join(issue.ref_name());
-        let fail = gix::lock::acquire::Fail::AfterDurationWithBackoff(self.lock_wait);
-        let mut lock = match gix::lock::File::acquire_to_update_resource(
-            &path,
-            fail,
-            Some(common.join("refs")),
-            0,
-        ) {
-            Ok(lock) => lock,
-            Err(err) => return Ok(Err(err)),
-        };
-        // Under the lock, as git does: a ref only in packed-refs is read from the file on
-        // disk now, and a new ref must not clash with one packed meanwhile.
-        if !path.exists() {
-            if let Err(err) = self.refresh_packed_refs() {
-                return Ok(Err(err));
-            }
-        }
-        if expected.is_none() {
-            if let Some(existing) = self.clash(issue)? {
-                return Err(Error::RefClash {
-                    issue: issue.to_string(),
-                    existing,
-                });
-            }
-        }
-        let current = self.tip_of(&issue.ref_name())?;
-        if current == Some(new) {
-            return Ok(Ok(Swap::Done));
-        }
-        if current != expected {
-            return Ok(Ok(Swap::Lost));
-        }
-        if let Err(err) = lock.write_all(format!("{new}\n").as_bytes()) {
-            return Ok(Err(gix::Error::from_error(err)));
-        }
-        Ok(match lock.commit() {
-            Ok(_) => Ok(Swap::Done),
-            // An empty directory where the ref goes (left by refs that were beneath it) is
-            // cleared, as git does; a directory with refs in it is a clash.
-            Err(err) if path.is_dir() => {
-                match gix::lock::tempfile::remove_dir::empty_depth_first(path.clone()) {
-                    Ok(()) => err
-                        .instance
-                        .commit()
-                        .map(|_| Swap::Done)
-                        .map_err(|e| gix::Error::from_error(e.error)),
-                    Err(_) => Err(gix::Error::from_error(err.error)),
-                }
-            }
-            Err(err) => Err(gix::Error::from_error(err.error)),
-        })
+        self.files_swap(issue, new, expected, log_message)
     }
 
     /// Moves several lease refs in one transaction: all are locked and checked first, and
@@ -1094,61 +451,7 @@ impl Store {
                 Err(failure) => self.failed_git_swap(failure, &names[0]),
             };
         }
-        let ref_edits: Vec<RefEdit> = edits
-            .iter()
-            .map(|(issue, new, expected)| RefEdit {
-                change: Change::Update {
-                    log: LogChange {
-                        mode: RefLog::AndReference,
-                        force_create_reflog: false,
-                        message: log_message.into(),
-                    },
-                    expected: match expected {
-                        Some(old) => PreviousValue::MustExistAndMatch(Target::Object(*old)),
-                        None => PreviousValue::MustNotExist,
-                    },
-                    new: Target::Object(*new),
-                },
-                name: issue.full_name(),
-                deref: false,
-            })
-            .collect();
-        let fail = gix::lock::acquire::Fail::AfterDurationWithBackoff(self.lock_wait);
-        let committer = reflog_committer();
-        let mut time_buf = Default::default();
-        let prepared = self.repo.refs.transaction().prepare(ref_edits, fail, fail);
-        let result = prepared.and_then(|t| t.commit(Some(committer.to_ref(&mut time_buf))));
-        match result {
-            Ok(_) => {
-                self.after_swap(edits)?;
-                Ok(Swap::Done)
-            }
-            Err(err) => self.failed_swap(edits, err),
-        }
-    }
-
-    /// Makes gix read `packed-refs` again if the file changed since this store last made
-    /// sure of it, and returns what the file was then (`None`: absent). gix reloads it only
-    /// when its modification time is newer, which a rewrite within the same clock tick (or
-    /// with an older time) does not show; git compares the file's identity, size and times,
-    /// and so does this. The file is looked at before it is read, so a rewrite in between
-    /// only makes the next call read it once more.
-    pub(crate) fn refresh_packed_refs(
-        &self,
-    ) -> std::result::Result<Option<PackedRefsStat>, gix::Error> {
-        if let RefDb::Git(_) = self.refdb {
-            return Ok(None);
-        }
-        let now =
-            packed_refs_stat(&self.repo.refs.packed_refs_path()).map_err(gix::Error::from_error)?;
-        if self.packed_refs_seen.get() == Some(now) {
-            return Ok(now);
-        }
-        if now.is_some() {
-            self.repo.refs.force_refresh_packed_buffer()?;
-        }
-        self.packed_refs_seen.set(Some(now));
-        Ok(now)
+        self.files_swap_many(edits, log_message)
     }
 
     /// What follows a successful swap: see [`Store::after_ref_update`].
@@ -1171,83 +474,6 @@ impl Store {
         self.auto_gc
             .after_write(self.repo.git_dir(), self.repo.objects.store_ref().path());
         Ok(())
-    }
-
-    /// Turns the error of a swap into its answer: a lost race, a lock held too long, a ref
-    /// clash, or a git error.
-    fn failed_swap(
-        &self,
-        edits: &[(IssueId, ObjectId, Option<ObjectId>)],
-        err: gix::Error,
-    ) -> Result<Swap> {
-        if err
-            .downcast_any_ref::<gix::refs::file::transaction::prepare::ReferenceOutOfDate>()
-            .is_some()
-            || err
-                .downcast_any_ref::<gix::refs::file::transaction::prepare::MustNotExist>()
-                .is_some()
-            || err.classify().is_conflict()
-        {
-            return Ok(Swap::Lost);
-        }
-        // A directory made for a ref's lock was removed before the lock file went in: a
-        // concurrent writer of a ref with the directory's name clears an empty directory out
-        // of its way, as git does, and so do `git pack-refs --prune` and a lock dropped
-        // without a commit. Decide again, as git retries: by then the way is clear, or the
-        // clash is there to see.
-        if err
-            .downcast_any_ref::<std::io::Error>()
-            .is_some_and(|e| e.kind() == std::io::ErrorKind::NotFound)
-        {
-            return Ok(Swap::Lost);
-        }
-        if err.classify().is_retryable() {
-            let common = self.repo.common_dir();
-            return Err(Error::Locked {
-                path: self.held_lock(edits.iter().map(|(i, _, _)| common.join(i.ref_name()))),
-                waited_ms: self.lock_wait.as_millis(),
-            });
-        }
-        // A ref created meanwhile by another process as a file where this one needs a
-        // directory (or the reverse) fails late, as an I/O error: name the clash.
-        for (issue, _, expected) in edits {
-            if expected.is_none() {
-                if let Some(existing) = self.clash(issue)?.or_else(|| self.clash_on_disk(issue)) {
-                    return Err(Error::RefClash {
-                        issue: issue.to_string(),
-                        existing,
-                    });
-                }
-            }
-        }
-        Err(Error::git(
-            format!("cannot update {}", edits[0].0.ref_name()),
-            err,
-        ))
-    }
-
-    /// Returns the lock file that kept a ref update of the files `refs` (paths of the refs
-    /// themselves) from going through: the first of their locks that exists, else
-    /// `packed-refs.lock` if it exists (a multi-ref transaction also locks `packed-refs`),
-    /// else the first ref's lock. Locks this process held are gone by then, so a lock found
-    /// is someone else's.
-    fn held_lock(&self, refs: impl IntoIterator<Item = PathBuf>) -> PathBuf {
-        let locks: Vec<PathBuf> = refs
-            .into_iter()
-            .map(|r| {
-                let mut lock = r.into_os_string();
-                lock.push(".lock");
-                PathBuf::from(lock)
-            })
-            .collect();
-        let packed = self.repo.common_dir().join("packed-refs.lock");
-        locks
-            .iter()
-            .chain(std::iter::once(&packed))
-            .find(|lock| lock.exists())
-            .or(locks.first())
-            .cloned()
-            .unwrap_or(packed)
     }
 
     /// Turns the failure of a transaction through git into its answer, as
@@ -1311,28 +537,7 @@ impl Store {
             self.after_ref_update(names())?;
             return first_error.map_or(Ok(()), Err);
         }
-        let edits = moves
-            .iter()
-            .map(|(name, new, expected)| {
-                let expected = match expected {
-                    Some(old) => PreviousValue::MustExistAndMatch(Target::Object(*old)),
-                    None => PreviousValue::MustNotExist,
-                };
-                bookkeeping_edit(name, *new, expected, log_message)
-            })
-            .collect::<Result<Vec<_>>>()?;
-        let names = || moves.iter().map(|(name, _, _)| name.as_str());
-        if moves.len() > 1 && self.commit_bookkeeping(edits.clone(), names()).is_ok() {
-            return self.after_ref_update(names());
-        }
-        let mut first_error = None;
-        for (edit, (name, _, _)) in edits.into_iter().zip(moves) {
-            if let Err(e) = self.commit_bookkeeping(vec![edit], [name.as_str()]) {
-                first_error.get_or_insert(e);
-            }
-        }
-        self.after_ref_update(names())?;
-        first_error.map_or(Ok(()), Err)
+        self.files_move_refs(moves, log_message)
     }
 
     /// Sets a ref to `new` unconditionally; for mirror bookkeeping refs, never ledger refs.
@@ -1342,9 +547,7 @@ impl Store {
                 .map_err(|failure| self.bookkeeping_failure(failure, name))?;
             return self.after_ref_update([name]);
         }
-        let edit = bookkeeping_edit(name, new, PreviousValue::Any, log_message)?;
-        self.commit_bookkeeping(vec![edit], [name])?;
-        self.after_ref_update([name])
+        self.files_set_ref(name, new, log_message)
     }
 
     /// Turns the failure of a bookkeeping update through git into an error, as
@@ -1370,136 +573,10 @@ impl Store {
             Failure::Git(other) => other,
         }
     }
-
-    /// Commits `edits` of bookkeeping refs `names` in one gix transaction, logging git-lease
-    /// as the committer where git would write a reflog.
-    fn commit_bookkeeping<'a>(
-        &self,
-        edits: Vec<RefEdit>,
-        names: impl IntoIterator<Item = &'a str> + Clone,
-    ) -> Result<()> {
-        let fail = gix::lock::acquire::Fail::AfterDurationWithBackoff(self.lock_wait);
-        let committer = reflog_committer();
-        let mut time_buf = Default::default();
-        self.repo
-            .refs
-            .transaction()
-            .prepare(edits, fail, fail)
-            .and_then(|t| t.commit(Some(committer.to_ref(&mut time_buf))))
-            .map(|_| ())
-            .map_err(|e| {
-                let common = self.repo.common_dir();
-                if e.classify().is_retryable() {
-                    Error::Locked {
-                        path: self.held_lock(names.clone().into_iter().map(|n| common.join(n))),
-                        waited_ms: self.lock_wait.as_millis(),
-                    }
-                } else {
-                    let shown: Vec<&str> = names.into_iter().collect();
-                    Error::git(format!("cannot update {}", shown.join(", ")), e)
-                }
-            })
-    }
-}
-
-/// A change of the bookkeeping ref `name` to `new`, expecting `expected`, logged with
-/// `log_message` where git would write a reflog.
-fn bookkeeping_edit(
-    name: &str,
-    new: ObjectId,
-    expected: PreviousValue,
-    log_message: &str,
-) -> Result<RefEdit> {
-    let full = gix::refs::FullName::try_from(name)
-        .map_err(|e| Error::InvalidInput(format!("invalid ref name {name:?}: {e}")))?;
-    Ok(RefEdit {
-        change: Change::Update {
-            log: LogChange {
-                mode: RefLog::AndReference,
-                force_create_reflog: false,
-                message: log_message.into(),
-            },
-            expected,
-            new: Target::Object(new),
-        },
-        name: full,
-        deref: false,
-    })
-}
-
-/// A commit's parents and its `lease.json` bytes (or why it has none), undecoded.
-pub(crate) struct RawEntry {
-    pub parents: Vec<ObjectId>,
-    pub lease_json: std::result::Result<Vec<u8>, String>,
-}
-
-/// The identity of the reflog entries git-lease writes (when `core.logAllRefUpdates=always`,
-/// or a ref's reflog exists), for ledger refs and bookkeeping refs alike: git-lease, as in
-/// the committer of every ledger commit, so that an update never depends on a configured
-/// user (which a server or a CI runner often lacks) and never fails after a remote accepted
-/// it. The time is now, in UTC: finding the local zone scans the whole time zone database,
-/// which cost more than the rest of an acquire.
-fn reflog_committer() -> gix::actor::Signature {
-    gix::actor::Signature {
-        name: "git-lease".into(),
-        email: "git-lease@localhost".into(),
-        time: gix::date::Time::new(
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(0)),
-            0,
-        ),
-    }
-}
-
-fn signature(actor: &str, time: gix::date::Time) -> gix::actor::Signature {
-    // A holder is free text; keep the signature well-formed for every git reader.
-    let clean: String = actor
-        .chars()
-        .filter(|c| !matches!(c, '<' | '>' | '\n' | '\r' | '\0'))
-        .collect();
-    let email = if clean.contains('@') {
-        clean.clone()
-    } else {
-        String::new()
-    };
-    gix::actor::Signature {
-        name: clean.into(),
-        email: email.into(),
-        time,
-    }
-}
-
-/// Returns the commit message of a ledger commit: one line that `git log --oneline` makes
-/// readable. The state itself lives only in `lease.json`.
-fn commit_message(lease: &Lease) -> String {
-    let who = lease
-        .holder
-        .as_deref()
-        .or(lease.previous_holder.as_deref())
-        .unwrap_or("nobody");
-    let until = match lease.expires_at {
-        Some(t) if lease.holder.is_some() => format!(" until {}", crate::time::format_instant(t)),
-        None if lease.holder.is_some() => " (open-ended)".into(),
-        _ => String::new(),
-    };
-    format!(
-        "{} {}: {} token {}{}\n",
-        lease.event, lease.issue, who, lease.token, until
-    )
-}
-
-/// Serialises a tree or commit the way git hashes it.
-fn encode(object: &dyn gix::objs::WriteTo) -> Result<Vec<u8>> {
-    let mut out = Vec::new();
-    object
-        .write_to(&mut out)
-        .map_err(|e| Error::git("cannot encode a ledger object", e))?;
-    Ok(out)
 }
 
 /// The error of a lease ref that is symbolic (to `to`), which no ledger can be.
-fn symbolic(name: &str, to: &str) -> Error {
+pub(super) fn symbolic(name: &str, to: &str) -> Error {
     Error::Corrupt {
         issue: name.trim_start_matches(REF_PREFIX).to_owned(),
         commit: format!("(symbolic ref to {to})"),
@@ -1507,6 +584,6 @@ fn symbolic(name: &str, to: &str) -> Error {
     }
 }
 
-fn first_line(text: &str) -> String {
+pub(super) fn first_line(text: &str) -> String {
     text.lines().next().unwrap_or_default().to_owned()
 }

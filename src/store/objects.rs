@@ -1,0 +1,435 @@
+//! Ledger commits as objects: reading and checking them (a commit, its one-entry tree and
+//! its `lease.json`, each looked up again in a fresh object database when packing moved it),
+//! decoding many on threads, and encoding an event's blob, tree and commit to be written as
+//! loose objects or, for many, as one pack.
+
+use gix::bstr::ByteSlice;
+use gix::ObjectId;
+
+use super::{first_line, Entry, Store, READ_ATTEMPTS};
+use crate::error::{Error, Result};
+use crate::lease::{self, Lease, LEASE_FILE};
+
+impl Store {
+    /// Reads and checks one ledger commit of `issue`.
+    ///
+    /// Returns [`Error::Corrupt`] naming the commit when it is not a commit, has more than one
+    /// parent, has a tree other than exactly `lease.json`, or its `lease.json` is invalid, of
+    /// an unknown version, or for another issue.
+    pub fn entry(&self, issue: &str, commit: ObjectId) -> Result<Entry> {
+        let corrupt = |reason: String| Error::Corrupt {
+            issue: issue.to_owned(),
+            commit: commit.to_string(),
+            reason,
+        };
+        let raw = self.raw_entry(commit).map_err(corrupt)?;
+        if raw.parents.len() > 1 {
+            return Err(corrupt(format!(
+                "a ledger commit has at most one parent, this one has {}",
+                raw.parents.len()
+            )));
+        }
+        let bytes = raw.lease_json.map_err(corrupt)?;
+        let lease = lease::decode(&bytes).map_err(|e| corrupt(e.to_string()))?;
+        if lease.issue != issue {
+            return Err(corrupt(format!(
+                "lease.json is for issue {:?}, not {issue:?}",
+                lease.issue
+            )));
+        }
+        Ok(Entry::recorded(commit, raw.parents.first().copied(), lease))
+    }
+
+    /// Decodes the ledger tips `wanted` (issue, tip commit) as [`Store::entry`] does, in order,
+    /// on several threads when there are many: a listing without its cache decodes three
+    /// objects per lease, and that work divides. The first error in `wanted`'s order wins.
+    pub fn entries(&self, wanted: &[(String, ObjectId)]) -> Result<Vec<Entry>> {
+        let threads = std::thread::available_parallelism()
+            .map_or(1, |n| n.get())
+            .min(MAX_DECODE_THREADS);
+        if wanted.len() < PARALLEL_DECODE_MIN || threads < 2 || self.quarantine.is_some() {
+            return wanted
+                .iter()
+                .map(|(issue, tip)| self.entry(issue, *tip))
+                .collect();
+        }
+        let mut parts = wanted.chunks(wanted.len().div_ceil(threads));
+        let first = parts.next().unwrap_or_default();
+        let git_dir = self.repo.git_dir().to_owned();
+        let options = self.repo.open_options().clone();
+        std::thread::scope(|scope| {
+            let others: Vec<_> = parts
+                .map(|part| {
+                    let (git_dir, options) = (git_dir.clone(), options.clone());
+                    scope.spawn(move || -> Result<Vec<Entry>> {
+                        // gix's Repository stays on its thread (built without gix's
+                        // `parallel` feature): each thread opens the repository again.
+                        let repo = gix::open_opts(&git_dir, options).map_err(|e| {
+                            Error::NotARepository {
+                                path: git_dir.clone(),
+                                message: first_line(&format!("{e}")),
+                            }
+                        })?;
+                        let store = Store::from_repo(repo)?;
+                        part.iter()
+                            .map(|(issue, tip)| store.entry(issue, *tip))
+                            .collect()
+                    })
+                })
+                .collect();
+            // One vector for all, filled in order: the threads' parts are moved into it. The
+            // first failure in order is the answer; later parts are still joined.
+            let mut out = Vec::with_capacity(wanted.len());
+            let mut failure = first
+                .iter()
+                .try_for_each(|(issue, tip)| {
+                    out.push(self.entry(issue, *tip)?);
+                    Ok(())
+                })
+                .err();
+            for handle in others {
+                let part = handle
+                    .join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+                match part {
+                    Ok(part) if failure.is_none() => out.extend(part),
+                    Ok(_) => {}
+                    Err(e) => failure = failure.or(Some(e)),
+                }
+            }
+            match failure {
+                Some(e) => Err(e),
+                None => Ok(out),
+            }
+        })
+    }
+
+    /// Reads a commit's parents and its `lease.json` bytes without judging them, for
+    /// verification that wants to report every problem by its own rule.
+    pub(crate) fn raw_entry(&self, commit: ObjectId) -> std::result::Result<RawEntry, String> {
+        let (kind, data) = self.find(commit)?;
+        if kind != gix::object::Kind::Commit {
+            return Err(format!("it is a {kind}, not a commit"));
+        }
+        let decoded = gix::objs::CommitRef::from_bytes(&data, self.repo.object_hash())
+            .map_err(|e| format!("cannot decode the commit: {e}"))?;
+        let tree_id = decoded.tree();
+        let parents: Vec<ObjectId> = decoded.parents().collect();
+        let lease_json = self.lease_blob(tree_id);
+        Ok(RawEntry {
+            parents,
+            lease_json,
+        })
+    }
+
+    /// Reads one object's kind and bytes; see [`Store::lookup`].
+    fn find(&self, id: ObjectId) -> std::result::Result<(gix::object::Kind, Vec<u8>), String> {
+        let mut buf = Vec::new();
+        let kind = self.lookup(id, |odb| {
+            Ok(odb.try_find(&id, &mut buf)?.map(|data| data.kind))
+        })?;
+        Ok((kind, buf))
+    }
+
+    /// Reads one object's kind and size without its content (for a loose object, the start
+    /// of its file; for a packed one, its entry's header); see [`Store::lookup`].
+    fn header(&self, id: ObjectId) -> std::result::Result<gix::objs::Header, String> {
+        self.lookup(id, |odb| odb.try_header(&id))
+    }
+
+    /// Looks `id` up with `look`: in the repository's object database, and inside a server
+    /// hook in the push's quarantine too (which gix does not see by itself).
+    ///
+    /// An object that is not found, or that fails to read, is looked up again in an object
+    /// database opened afresh, up to [`READ_ATTEMPTS`] times in all: `git repack -d` and
+    /// `git gc` move objects from loose files into packs and from packs into new ones under
+    /// a reader's feet (the new pack is in place before the old copy goes), and an open
+    /// handle's view of them can lag behind the disk. Only an object that no fresh look finds
+    /// is missing; the last error stands for one that cannot be read.
+    fn lookup<T>(
+        &self,
+        id: ObjectId,
+        mut look: impl FnMut(&dyn Objects) -> std::result::Result<Option<T>, gix::Error>,
+    ) -> std::result::Result<T, String> {
+        let mut failure = None;
+        for attempt in 0..READ_ATTEMPTS {
+            let fresh;
+            let odb: &dyn Objects = if attempt == 0 {
+                &self.repo.objects
+            } else {
+                let store = self.repo.objects.store_ref();
+                match gix::odb::at_opts(
+                    store.path(),
+                    self.object_hash(),
+                    store.replacements(),
+                    Default::default(),
+                ) {
+                    Ok(handle) => {
+                        fresh = handle;
+                        &fresh
+                    }
+                    Err(e) => {
+                        failure = Some(format!("cannot open the object database: {e}"));
+                        continue;
+                    }
+                }
+            };
+            match look(odb) {
+                Ok(Some(found)) => return Ok(found),
+                Ok(None) => {}
+                Err(e) => failure = Some(format!("cannot read object {id}: {e}")),
+            }
+            if attempt == 0 {
+                if let Some(quarantine) = &self.quarantine {
+                    match look(quarantine) {
+                        Ok(Some(found)) => return Ok(found),
+                        Ok(None) => {}
+                        Err(e) => failure = Some(format!("cannot read object {id}: {e}")),
+                    }
+                }
+            }
+        }
+        Err(failure.unwrap_or_else(|| format!("object {id} is missing")))
+    }
+
+    fn lease_blob(&self, tree_id: ObjectId) -> std::result::Result<Vec<u8>, String> {
+        let (kind, data) = self.find(tree_id).map_err(|e| format!("its tree: {e}"))?;
+        if kind != gix::object::Kind::Tree {
+            return Err(format!("its tree {tree_id} is a {kind}"));
+        }
+        let decoded = gix::objs::TreeRef::from_bytes(&data, self.repo.object_hash())
+            .map_err(|e| format!("cannot decode its tree: {e}"))?;
+        let names: Vec<String> = decoded
+            .entries
+            .iter()
+            .map(|e| e.filename.to_str_lossy().into_owned())
+            .collect();
+        let entry = match decoded.entries.as_slice() {
+            [only] if only.filename == LEASE_FILE => only,
+            [] => return Err(format!("its tree has no {LEASE_FILE}")),
+            _ if !names.iter().any(|n| n == LEASE_FILE) => {
+                return Err(format!(
+                    "its tree has no {LEASE_FILE} (it has: {})",
+                    names.join(", ")
+                ))
+            }
+            _ => {
+                return Err(format!(
+                    "its tree must hold only {LEASE_FILE} as a regular file (it has: {})",
+                    names.join(", ")
+                ))
+            }
+        };
+        // Exactly a regular, non-executable file, as this build writes it: not an executable,
+        // a symbolic link, a submodule or a directory, nor git's old group-writable mode.
+        if entry.mode.value() != LEASE_FILE_MODE {
+            let mut octal = [0; 6];
+            return Err(format!(
+                "{LEASE_FILE} must be a regular file (mode 100644), not mode {}",
+                entry.mode.as_bytes(&mut octal)
+            ));
+        }
+        let id = entry.oid.to_owned();
+        // The size is checked from the object's header, before its content is read.
+        let header = self.header(id).map_err(|e| format!("{LEASE_FILE}: {e}"))?;
+        if header.kind != gix::object::Kind::Blob {
+            return Err(format!("{LEASE_FILE} is a {}, not a file", header.kind));
+        }
+        if header.size > lease::MAX_LEASE_JSON_BYTES {
+            return Err(lease::DecodeError::TooLarge(header.size).to_string());
+        }
+        let (kind, data) = self.find(id).map_err(|e| format!("{LEASE_FILE}: {e}"))?;
+        if kind != gix::object::Kind::Blob {
+            return Err(format!("{LEASE_FILE} is a {kind}, not a file"));
+        }
+        Ok(data)
+    }
+
+    /// Returns the ledger of `issue` from `tip` back to its first commit, newest first.
+    pub fn history(&self, issue: &str, tip: Option<ObjectId>) -> Result<Vec<Entry>> {
+        let mut out = Vec::new();
+        let mut next = tip;
+        while let Some(commit) = next {
+            let entry = self.entry(issue, commit)?;
+            next = entry.parent;
+            out.push(entry);
+        }
+        Ok(out)
+    }
+
+    /// Writes the blob, tree and commit recording `lease` on top of `parent`, as loose
+    /// objects, made durable when the configuration asks for it.
+    ///
+    /// The commit is authored by the actor (the holder, or whoever acted) and committed by
+    /// git-lease, both at the event's own time, so a ledger is reproducible from its inputs.
+    pub(crate) fn write(&self, lease: &Lease, parent: Option<ObjectId>) -> Result<ObjectId> {
+        let mut staged = Staged::default();
+        let commit = self.stage(&mut staged, lease, parent)?;
+        self.write_staged(&staged)?;
+        Ok(commit)
+    }
+
+    /// Encodes and hashes the blob, tree and commit of an event into `staged`, without
+    /// writing anything, and returns the commit id.
+    pub(crate) fn stage(
+        &self,
+        staged: &mut Staged,
+        lease: &Lease,
+        parent: Option<ObjectId>,
+    ) -> Result<ObjectId> {
+        let blob = staged.add(self.object_hash(), gix::objs::Kind::Blob, lease.to_json())?;
+        let tree = gix::objs::Tree {
+            entries: vec![gix::objs::tree::Entry {
+                mode: gix::objs::tree::EntryKind::Blob.into(),
+                filename: LEASE_FILE.into(),
+                oid: blob,
+            }],
+        };
+        let tree = staged.add(self.object_hash(), gix::objs::Kind::Tree, encode(&tree)?)?;
+        let time = gix::date::Time::new(lease.at.timestamp(), 0);
+        let actor = lease.actor().unwrap_or("git-lease");
+        let commit = gix::objs::Commit {
+            tree,
+            parents: parent.into_iter().collect(),
+            author: signature(actor, time),
+            committer: gix::actor::Signature {
+                name: "git-lease".into(),
+                email: "git-lease@localhost".into(),
+                time,
+            },
+            encoding: None,
+            message: commit_message(lease).into(),
+            extra_headers: Vec::new(),
+        };
+        staged.add(
+            self.object_hash(),
+            gix::objs::Kind::Commit,
+            encode(&commit)?,
+        )
+    }
+
+    /// Writes `staged` and makes it durable when the configuration asks for it: one event's
+    /// objects as loose objects, more as one pack ([`crate::pack`]), which keeps its `.keep`
+    /// until the next ref update of this store (or the store's end).
+    pub(crate) fn write_staged(&self, staged: &Staged) -> Result<()> {
+        let objects_dir = self.repo.objects.store_ref().path();
+        if staged.objects.len() <= OBJECTS_PER_EVENT {
+            for ((kind, data), id) in staged.objects.iter().zip(&staged.ids) {
+                crate::loose::write(objects_dir, *id, *kind, data, self.fsync.objects)?;
+            }
+            self.auto_gc.note_written(&staged.ids);
+            self.fsync.sync_objects(objects_dir, &staged.ids)?;
+            return Ok(());
+        }
+        // An earlier attempt's pack is garbage now (or the very same pack, which keeps its
+        // own `.keep` again below).
+        self.kept_pack.borrow_mut().take();
+        let pack = crate::pack::write(objects_dir, self.object_hash(), &staged.objects)?;
+        self.fsync.sync_pack(&pack.pack, &pack.index)?;
+        self.auto_gc.note_pack_written();
+        *self.kept_pack.borrow_mut() = Some(pack);
+        Ok(())
+    }
+
+    fn object_hash(&self) -> gix::hash::Kind {
+        self.repo.object_hash()
+    }
+}
+
+/// The objects of one event: blob, tree and commit.
+const OBJECTS_PER_EVENT: usize = 3;
+
+/// Ledger objects encoded and hashed but not yet written: [`Store::stage`] adds an event's,
+/// [`Store::write_staged`] writes them all at once.
+#[derive(Debug, Default)]
+pub(crate) struct Staged {
+    objects: Vec<(gix::objs::Kind, Vec<u8>)>,
+    ids: Vec<ObjectId>,
+    seen: std::collections::HashSet<ObjectId>,
+}
+
+impl Staged {
+    /// Adds an object unless it is already staged, and returns its id.
+    fn add(
+        &mut self,
+        hash: gix::hash::Kind,
+        kind: gix::objs::Kind,
+        data: Vec<u8>,
+    ) -> Result<ObjectId> {
+        let id = gix::objs::compute_hash(hash, kind, &data).map_err(|e| Error::Git {
+            context: format!("cannot hash a ledger {kind}"),
+            message: e.to_string(),
+        })?;
+        if self.seen.insert(id) {
+            self.objects.push((kind, data));
+            self.ids.push(id);
+        }
+        Ok(id)
+    }
+}
+
+/// A commit's parents and its `lease.json` bytes (or why it has none), undecoded.
+pub(crate) struct RawEntry {
+    pub parents: Vec<ObjectId>,
+    pub lease_json: std::result::Result<Vec<u8>, String>,
+}
+
+/// The reads [`Store::lookup`] makes, by any handle of an object database.
+trait Objects: gix::objs::Find + gix::objs::FindHeader {}
+
+impl<T: gix::objs::Find + gix::objs::FindHeader> Objects for T {}
+
+/// The one mode `lease.json` may have in a ledger tree: a regular, non-executable file.
+const LEASE_FILE_MODE: u16 = 0o100644;
+
+/// Below this many ledgers to decode, [`Store::entries`] stays on one thread.
+const PARALLEL_DECODE_MIN: usize = 1024;
+
+/// The most threads [`Store::entries`] decodes on.
+const MAX_DECODE_THREADS: usize = 8;
+
+fn signature(actor: &str, time: gix::date::Time) -> gix::actor::Signature {
+    // A holder is free text; keep the signature well-formed for every git reader.
+    let clean: String = actor
+        .chars()
+        .filter(|c| !matches!(c, '<' | '>' | '\n' | '\r' | '\0'))
+        .collect();
+    let email = if clean.contains('@') {
+        clean.clone()
+    } else {
+        String::new()
+    };
+    gix::actor::Signature {
+        name: clean.into(),
+        email: email.into(),
+        time,
+    }
+}
+
+/// Returns the commit message of a ledger commit: one line that `git log --oneline` makes
+/// readable. The state itself lives only in `lease.json`.
+fn commit_message(lease: &Lease) -> String {
+    let who = lease
+        .holder
+        .as_deref()
+        .or(lease.previous_holder.as_deref())
+        .unwrap_or("nobody");
+    let until = match lease.expires_at {
+        Some(t) if lease.holder.is_some() => format!(" until {}", crate::time::format_instant(t)),
+        None if lease.holder.is_some() => " (open-ended)".into(),
+        _ => String::new(),
+    };
+    format!(
+        "{} {}: {} token {}{}\n",
+        lease.event, lease.issue, who, lease.token, until
+    )
+}
+
+/// Serialises a tree or commit the way git hashes it.
+fn encode(object: &dyn gix::objs::WriteTo) -> Result<Vec<u8>> {
+    let mut out = Vec::new();
+    object
+        .write_to(&mut out)
+        .map_err(|e| Error::git("cannot encode a ledger object", e))?;
+    Ok(out)
+}
