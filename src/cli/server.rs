@@ -5,6 +5,7 @@ use std::io::{BufRead, Write};
 use std::path::Path;
 use std::process::Stdio;
 
+use git_lease::backend::Backend;
 use git_lease::hook::{self, Policy, RefUpdate};
 use git_lease::remote::{hook_verdict, redact_url, redact_urls, HookVerdict, Remote};
 use git_lease::{Error, IssueId};

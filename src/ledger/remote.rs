@@ -21,15 +21,18 @@
 use std::process::Command;
 use std::time::Duration;
 
+use chrono::{DateTime, Utc};
 use gix::ObjectId;
 
+use crate::any::AnyReport;
+use crate::backend::{Backend, Listing, Tips};
 use crate::cas::{self, Attempt};
 use crate::error::{Error, Result};
 use crate::issue::{IssueId, REF_PREFIX};
 use crate::lease::Lease;
 use crate::ledger::{resolve_among, Ledger, Report};
 use crate::liveness::Current;
-use crate::rules::Transition;
+use crate::rules::{Claim, Transition};
 use crate::step::{Judgement, Rule};
 use crate::store::Entry;
 use crate::verify;
@@ -516,155 +519,6 @@ impl<'a> Remote<'a> {
             .transpose()
     }
 
-    /// Fetches `issue` and returns its newest entry on the remote.
-    pub fn current(&self, issue: &IssueId) -> Result<Option<Entry>> {
-        match self.fetch_one(issue)? {
-            None => Ok(None),
-            Some(tip) => Ok(Some(
-                self.ledger
-                    .observe(self.ledger.store().entry(issue.as_str(), tip)?),
-            )),
-        }
-    }
-
-    /// Fetches all leases and returns the newest entry of each verified ledger, sorted by
-    /// issue, with the ledgers the remote rewound or rewrote (left out of the entries).
-    pub fn list(&self) -> Result<(Vec<Entry>, Vec<Diverged>)> {
-        let fetched = self.fetch_all()?;
-        let (entries, _) =
-            crate::listing::list(self.ledger.store(), &self.tracking, fetched.verified)?;
-        let entries = entries
-            .into_iter()
-            .map(|e| self.ledger.observe(e))
-            .collect();
-        Ok((entries, fetched.diverged))
-    }
-
-    /// Fetches `issue` and returns its ledger on the remote, newest first.
-    pub fn log(&self, issue: &IssueId) -> Result<Vec<Entry>> {
-        let tip = self.fetch_one(issue)?;
-        self.ledger.store().history(issue.as_str(), tip)
-    }
-
-    /// Resolves an id or unique prefix against the remote's leases: first against the copy
-    /// last verified, then, if nothing matches there, after fetching them all.
-    pub fn resolve(&self, prefix: &str) -> Result<IssueId> {
-        let local = self.tracked()?;
-        match resolve_among(prefix, local.iter().map(|(n, _)| n.as_str())) {
-            Err(Error::NoSuchLease(_)) => {
-                let all = self.fetch_all()?;
-                resolve_among(prefix, all.verified.iter().map(|(n, _)| n.as_str()))
-            }
-            other => other,
-        }
-    }
-
-    /// Applies one rule to the remote's ledger of `issue` under compare-and-swap by push.
-    ///
-    /// The first decision is made from the tracking copy; any answer that writes nothing is
-    /// confirmed against a fresh fetch, so a refusal always reflects the remote. A lost push
-    /// fetches and decides again, with jittered backoff, up to the attempt limit; then it
-    /// fails with [`Error::LostRace`] having changed nothing.
-    pub fn apply(
-        &self,
-        issue: &IssueId,
-        mut decide: impl FnMut(Option<Current<'_>>) -> Transition,
-    ) -> Result<Report> {
-        let store = self.ledger.store();
-        let mut fresh = false;
-        let mut current = self.tracked_entry(issue)?;
-        cas::retry(
-            self.attempts,
-            || issue.to_string(),
-            |attempt| {
-                let transition = decide(current.as_ref().map(Entry::current));
-                let Some(next) = transition.next else {
-                    if !fresh {
-                        current = self.current(issue)?;
-                        fresh = true;
-                        return Ok(Attempt::Again);
-                    }
-                    return Ok(Attempt::Done(Report::unchanged(
-                        transition.outcome,
-                        issue,
-                        current.take(),
-                    )));
-                };
-                let parent = current.as_ref().map(|e| e.commit);
-                let commit = store.write(&next, parent)?;
-                match self.push(&[(issue.clone(), commit, parent)])? {
-                    PushResult::Done => {
-                        self.record_accepted(issue, commit, parent, &next);
-                        Ok(Attempt::Done(Report::written(
-                            transition.outcome,
-                            issue,
-                            commit,
-                            parent,
-                            next,
-                        )))
-                    }
-                    PushResult::Lost => {
-                        if fresh {
-                            backoff(attempt);
-                        }
-                        current = self.current(issue)?;
-                        fresh = true;
-                        Ok(Attempt::Again)
-                    }
-                    PushResult::Declined(verdict) => {
-                        Err(verdict.into_error(std::slice::from_ref(issue)))
-                    }
-                }
-            },
-        )
-    }
-
-    /// Claims all of `issues` on the remote in one atomic push, or none of them.
-    pub fn acquire_all(
-        &self,
-        issues: &[IssueId],
-        claim: &crate::rules::Claim,
-        now: chrono::DateTime<chrono::Utc>,
-    ) -> Result<Vec<Report>> {
-        cas::retry(
-            self.attempts,
-            || cas::names(issues),
-            |attempt| {
-                // One fetch learns every issue's state (500 issues were 500 fetches).
-                let (mut states, diverged) = self.fetch_some(issues)?;
-                if let Some(d) = diverged.into_iter().next() {
-                    return Err(d.into_error(self.name()));
-                }
-                let currents: Vec<Option<Entry>> = issues
-                    .iter()
-                    .map(|issue| states.remove(issue).flatten())
-                    .collect();
-                // The remote's own refs decide clashes: its push refuses them.
-                let (reports, edits) = self
-                    .ledger
-                    .write_planned(issues, currents, claim, now, false)?;
-                if edits.is_empty() {
-                    return Ok(Attempt::Done(reports));
-                }
-                match self.push(&edits)? {
-                    PushResult::Done => {
-                        for r in &reports {
-                            if let (true, Some(e)) = (r.wrote, &r.entry) {
-                                self.record_accepted(&r.issue, e.commit, e.parent, &e.lease);
-                            }
-                        }
-                        Ok(Attempt::Done(reports))
-                    }
-                    PushResult::Lost => {
-                        backoff(attempt);
-                        Ok(Attempt::Again)
-                    }
-                    PushResult::Declined(verdict) => Err(verdict.into_error(issues)),
-                }
-            },
-        )
-    }
-
     /// Sets the tracking ref and the local lease ref to what the remote accepted, on top of
     /// `parent`. Both are copies: the remote has the write, so a lock another command in this
     /// clone holds (or any other failure here) must not fail it; the next read catches up.
@@ -737,6 +591,177 @@ impl<'a> Remote<'a> {
             command: shown,
             message: detail,
         })
+    }
+}
+
+/// A remote's ledgers: every read fetches and verifies ([`Remote::fetch_one`],
+/// [`Remote::fetch_all`]) before it answers; every write is a push with an expected old value.
+impl Backend for Remote<'_> {
+    /// Fetches `issue` and returns its newest entry on the remote.
+    fn current(&self, issue: &IssueId) -> Result<Option<Entry>> {
+        match self.fetch_one(issue)? {
+            None => Ok(None),
+            Some(tip) => Ok(Some(
+                self.ledger
+                    .observe(self.ledger.store().entry(issue.as_str(), tip)?),
+            )),
+        }
+    }
+
+    /// Fetches all leases and returns the newest entry of each verified ledger, sorted by
+    /// issue, with the ledgers the remote rewound or rewrote (left out of the entries).
+    fn list(&self) -> Result<Listing> {
+        let fetched = self.fetch_all()?;
+        let (entries, _) =
+            crate::listing::list(self.ledger.store(), &self.tracking, fetched.verified)?;
+        let entries = entries
+            .into_iter()
+            .map(|e| self.ledger.observe(e))
+            .collect();
+        Ok(Listing {
+            entries,
+            diverged: fetched.diverged,
+        })
+    }
+
+    /// Fetches `issue` and returns its ledger on the remote, newest first.
+    fn log(&self, issue: &IssueId) -> Result<Vec<Entry>> {
+        let tip = self.fetch_one(issue)?;
+        self.ledger.store().history(issue.as_str(), tip)
+    }
+
+    /// Resolves an id or unique prefix against the remote's leases: first against the copy
+    /// last verified, then, if nothing matches there, after fetching them all.
+    fn resolve(&self, prefix: &str) -> Result<IssueId> {
+        let local = self.tracked()?;
+        match resolve_among(prefix, local.iter().map(|(n, _)| n.as_str())) {
+            Err(Error::NoSuchLease(_)) => {
+                let all = self.fetch_all()?;
+                resolve_among(prefix, all.verified.iter().map(|(n, _)| n.as_str()))
+            }
+            other => other,
+        }
+    }
+
+    fn tips(&self) -> Result<Tips> {
+        let fetched = self.fetch_all()?;
+        Ok((fetched.remote, fetched.diverged))
+    }
+
+    /// Applies one rule to the remote's ledger of `issue` under compare-and-swap by push.
+    ///
+    /// The first decision is made from the tracking copy; any answer that writes nothing is
+    /// confirmed against a fresh fetch, so a refusal always reflects the remote. A lost push
+    /// fetches and decides again, with jittered backoff, up to the attempt limit; then it
+    /// fails with [`Error::LostRace`] having changed nothing.
+    fn apply(
+        &self,
+        issue: &IssueId,
+        decide: &mut dyn FnMut(Option<Current<'_>>) -> Transition,
+    ) -> Result<Report> {
+        let store = self.ledger.store();
+        let mut fresh = false;
+        let mut current = self.tracked_entry(issue)?;
+        cas::retry(
+            self.attempts,
+            || issue.to_string(),
+            |attempt| {
+                let transition = decide(current.as_ref().map(Entry::current));
+                let Some(next) = transition.next else {
+                    if !fresh {
+                        current = self.current(issue)?;
+                        fresh = true;
+                        return Ok(Attempt::Again);
+                    }
+                    return Ok(Attempt::Done(Report::unchanged(
+                        transition.outcome,
+                        issue,
+                        current.take(),
+                    )));
+                };
+                let parent = current.as_ref().map(|e| e.commit);
+                let commit = store.write(&next, parent)?;
+                match self.push(&[(issue.clone(), commit, parent)])? {
+                    PushResult::Done => {
+                        self.record_accepted(issue, commit, parent, &next);
+                        Ok(Attempt::Done(Report::written(
+                            transition.outcome,
+                            issue,
+                            commit,
+                            parent,
+                            next,
+                        )))
+                    }
+                    PushResult::Lost => {
+                        if fresh {
+                            backoff(attempt);
+                        }
+                        current = self.current(issue)?;
+                        fresh = true;
+                        Ok(Attempt::Again)
+                    }
+                    PushResult::Declined(verdict) => {
+                        Err(verdict.into_error(std::slice::from_ref(issue)))
+                    }
+                }
+            },
+        )
+    }
+
+    /// Claims all of `issues` on the remote in one atomic push, or none of them.
+    fn acquire_all(
+        &self,
+        issues: &[IssueId],
+        claim: &Claim,
+        now: DateTime<Utc>,
+    ) -> Result<Vec<Report>> {
+        cas::retry(
+            self.attempts,
+            || cas::names(issues),
+            |attempt| {
+                // One fetch learns every issue's state (500 issues were 500 fetches).
+                let (mut states, diverged) = self.fetch_some(issues)?;
+                if let Some(d) = diverged.into_iter().next() {
+                    return Err(d.into_error(self.name()));
+                }
+                let currents: Vec<Option<Entry>> = issues
+                    .iter()
+                    .map(|issue| states.remove(issue).flatten())
+                    .collect();
+                // The remote's own refs decide clashes: its push refuses them.
+                let (reports, edits) = self
+                    .ledger
+                    .write_planned(issues, currents, claim, now, false)?;
+                if edits.is_empty() {
+                    return Ok(Attempt::Done(reports));
+                }
+                match self.push(&edits)? {
+                    PushResult::Done => {
+                        for r in &reports {
+                            if let (true, Some(e)) = (r.wrote, &r.entry) {
+                                self.record_accepted(&r.issue, e.commit, e.parent, &e.lease);
+                            }
+                        }
+                        Ok(Attempt::Done(reports))
+                    }
+                    PushResult::Lost => {
+                        backoff(attempt);
+                        Ok(Attempt::Again)
+                    }
+                    PushResult::Declined(verdict) => Err(verdict.into_error(issues)),
+                }
+            },
+        )
+    }
+
+    fn acquire_any(
+        &self,
+        candidates: &[IssueId],
+        claim: &Claim,
+        now: DateTime<Utc>,
+        rng: &mut fastrand::Rng,
+    ) -> Result<AnyReport> {
+        Remote::acquire_any(self, candidates, claim, now, rng)
     }
 }
 
