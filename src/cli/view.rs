@@ -7,7 +7,7 @@
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
-use git_lease::lease::{Event, Takeover};
+use git_lease::lease::{Event, Lease, Takeover};
 use git_lease::ledger::Report;
 use git_lease::liveness::HolderProcess;
 use git_lease::rules::{self, Outcome};
@@ -75,21 +75,41 @@ pub struct LeaseView {
     pub at: Option<String>,
     /// The ledger tip.
     pub commit: Option<String>,
+    /// What the claim recorded beside its holder.
+    #[serde(flatten)]
+    pub claim: ClaimView,
+    /// True when a reader on the holder's machine found that process gone (the lease is then
+    /// not live).
+    pub process_gone: bool,
+    /// True when the tenure was taken with a session (its secret is needed to renew or free it).
+    pub session: bool,
+}
+
+/// What a claim recorded beside its holder, in `show`, `list` and `log` alike.
+#[derive(Serialize, Clone, Debug, Default, PartialEq, Eq)]
+pub struct ClaimView {
     /// The note attached to the claim.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
     /// The task id attached to the claim.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub task: Option<String>,
-    /// For a tenure that took over from a holder: why that holder lost it.
+    /// For an acquire over a lease that still had a holder: why that holder lost it; for a
+    /// release of someone else's lease: why it was no longer live.
     pub takeover: Option<Takeover>,
     /// The holding process, when the claim recorded one.
     pub process: Option<HolderProcess>,
-    /// True when a reader on the holder's machine found that process gone (the lease is then
-    /// not live).
-    pub process_gone: bool,
-    /// True when the tenure was taken with a session (its secret is needed to renew or free it).
-    pub session: bool,
+}
+
+impl From<&Lease> for ClaimView {
+    fn from(l: &Lease) -> ClaimView {
+        ClaimView {
+            note: l.note.clone(),
+            task: l.task.clone(),
+            takeover: l.takeover,
+            process: l.process.clone(),
+        }
+    }
 }
 
 impl LeaseView {
@@ -111,10 +131,7 @@ impl LeaseView {
             event: lease.map(|l| l.event),
             at: lease.map(|l| format_instant(l.at)),
             commit: entry.map(|e| e.commit.to_string()),
-            note: lease.and_then(|l| l.note.clone()),
-            task: lease.and_then(|l| l.task.clone()),
-            takeover: lease.and_then(|l| l.takeover),
-            process: lease.and_then(|l| l.process.clone()),
+            claim: lease.map(ClaimView::from).unwrap_or_default(),
             process_gone: entry.is_some_and(|e| e.seen.process_gone),
             session: lease.is_some_and(|l| l.session.is_some()),
         }
@@ -167,17 +184,9 @@ pub struct LogView {
     pub acquired_at: Option<String>,
     /// The tenure's end as recorded.
     pub expires_at: Option<String>,
-    /// The note attached to the claim.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub note: Option<String>,
-    /// The task id attached to the claim.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub task: Option<String>,
-    /// For an acquire over a lease that still had a holder: why that holder lost it; for a
-    /// release of someone else's lease: why it was no longer live.
-    pub takeover: Option<Takeover>,
-    /// The holding process, when the claim recorded one.
-    pub process: Option<HolderProcess>,
+    /// What the claim recorded beside its holder.
+    #[serde(flatten)]
+    pub claim: ClaimView,
     /// True when the tenure has a session.
     pub session: bool,
 }
@@ -196,10 +205,7 @@ impl From<&Entry> for LogView {
             reason: l.reason.clone(),
             acquired_at: l.acquired_at.map(format_instant),
             expires_at: l.expires_at.map(format_instant),
-            note: l.note.clone(),
-            task: l.task.clone(),
-            takeover: l.takeover,
-            process: l.process.clone(),
+            claim: ClaimView::from(l),
             session: l.session.is_some(),
         }
     }

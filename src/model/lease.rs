@@ -7,6 +7,8 @@
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
+use crate::holder::Holder;
+use crate::issue::IssueId;
 use crate::time::rfc3339;
 
 /// The version of `lease.json` this build writes. Readers refuse versions they do not know.
@@ -132,6 +134,48 @@ pub enum Takeover {
 }
 
 impl Lease {
+    /// The state after `event` (a release, revoke, complete or abandon) at `at`: free, with
+    /// the last tenure's `token` kept as the high-water mark. The rule that frees it records
+    /// who held it and who acted.
+    pub fn freed(issue: &IssueId, event: Event, at: DateTime<Utc>, token: u64) -> Lease {
+        Lease {
+            version: FORMAT_VERSION,
+            issue: issue.as_str().to_owned(),
+            event,
+            holder: None,
+            token,
+            acquired_at: None,
+            expires_at: None,
+            at,
+            previous_holder: None,
+            note: None,
+            task: None,
+            by: None,
+            reason: None,
+            takeover: None,
+            session: None,
+            process: None,
+        }
+    }
+
+    /// The state after an acquire at `at` that began a tenure of `holder` with `token`,
+    /// ending at `expires_at` (never, when `None`). The rule that grants it records what the
+    /// claim carries (note, task, session, process) and whom it took over from.
+    pub fn tenure(
+        issue: &IssueId,
+        holder: &Holder,
+        token: u64,
+        at: DateTime<Utc>,
+        expires_at: Option<DateTime<Utc>>,
+    ) -> Lease {
+        Lease {
+            holder: Some(holder.to_string()),
+            acquired_at: Some(at),
+            expires_at,
+            ..Lease::freed(issue, Event::Acquire, at, token)
+        }
+    }
+
     /// Returns the bytes stored as `lease.json`: pretty JSON with a final newline, so that
     /// `git show` output reads well and diffs between commits are line by line.
     pub fn to_json(&self) -> Vec<u8> {
@@ -216,24 +260,9 @@ mod tests {
     use chrono::TimeZone;
 
     fn sample() -> Lease {
-        Lease {
-            version: FORMAT_VERSION,
-            issue: "42".into(),
-            event: Event::Acquire,
-            holder: Some("alice@example.com".into()),
-            token: 1,
-            acquired_at: Some(Utc.with_ymd_and_hms(2026, 11, 30, 14, 0, 0).unwrap()),
-            expires_at: None,
-            at: Utc.with_ymd_and_hms(2026, 11, 30, 14, 0, 0).unwrap(),
-            previous_holder: None,
-            note: None,
-            task: None,
-            by: None,
-            reason: None,
-            takeover: None,
-            session: None,
-            process: None,
-        }
+        let at = Utc.with_ymd_and_hms(2026, 11, 30, 14, 0, 0).unwrap();
+        let alice = Holder::new("alice@example.com").unwrap();
+        Lease::tenure(&IssueId::new("42").unwrap(), &alice, 1, at, None)
     }
 
     #[test]

@@ -11,7 +11,7 @@ use serde::Serialize;
 
 use crate::holder::Holder;
 use crate::issue::IssueId;
-use crate::lease::{Event, Lease, Takeover, FORMAT_VERSION};
+use crate::lease::{Event, Lease, Takeover};
 pub use crate::liveness::{Current, Observation};
 use crate::time::Ttl;
 
@@ -193,27 +193,6 @@ fn takeover_reason(current: Current<'_>, now: DateTime<Utc>) -> Takeover {
     }
 }
 
-fn base(issue: &IssueId, event: Event, now: DateTime<Utc>, token: u64) -> Lease {
-    Lease {
-        version: FORMAT_VERSION,
-        issue: issue.as_str().to_owned(),
-        event,
-        holder: None,
-        token,
-        acquired_at: None,
-        expires_at: None,
-        at: now,
-        previous_holder: None,
-        note: None,
-        task: None,
-        by: None,
-        reason: None,
-        takeover: None,
-        session: None,
-        process: None,
-    }
-}
-
 /// Decides an acquire.
 ///
 /// - Free, released, expired or never seen: a new tenure with token = previous + 1.
@@ -260,10 +239,8 @@ pub fn acquire(
         }
         _ => {
             let token = current.map_or(0, |c| c.lease.token) + 1;
-            let mut next = base(issue, Event::Acquire, now, token);
-            next.holder = Some(claim.holder.to_string());
-            next.acquired_at = Some(now);
-            next.expires_at = claim.ttl.expiry_from(now);
+            let expiry = claim.ttl.expiry_from(now);
+            let mut next = Lease::tenure(issue, &claim.holder, token, now, expiry);
             // An acquire over a tenure that still records a holder is a takeover: say whose
             // and why.
             next.previous_holder = current.and_then(|c| c.lease.holder.clone());
@@ -383,7 +360,7 @@ pub fn release<'a>(
     if live && !proves_session(lease, who.secret) {
         return Transition::answer(Outcome::WrongSecret);
     }
-    let mut next = base(issue, ending.event(), now, lease.token);
+    let mut next = Lease::freed(issue, ending.event(), now, lease.token);
     next.previous_holder = Some(previous.to_owned());
     if previous != holder {
         next.by = Some(holder.to_owned());
@@ -409,7 +386,7 @@ pub fn revoke(
     let Some(previous) = lease.holder.as_deref() else {
         return Transition::answer(Outcome::NotHeld);
     };
-    let mut next = base(issue, Event::Revoke, now, lease.token);
+    let mut next = Lease::freed(issue, Event::Revoke, now, lease.token);
     next.previous_holder = Some(previous.to_owned());
     next.by = Some(by.to_string());
     next.reason = Some(reason.to_owned());
@@ -511,11 +488,7 @@ mod tests {
         Some(Current::recorded(lease))
     }
     fn held(holder: &str, token: u64, from: i64, until: Option<i64>) -> Lease {
-        let mut l = base(&id(), Event::Acquire, t(from), token);
-        l.holder = Some(holder.into());
-        l.acquired_at = Some(t(from));
-        l.expires_at = until.map(t);
-        l
+        Lease::tenure(&id(), &h(holder), token, t(from), until.map(t))
     }
 
     #[test]
@@ -647,7 +620,7 @@ mod tests {
 
     #[test]
     fn a_clock_behind_the_ledger_never_records_a_step_back() {
-        let mut freed = base(&id(), Event::Release, t(11), 1);
+        let mut freed = Lease::freed(&id(), Event::Release, t(11), 1);
         freed.previous_holder = Some("b".into());
         let next = acquire(&id(), rec(&freed), &Claim::new(h("a"), ttl(60)), t(5))
             .next
