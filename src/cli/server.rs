@@ -157,16 +157,9 @@ pub(crate) fn install_hook(
     let chained = hooks_dir.join("pre-receive.before-git-lease");
     let mut note = String::new();
     let mut moved = false;
-    if let Ok(existing) = std::fs::read_to_string(&hook_path) {
-        if !existing.contains(MARKER) {
-            std::fs::rename(&hook_path, &chained).map_err(io(format!(
-                "cannot move the existing hook {}",
-                hook_path.display()
-            )))?;
-            note = format!(" (the existing hook runs first, as {})", chained.display());
-            moved = true;
-        }
-    } else if hook_path.exists() {
+    // A hook that is not ours (whether or not it reads as text) keeps running, first.
+    let ours = std::fs::read_to_string(&hook_path).is_ok_and(|text| text.contains(MARKER));
+    if !ours && hook_path.exists() {
         std::fs::rename(&hook_path, &chained).map_err(io(format!(
             "cannot move the existing hook {}",
             hook_path.display()

@@ -4,6 +4,8 @@
 //! tests all call the same functions, so the rules exist exactly once. [`is_live`] is *the*
 //! definition of liveness; everything else asks it.
 
+#[cfg(test)]
+mod fixtures;
 pub mod step;
 
 use chrono::{DateTime, Utc};
@@ -469,24 +471,8 @@ pub fn check(
 #[cfg(test)]
 mod tests {
     //! Each rule of issue 2 at exact instants.
+    use super::fixtures::{h, id, rec, t, ttl};
     use super::*;
-    use chrono::{Duration, TimeZone};
-
-    fn t(min: i64) -> DateTime<Utc> {
-        Utc.with_ymd_and_hms(2026, 11, 30, 12, 0, 0).unwrap() + Duration::minutes(min)
-    }
-    fn id() -> IssueId {
-        IssueId::new("42").unwrap()
-    }
-    fn ttl(min: i64) -> Ttl {
-        Ttl::For(Duration::minutes(min))
-    }
-    fn h(name: &str) -> Holder {
-        Holder::new(name).unwrap()
-    }
-    fn rec(lease: &Lease) -> Option<Current<'_>> {
-        Some(Current::recorded(lease))
-    }
     fn held(holder: &str, token: u64, from: i64, until: Option<i64>) -> Lease {
         Lease::tenure(&id(), &h(holder), token, t(from), until.map(t))
     }

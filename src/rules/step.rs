@@ -468,25 +468,10 @@ mod tests {
     //! The arrival rules at exact instants: who may author each step, judged at the server's
     //! clock.
     use super::*;
-    use crate::holder::Holder;
-    use crate::issue::IssueId;
     use crate::liveness::Observation;
+    use crate::rules::fixtures::{h, id, rec, t};
     use crate::rules::{self, Claim, Ending};
     use crate::time::Ttl;
-    use chrono::TimeZone;
-
-    fn t(min: i64) -> DateTime<Utc> {
-        Utc.with_ymd_and_hms(2026, 11, 30, 12, 0, 0).unwrap() + Duration::minutes(min)
-    }
-    fn id() -> IssueId {
-        IssueId::new("42").unwrap()
-    }
-    fn h(name: &str) -> Holder {
-        Holder::new(name).unwrap()
-    }
-    fn rec(lease: &Lease) -> Option<Current<'_>> {
-        Some(Current::recorded(lease))
-    }
     /// alice's lease, taken at 0 for 10 minutes.
     fn alices() -> Lease {
         let claim = Claim::new(h("alice"), Ttl::For(Duration::minutes(10)));
