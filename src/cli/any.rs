@@ -91,10 +91,7 @@ pub(crate) fn emit(
             } else {
                 writeln!(out, "{}", output::report_line(claimed, ctx.now))?;
                 if let Some(secret) = secret {
-                    writeln!(
-                        out,
-                        "session secret: {secret}\n  (shown once; give it with --secret or GIT_LEASE_SECRET to renew or release)"
-                    )?;
+                    writeln!(out, "{}", output::session_secret(secret))?;
                 }
             }
             exit::for_outcome(claimed.outcome)

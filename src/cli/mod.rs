@@ -504,10 +504,7 @@ pub(crate) fn emit_reports(
             writeln!(out, "{}", output::report_line(r, ctx.now))?;
         }
         if let Some(secret) = secret {
-            writeln!(
-                out,
-                "session secret: {secret}\n  (shown once; give it with --secret or GIT_LEASE_SECRET to renew or release)"
-            )?;
+            writeln!(out, "{}", output::session_secret(secret))?;
         }
     }
     let refused = reports.iter().any(|r| r.outcome.is_refusal());

@@ -334,3 +334,10 @@ pub fn push_short_time(
         }
     }
 }
+
+/// Returns the lines that show a new session's secret, the one time it is shown.
+pub fn session_secret(secret: &str) -> String {
+    format!(
+        "session secret: {secret}\n  (shown once; give it with --secret or GIT_LEASE_SECRET to renew or release)"
+    )
+}
