@@ -2,11 +2,13 @@
 
 use std::io::{BufRead, Write};
 
-use crate::cli::view::ReportView;
+use crate::cli::output::json::ReportView;
 use git_lease::any::{fresh_rng, AnyReport};
 use git_lease::{Claim, Error, IssueId, Outcome};
 
-use super::{exit, json_line, output, report_diverged, Context, Failure};
+use super::output::json::json_line;
+use super::output::report_diverged;
+use super::{exit, output, Context, Failure};
 
 /// Returns the candidates named by `args`, in order: each argument is an exact issue id, and
 /// `-` stands for the lines of standard input (one id a line; blank lines are skipped).

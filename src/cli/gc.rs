@@ -2,7 +2,8 @@
 
 use std::io::Write;
 
-use super::{exit, json_line, Context, Failure};
+use super::output::json::json_line;
+use super::{exit, Context, Failure};
 
 /// Runs the packing and reports what changed.
 pub(crate) fn gc(ctx: &Context, full: bool, out: &mut dyn Write) -> Result<u8, Failure> {

@@ -10,7 +10,8 @@ use std::path::{Path, PathBuf};
 
 use git_lease::Error;
 
-use super::{exit, json_line, Failure};
+use super::output::json::json_line;
+use super::{exit, Failure};
 
 /// Prints the manual page of `git lease` (roff), or, with `install`, writes every page into
 /// `<dir>/man1`.

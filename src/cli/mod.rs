@@ -2,7 +2,6 @@
 //! and turns outcomes and errors into output and exit codes.
 
 mod any;
-mod color;
 mod commands;
 mod exit;
 mod gc;
@@ -11,22 +10,17 @@ mod output;
 mod progress;
 mod run;
 mod server;
-mod view;
 mod watch;
 
 use std::io::Write;
 use std::path::PathBuf;
 
-use crate::cli::view::{LeaseView, ReportView, State};
+use crate::cli::output::color;
+use crate::cli::output::json::json_text;
 use chrono::{DateTime, Utc};
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 use git_lease::backend::Backend;
-use git_lease::remote::Diverged;
-use git_lease::{Ending, Entry, Error, Holder, IssueId, Ledger, Report, Ttl};
-
-/// The version of every `--json` shape (docs/JSON.md); it changes only when a field changes
-/// meaning or goes away, never when one is added.
-pub(crate) const SCHEMA_VERSION: u32 = 1;
+use git_lease::{Ending, Error, Holder, IssueId, Ledger, Ttl};
 
 /// The TTL of a claim when neither `--ttl` nor `lease.ttl` says otherwise.
 const DEFAULT_TTL: &str = "1h";
@@ -472,153 +466,6 @@ pub(crate) fn parse_duration(text: &str) -> Result<std::time::Duration, Error> {
         .map_err(|e| Error::InvalidInput(format!("invalid duration {text:?}: {e}")))
 }
 
-pub(crate) fn emit_reports(
-    ctx: &Context,
-    reports: &[Report],
-    as_array: bool,
-    secret: Option<&str>,
-    out: &mut dyn Write,
-) -> Result<u8, Failure> {
-    if ctx.json {
-        #[derive(serde::Serialize)]
-        struct WithSecret<'a> {
-            #[serde(flatten)]
-            report: ReportView,
-            #[serde(skip_serializing_if = "Option::is_none")]
-            secret: Option<&'a str>,
-        }
-        let views: Vec<WithSecret> = reports
-            .iter()
-            .map(|r| WithSecret {
-                report: ReportView::new(r, ctx.now),
-                secret,
-            })
-            .collect();
-        if as_array {
-            json_line(out, &views)?;
-        } else {
-            json_line(out, &views[0])?;
-        }
-    } else {
-        for r in reports {
-            writeln!(out, "{}", output::report_line(r, ctx.now))?;
-        }
-        if let Some(secret) = secret {
-            writeln!(out, "{}", output::session_secret(secret))?;
-        }
-    }
-    let refused = reports.iter().any(|r| r.outcome.is_refusal());
-    Ok(if refused {
-        exit::REFUSED
-    } else {
-        reports
-            .first()
-            .map_or(exit::OK, |r| exit::for_outcome(r.outcome))
-    })
-}
-
-pub(crate) fn list(
-    ctx: &Context,
-    entries: Vec<Entry>,
-    all: bool,
-    holder: Option<String>,
-    state: Option<String>,
-    prefix: Option<String>,
-    out: &mut dyn Write,
-) -> Result<u8, Failure> {
-    let now = ctx.now;
-    // The process exits right after printing: letting the OS reclaim 100k entries at exit is
-    // cheaper than freeing them one by one.
-    let entries = std::mem::ManuallyDrop::new(entries);
-    let all = all || state.as_deref().is_some_and(|s| s != "held");
-    let mut rows: Vec<(State, &Entry)> = entries
-        .iter()
-        .filter(|e| {
-            prefix
-                .as_deref()
-                .is_none_or(|p| e.lease.issue.starts_with(p))
-        })
-        .map(|e| (State::of(Some(e), now), e))
-        .filter(|(s, _)| all || *s == State::Held)
-        .filter(|(s, _)| state.as_deref().is_none_or(|want| s.as_str() == want))
-        .filter(|(s, e)| {
-            holder.as_deref().is_none_or(|h| {
-                let shown = if *s == State::Held {
-                    e.lease.holder.as_deref()
-                } else {
-                    e.lease
-                        .holder
-                        .as_deref()
-                        .or(e.lease.previous_holder.as_deref())
-                };
-                shown == Some(h)
-            })
-        })
-        .collect();
-    // Live leases first, oldest tenure first, then by issue; the rest by issue.
-    rows.sort_by(|(sa, a), (sb, b)| {
-        let key = |s: &State, e: &Entry| {
-            (
-                *s != State::Held,
-                if *s == State::Held {
-                    e.lease.acquired_at
-                } else {
-                    None
-                },
-            )
-        };
-        key(sa, a)
-            .cmp(&key(sb, b))
-            .then_with(|| a.lease.issue.cmp(&b.lease.issue))
-    });
-    if ctx.json {
-        let views = rows
-            .iter()
-            .map(|(_, e)| LeaseView::new(&e.lease.issue, Some(*e), now));
-        json_array_line(out, views)?;
-        return Ok(exit::OK);
-    }
-    let header: &[&str] = if all {
-        &["ISSUE", "STATE", "HOLDER", "TOKEN", "ACQUIRED", "EXPIRES"]
-    } else {
-        &["ISSUE", "HOLDER", "TOKEN", "ACQUIRED", "EXPIRES"]
-    };
-    // One buffer for every cell: tens of thousands of rows cost no allocation per cell.
-    let mut table = output::Table::new(header);
-    for (s, e) in &rows {
-        let l = &e.lease;
-        table.cell(&l.issue);
-        if all {
-            table.cell(s.as_str());
-        }
-        table.cell(
-            l.holder
-                .as_deref()
-                .or(l.previous_holder.as_deref())
-                .unwrap_or("-"),
-        );
-        table.cell_with(|b| {
-            let _ = std::fmt::Write::write_fmt(b, format_args!("{}", l.token));
-        });
-        table.cell_with(|b| output::push_short_time(b, l.acquired_at, now, "-"));
-        table.cell_with(|b| match (l.holder.is_some(), l.expires_at) {
-            (false, _) => b.push('-'),
-            (true, None) => b.push_str("never"),
-            (true, Some(t)) => output::push_when(b, t, now),
-        });
-    }
-    if table.rows() == 0 {
-        if all {
-            writeln!(out, "no leases")?;
-        } else {
-            writeln!(out, "no live leases")?;
-        }
-        return Ok(exit::OK);
-    }
-    table.write_to(out)?;
-    Ok(exit::OK)
-}
-
 impl Command {
     /// Returns true for the commands that write to a ledger.
     fn writes_leases(&self) -> bool {
@@ -659,101 +506,6 @@ fn advise_local(ledger: &Ledger) -> Result<(), Error> {
         remotes.join(", ")
     );
     Ok(())
-}
-
-/// Says, on stderr, which remote ledgers were left out of an answer because the remote rewound
-/// or rewrote them.
-pub(crate) fn report_diverged(
-    ctx: &Context,
-    diverged: &[Diverged],
-    out: &mut dyn Write,
-) -> Result<(), Failure> {
-    if diverged.is_empty() {
-        return Ok(());
-    }
-    out.flush()?;
-    for d in diverged {
-        let e = d
-            .clone()
-            .into_error(ctx.remote.as_deref().unwrap_or("the remote"));
-        eprintln!("git lease: {e}");
-    }
-    Ok(())
-}
-
-pub(crate) fn log_line(e: &Entry) -> String {
-    let l = &e.lease;
-    let short = e.commit.to_hex_with_len(10).to_string();
-    let mut text = format!(
-        "{short} {} {:<9} token {}",
-        l.at.format(output::FULL_TIME),
-        l.event.as_str(),
-        l.token
-    );
-    let (holder, previous, by, reason) = (
-        l.holder.as_deref().map(output::printable),
-        l.previous_holder.as_deref().map(output::printable),
-        l.by.as_deref().map(output::printable),
-        l.reason.as_deref().map(output::printable),
-    );
-    match (holder, previous) {
-        (Some(h), Some(p)) => {
-            let why = match l.takeover {
-                Some(git_lease::lease::Takeover::ProcessGone) => ", whose process was gone",
-                _ => ", expired",
-            };
-            text += &format!("  {h} (took over from {p}{why})")
-        }
-        (Some(h), _) => text += &format!("  {h}"),
-        (None, Some(p)) => text += &format!("  was {p}"),
-        (None, None) => {}
-    }
-    if let Some(by) = by {
-        text += &format!(" by {by}");
-    }
-    if let Some(t) = l.expires_at {
-        text += &format!("  until {}", t.format(output::FULL_TIME));
-    } else if l.holder.is_some() {
-        text += "  no expiry";
-    }
-    if let Some(r) = reason {
-        text += &format!("  reason: {r}");
-    }
-    text
-}
-
-/// Writes `value` as one JSON document on one line ([`json_text`]).
-pub(crate) fn json_line(out: &mut dyn Write, value: &impl serde::Serialize) -> std::io::Result<()> {
-    out.write_all(json_text(value)?.as_bytes())?;
-    out.write_all(b"\n")
-}
-
-/// Returns `value` as one line of JSON. An object starts with `"schema_version"`
-/// ([`SCHEMA_VERSION`]); arrays (`list`, `log`, a multi-issue `acquire`) are documented under
-/// the same version.
-pub(crate) fn json_text(value: &impl serde::Serialize) -> serde_json::Result<String> {
-    let text = serde_json::to_string(value)?;
-    Ok(match text.strip_prefix('{') {
-        Some("}") => format!("{{\"schema_version\":{SCHEMA_VERSION}}}"),
-        Some(rest) => format!("{{\"schema_version\":{SCHEMA_VERSION},{rest}"),
-        None => text,
-    })
-}
-
-/// Writes `items` as one JSON array on one line, as [`json_line`] of a `Vec` would, one item at
-/// a time (a list of 100k leases never holds all its views at once).
-fn json_array_line<T: serde::Serialize>(
-    out: &mut dyn Write,
-    items: impl Iterator<Item = T>,
-) -> std::io::Result<()> {
-    out.write_all(b"[")?;
-    for (i, item) in items.enumerate() {
-        if i > 0 {
-            out.write_all(b",")?;
-        }
-        serde_json::to_writer(&mut *out, &item)?;
-    }
-    out.write_all(b"]\n")
 }
 
 #[cfg(test)]

@@ -129,15 +129,15 @@ fn tell(ctx: &Context, report: &Report, now: DateTime<Utc>, exit_code: Option<u8
         #[derive(serde::Serialize)]
         struct Told {
             #[serde(flatten)]
-            report: crate::cli::view::ReportView,
+            report: crate::cli::output::json::ReportView,
             #[serde(skip_serializing_if = "Option::is_none")]
             exit_code: Option<u8>,
         }
         let told = Told {
-            report: crate::cli::view::ReportView::new(report, now),
+            report: crate::cli::output::json::ReportView::new(report, now),
             exit_code,
         };
-        if let Ok(line) = super::json_text(&told) {
+        if let Ok(line) = super::output::json::json_text(&told) {
             eprintln!("{line}");
         }
     } else {
@@ -155,7 +155,10 @@ fn tell_lost(ctx: &Context, issue: &IssueId, reason: &str) {
             "reason": reason,
             "exit_code": exit::LEASE_LOST,
         });
-        eprintln!("{}", super::json_text(&told).unwrap_or_default());
+        eprintln!(
+            "{}",
+            super::output::json::json_text(&told).unwrap_or_default()
+        );
     } else {
         eprintln!("git lease run: {}", output::printable(reason));
     }
@@ -277,7 +280,7 @@ pub(crate) fn run(ctx: &Context, args: RunArgs) -> Result<u8, Failure> {
         let held_by_another = if args.any {
             let candidates = super::any::candidates(&args.issues)?;
             let got = super::any::claim(ctx, &candidates, &claim)?;
-            super::report_diverged(ctx, &got.diverged, &mut std::io::stderr())?;
+            super::output::report_diverged(ctx, &got.diverged, &mut std::io::stderr())?;
             match got.claimed {
                 Some(report) => break (handle(&report.issue), report, now),
                 None => super::any::none_free(&got),
@@ -635,13 +638,13 @@ pub(crate) fn wait(
                     struct Free {
                         outcome: &'static str,
                         #[serde(flatten)]
-                        lease: crate::cli::view::LeaseView,
+                        lease: crate::cli::output::json::LeaseView,
                     }
-                    super::json_line(
+                    super::output::json::json_line(
                         out,
                         &Free {
                             outcome: "free",
-                            lease: crate::cli::view::LeaseView::new(
+                            lease: crate::cli::output::json::LeaseView::new(
                                 issue.as_str(),
                                 current.as_ref(),
                                 now,
@@ -660,13 +663,13 @@ pub(crate) fn wait(
             let report =
                 backend.apply(&issue, &mut |cur| rules::acquire(&issue, cur, claim, now))?;
             if report.outcome == Outcome::Acquired {
-                return super::emit_reports(ctx, &[report], false, None, out);
+                return super::output::emit_reports(ctx, &[report], false, None, out);
             }
         }
         let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
         if left.is_some_and(|l| l.is_zero()) {
             let report = Report::unchanged(Outcome::Held, &issue, current);
-            return super::emit_reports(ctx, &[report], false, None, out);
+            return super::output::emit_reports(ctx, &[report], false, None, out);
         }
         let nap = left.map_or(pause, |l| l.min(pause));
         std::thread::sleep(nap);

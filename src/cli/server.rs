@@ -256,7 +256,7 @@ pub(crate) fn install_hook(
             "push_options": advertised,
             "warnings": warnings,
         });
-        super::json_line(out, &value)?;
+        super::output::json::json_line(out, &value)?;
     } else {
         writeln!(
             out,
@@ -460,7 +460,7 @@ pub(crate) fn push(
                 "token": token,
                 "reason": reason,
             });
-            super::json_line(out, &value)?;
+            super::output::json::json_line(out, &value)?;
         } else if let Some(reason) = reason {
             eprintln!("git lease: refused: {reason}");
         }

@@ -20,8 +20,9 @@ use git_lease::watch::{Follower, Kind, WatchEvent, WatchView};
 use git_lease::{Error, Ledger};
 use gix::ObjectId;
 
+use super::output::json::json_line;
 use super::run::RunningClock;
-use super::{exit, json_line, parse_duration, Context, Failure};
+use super::{exit, parse_duration, Context, Failure};
 
 /// How often the local refs are read again when no notification came (a file system that
 /// does not deliver them, a missed event).

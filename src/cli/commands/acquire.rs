@@ -4,7 +4,8 @@ use std::io::Write;
 
 use git_lease::{rules, Claim, Error};
 
-use crate::cli::{any, distinct_issues, emit_reports, Context, Failure, HolderArg, TtlArg};
+use crate::cli::output::emit_reports;
+use crate::cli::{any, distinct_issues, Context, Failure, HolderArg, TtlArg};
 
 /// The arguments of `acquire`.
 #[derive(clap::Args, Debug)]

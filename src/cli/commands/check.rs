@@ -2,10 +2,12 @@
 
 use std::io::Write;
 
-use crate::cli::view::LeaseView;
+use crate::cli::output::json::LeaseView;
 use git_lease::{rules, IssueId};
 
-use crate::cli::{color, exit, json_line, output, Context, Failure};
+use crate::cli::output::color;
+use crate::cli::output::json::json_line;
+use crate::cli::{exit, output, Context, Failure};
 
 /// The arguments of `check`.
 #[derive(clap::Args, Debug)]

@@ -5,7 +5,8 @@ use std::io::Write;
 
 use git_lease::{rules, Credentials, Ending};
 
-use crate::cli::{emit_reports, resolve_for_write, Context, Failure, HolderArg};
+use crate::cli::output::emit_reports;
+use crate::cli::{resolve_for_write, Context, Failure, HolderArg};
 
 /// The arguments of `release`, `complete` and `abandon`.
 #[derive(clap::Args, Debug)]

@@ -2,10 +2,12 @@
 
 use std::io::Write;
 
-use crate::cli::view::LogView;
+use crate::cli::output::json::LogView;
 use git_lease::Error;
 
-use crate::cli::{exit, json_line, log_line, Context, Failure};
+use crate::cli::output::json::json_line;
+use crate::cli::output::log_line;
+use crate::cli::{exit, Context, Failure};
 
 /// The arguments of `log`.
 #[derive(clap::Args, Debug)]

@@ -4,7 +4,8 @@ use std::io::Write;
 
 use git_lease::{rules, Credentials};
 
-use crate::cli::{emit_reports, resolve_for_write, Context, Failure, HolderArg, TtlArg};
+use crate::cli::output::emit_reports;
+use crate::cli::{resolve_for_write, Context, Failure, HolderArg, TtlArg};
 
 /// The arguments of `renew`.
 #[derive(clap::Args, Debug)]

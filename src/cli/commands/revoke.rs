@@ -4,7 +4,8 @@ use std::io::Write;
 
 use git_lease::{rules, IssueId};
 
-use crate::cli::{emit_reports, Context, Failure, HolderArg};
+use crate::cli::output::emit_reports;
+use crate::cli::{Context, Failure, HolderArg};
 
 /// The arguments of `revoke`.
 #[derive(clap::Args, Debug)]

@@ -2,10 +2,11 @@
 
 use std::io::Write;
 
-use crate::cli::view::LeaseView;
+use crate::cli::output::json::LeaseView;
 use git_lease::Error;
 
-use crate::cli::{exit, json_line, output, Context, Failure};
+use crate::cli::output::json::json_line;
+use crate::cli::{exit, output, Context, Failure};
 
 /// The arguments of `show`.
 #[derive(clap::Args, Debug)]

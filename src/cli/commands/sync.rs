@@ -5,7 +5,8 @@ use std::io::Write;
 use git_lease::remote::Remote;
 use git_lease::IssueId;
 
-use crate::cli::{exit, json_line, output, progress, Context, Failure};
+use crate::cli::output::json::json_line;
+use crate::cli::{exit, output, progress, Context, Failure};
 
 /// The arguments of `sync`.
 #[derive(clap::Args, Debug)]

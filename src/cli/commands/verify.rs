@@ -2,7 +2,8 @@
 
 use std::io::Write;
 
-use crate::cli::{exit, json_line, progress, Context, Failure};
+use crate::cli::output::json::json_line;
+use crate::cli::{exit, progress, Context, Failure};
 
 /// The arguments of `verify`.
 #[derive(clap::Args, Debug)]

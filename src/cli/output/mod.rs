@@ -1,13 +1,22 @@
-//! Human output: one clear line per outcome, aligned tables, absolute and relative times.
+//! What users see. Here, human output: one clear line per outcome, aligned tables, absolute
+//! and relative times, and the answer of an operation in either form ([`emit_reports`]);
+//! [`color`] paints it as git would; [`json`] holds the versioned JSON shapes of `--json`.
 //!
 //! Every string others may have written (issue ids, holders, notes, tasks, reasons) goes
 //! through [`printable`] before it is shown, so that no control character or invisible
 //! Unicode reaches the terminal; JSON output keeps the exact strings.
 
-use crate::cli::view::{LeaseView, State};
+pub(crate) mod color;
+pub(crate) mod json;
+
+use std::io::Write;
+
+use crate::cli::{exit, Context, Failure};
 use chrono::{DateTime, Utc};
+use git_lease::remote::Diverged;
 use git_lease::time::short_duration;
 use git_lease::{Entry, Outcome, Report};
+use json::{json_line, LeaseView, ReportView, State};
 
 pub use git_lease::text::{printable, push_printable};
 
@@ -87,11 +96,11 @@ fn until(entry: &Entry, now: DateTime<Utc>) -> String {
 pub fn report_line(report: &Report, now: DateTime<Utc>) -> String {
     let line = plain_report_line(report, now);
     let tone = if report.outcome.is_refusal() {
-        super::color::Tone::Bad
+        color::Tone::Bad
     } else {
-        super::color::Tone::Good
+        color::Tone::Good
     };
-    super::color::paint_head(&line, tone)
+    color::paint_head(&line, tone)
 }
 
 /// [`report_line`] without colour.
@@ -170,7 +179,7 @@ fn plain_report_line(report: &Report, now: DateTime<Utc>) -> String {
 
 /// Returns the multi-line `show` output.
 pub fn show(view: &LeaseView, entry: Option<&Entry>, now: DateTime<Utc>) -> String {
-    use super::color::{paint, Tone};
+    use color::{paint, Tone};
     let state = match view.state {
         State::Expired if view.process_gone => paint("free (holder's process gone)", Tone::Notice),
         State::Expired => paint("expired", Tone::Notice),
@@ -340,4 +349,113 @@ pub fn session_secret(secret: &str) -> String {
     format!(
         "session secret: {secret}\n  (shown once; give it with --secret or GIT_LEASE_SECRET to renew or release)"
     )
+}
+
+/// Answers the operations of one command: a line each (or one JSON object, or an array of
+/// them), the session secret once, and the exit code of what they came to.
+pub(crate) fn emit_reports(
+    ctx: &Context,
+    reports: &[Report],
+    as_array: bool,
+    secret: Option<&str>,
+    out: &mut dyn Write,
+) -> Result<u8, Failure> {
+    if ctx.json {
+        #[derive(serde::Serialize)]
+        struct WithSecret<'a> {
+            #[serde(flatten)]
+            report: ReportView,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            secret: Option<&'a str>,
+        }
+        let views: Vec<WithSecret> = reports
+            .iter()
+            .map(|r| WithSecret {
+                report: ReportView::new(r, ctx.now),
+                secret,
+            })
+            .collect();
+        if as_array {
+            json_line(out, &views)?;
+        } else {
+            json_line(out, &views[0])?;
+        }
+    } else {
+        for r in reports {
+            writeln!(out, "{}", report_line(r, ctx.now))?;
+        }
+        if let Some(secret) = secret {
+            writeln!(out, "{}", session_secret(secret))?;
+        }
+    }
+    let refused = reports.iter().any(|r| r.outcome.is_refusal());
+    Ok(if refused {
+        exit::REFUSED
+    } else {
+        reports
+            .first()
+            .map_or(exit::OK, |r| exit::for_outcome(r.outcome))
+    })
+}
+
+/// Says, on stderr, which remote ledgers were left out of an answer because the remote rewound
+/// or rewrote them.
+pub(crate) fn report_diverged(
+    ctx: &Context,
+    diverged: &[Diverged],
+    out: &mut dyn Write,
+) -> Result<(), Failure> {
+    if diverged.is_empty() {
+        return Ok(());
+    }
+    out.flush()?;
+    for d in diverged {
+        let e = d
+            .clone()
+            .into_error(ctx.remote.as_deref().unwrap_or("the remote"));
+        eprintln!("git lease: {e}");
+    }
+    Ok(())
+}
+
+/// Returns the human line of one ledger commit, as `log` shows it.
+pub(crate) fn log_line(e: &Entry) -> String {
+    let l = &e.lease;
+    let short = e.commit.to_hex_with_len(10).to_string();
+    let mut text = format!(
+        "{short} {} {:<9} token {}",
+        l.at.format(FULL_TIME),
+        l.event.as_str(),
+        l.token
+    );
+    let (holder, previous, by, reason) = (
+        l.holder.as_deref().map(printable),
+        l.previous_holder.as_deref().map(printable),
+        l.by.as_deref().map(printable),
+        l.reason.as_deref().map(printable),
+    );
+    match (holder, previous) {
+        (Some(h), Some(p)) => {
+            let why = match l.takeover {
+                Some(git_lease::lease::Takeover::ProcessGone) => ", whose process was gone",
+                _ => ", expired",
+            };
+            text += &format!("  {h} (took over from {p}{why})")
+        }
+        (Some(h), _) => text += &format!("  {h}"),
+        (None, Some(p)) => text += &format!("  was {p}"),
+        (None, None) => {}
+    }
+    if let Some(by) = by {
+        text += &format!(" by {by}");
+    }
+    if let Some(t) = l.expires_at {
+        text += &format!("  until {}", t.format(FULL_TIME));
+    } else if l.holder.is_some() {
+        text += "  no expiry";
+    }
+    if let Some(r) = reason {
+        text += &format!("  reason: {r}");
+    }
+    text
 }

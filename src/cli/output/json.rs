@@ -1,8 +1,11 @@
-//! The JSON shapes of `--json` output: a versioned API (see `docs/JSON.md`).
+//! The JSON shapes of `--json` output, a versioned API (see `docs/JSON.md`), and how they
+//! are written: one line each, every object led by `schema_version` ([`json_text`]).
 //!
 //! A view is a lease *as seen at an instant*: `holder` is the live holder or null, so a reader
 //! never has to re-apply the expiry rule, and the last recorded holder is still given in
 //! `last_holder`.
+
+use std::io::Write;
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
@@ -209,4 +212,42 @@ impl From<&Entry> for LogView {
             session: l.session.is_some(),
         }
     }
+}
+
+/// The version of every `--json` shape (docs/JSON.md); it changes only when a field changes
+/// meaning or goes away, never when one is added.
+pub(crate) const SCHEMA_VERSION: u32 = 1;
+
+/// Writes `value` as one JSON document on one line ([`json_text`]).
+pub(crate) fn json_line(out: &mut dyn Write, value: &impl serde::Serialize) -> std::io::Result<()> {
+    out.write_all(json_text(value)?.as_bytes())?;
+    out.write_all(b"\n")
+}
+
+/// Returns `value` as one line of JSON. An object starts with `"schema_version"`
+/// ([`SCHEMA_VERSION`]); arrays (`list`, `log`, a multi-issue `acquire`) are documented under
+/// the same version.
+pub(crate) fn json_text(value: &impl serde::Serialize) -> serde_json::Result<String> {
+    let text = serde_json::to_string(value)?;
+    Ok(match text.strip_prefix('{') {
+        Some("}") => format!("{{\"schema_version\":{SCHEMA_VERSION}}}"),
+        Some(rest) => format!("{{\"schema_version\":{SCHEMA_VERSION},{rest}"),
+        None => text,
+    })
+}
+
+/// Writes `items` as one JSON array on one line, as [`json_line`] of a `Vec` would, one item at
+/// a time (a list of 100k leases never holds all its views at once).
+pub(crate) fn json_array_line<T: serde::Serialize>(
+    out: &mut dyn Write,
+    items: impl Iterator<Item = T>,
+) -> std::io::Result<()> {
+    out.write_all(b"[")?;
+    for (i, item) in items.enumerate() {
+        if i > 0 {
+            out.write_all(b",")?;
+        }
+        serde_json::to_writer(&mut *out, &item)?;
+    }
+    out.write_all(b"]\n")
 }
