@@ -1,0 +1,343 @@
+//! What a remote holds, verified: fetches land in `refs/lease-incoming/<remote>/`; each
+//! ledger's new commits are judged ([`crate::step::judge`]) against what was verified before,
+//! and only then does `refs/lease-remotes/<remote>/<issue>` move. A ledger the remote rewound
+//! or rewrote is reported ([`Diverged`]), never taken.
+
+use gix::ObjectId;
+
+use super::{backoff, run, Remote};
+use crate::error::{Error, Result};
+use crate::issue::{IssueId, REF_PREFIX};
+use crate::step::{Judgement, Rule};
+use crate::store::Entry;
+use crate::verify;
+
+/// How many times a fetch is retried when a concurrent command in the same clone holds the
+/// lock of a ref it updates.
+const FETCH_LOCK_ATTEMPTS: u32 = 12;
+
+/// How a remote's ledger departs from what this clone verified before.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Divergence {
+    /// The remote's ledger is behind what was seen, or gone: history was cut back.
+    Rewound,
+    /// The remote's ledger left the seen history, or its new commits break a rule.
+    Rewritten,
+}
+
+impl Divergence {
+    /// Returns `rewound` or `rewritten`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Divergence::Rewound => "rewound",
+            Divergence::Rewritten => "rewritten",
+        }
+    }
+}
+
+/// One remote ledger that was refused, and why.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct Diverged {
+    /// The issue.
+    pub issue: String,
+    /// How it diverged.
+    pub divergence: Divergence,
+    /// The tip this clone verified before (kept in the tracking ref).
+    pub seen: Option<String>,
+    /// The remote's tip now (`None`: the remote no longer has the ledger).
+    pub remote: Option<String>,
+    /// What exactly is wrong, in one line.
+    pub detail: String,
+    /// The rules the remote's new commits break, when that is why.
+    pub findings: Vec<verify::Finding>,
+}
+
+impl Diverged {
+    /// Returns the error a command that needs this ledger fails with.
+    pub fn into_error(self, remote: &str) -> Error {
+        Error::RemoteDiverged {
+            remote: remote.to_owned(),
+            issue: self.issue,
+            divergence: self.divergence.as_str(),
+            detail: self.detail,
+        }
+    }
+}
+
+/// What one fetch of every lease ref found.
+#[derive(Clone, Debug, Default)]
+pub struct Fetched {
+    /// The remote's lease refs as fetched, `(issue, tip)`, sorted by issue.
+    pub remote: Vec<(String, ObjectId)>,
+    /// The verified tracking refs afterwards, `(issue, tip)`, sorted by issue, without the
+    /// diverged ledgers.
+    pub verified: Vec<(String, ObjectId)>,
+    /// The ledgers the remote rewound or rewrote; their tracking refs keep what was verified.
+    pub diverged: Vec<Diverged>,
+}
+
+impl Remote<'_> {
+    /// Runs `git fetch` with `args`, retrying while a concurrent command in this clone holds
+    /// the lock of a ref it would update. Returns git's output of the last attempt.
+    pub(crate) fn fetch(&self, args: &[&str], shown: &str) -> Result<std::process::Output> {
+        self.fetch_configured(&[], args, shown)
+    }
+
+    /// Runs `git -c <config>… fetch <args>` as [`Remote::fetch`] does.
+    pub(crate) fn fetch_configured(
+        &self,
+        config: &[&str],
+        args: &[&str],
+        shown: &str,
+    ) -> Result<std::process::Output> {
+        let mut attempt = 0;
+        loop {
+            let mut cmd = self.git();
+            for c in config {
+                cmd.arg("-c").arg(c);
+            }
+            cmd.env("LC_ALL", "C").arg("fetch").args(args);
+            let out = run(cmd, shown)?;
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            let locked = stderr.contains("cannot lock ref") || stderr.contains(".lock");
+            if out.status.success() || !locked || attempt + 1 >= FETCH_LOCK_ATTEMPTS {
+                return Ok(out);
+            }
+            backoff(attempt);
+            attempt += 1;
+        }
+    }
+
+    /// Fetches the remote's `refs/leases/<issue>` and verifies what is new.
+    ///
+    /// Returns the remote's tip, now also the tracking ref's, or `None` if the remote has no
+    /// such lease and never had one here; [`Error::RemoteDiverged`] if it rewound or rewrote
+    /// the ledger this clone verified before.
+    pub fn fetch_one(&self, issue: &IssueId) -> Result<Option<ObjectId>> {
+        let answer = self.settled(
+            || {
+                // What was verified is read before the fetch: a command of this clone may
+                // verify newer history meanwhile, which this fetch would not be behind.
+                let seen = self.ledger.store().tip_of(&self.tracking_ref(issue))?;
+                let fetched = self.fetch_tip(issue)?;
+                let verdict = self.judge_fetched(issue.as_str(), seen, fetched)?;
+                if let Ok(Some(tip)) = verdict {
+                    if Some(tip) != seen {
+                        self.track(&[(issue.as_str(), tip, seen)]);
+                    }
+                }
+                Ok(verdict)
+            },
+            |verdict| verdict.is_err(),
+        )?;
+        answer.map_err(|diverged| diverged.into_error(&self.shown))
+    }
+
+    /// Runs `read` (a fetch and its verdict) again while `diverged` says it found a
+    /// divergence, twice at most: concurrent fetches of one clone share the staging refs, so
+    /// one may briefly find another's older snapshot there. A real rewind is found every time.
+    pub(crate) fn settled<T>(
+        &self,
+        mut read: impl FnMut() -> Result<T>,
+        diverged: impl Fn(&T) -> bool,
+    ) -> Result<T> {
+        let mut answer = read()?;
+        for _ in 0..2 {
+            if !diverged(&answer) {
+                break;
+            }
+            answer = read()?;
+        }
+        Ok(answer)
+    }
+
+    /// Fetches `issue`'s ledger into the staging ref and returns its tip there (`None`: the
+    /// remote has no such ledger).
+    fn fetch_tip(&self, issue: &IssueId) -> Result<Option<ObjectId>> {
+        let refspec = format!("+{}:{}", issue.ref_name(), self.incoming_ref(issue));
+        let shown = format!("git fetch {} {refspec}", self.shown);
+        let out = self.fetch(
+            &[
+                "--quiet",
+                "--no-tags",
+                "--no-write-fetch-head",
+                "--",
+                &self.remote,
+                &refspec,
+            ],
+            &shown,
+        )?;
+        if out.status.success() {
+            return self.ledger.store().tip_of(&self.incoming_ref(issue));
+        }
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        if stderr.contains("couldn't find remote ref") {
+            return Ok(None);
+        }
+        Err(Error::Transport {
+            command: shown,
+            message: stderr.trim().to_owned(),
+        })
+    }
+
+    /// Fetches every `refs/leases/*` of the remote in one fetch and verifies what is new in
+    /// each ledger.
+    pub fn fetch_all(&self) -> Result<Fetched> {
+        self.settled(|| self.fetch_all_once(), |f| !f.diverged.is_empty())
+    }
+
+    pub(crate) fn fetch_all_once(&self) -> Result<Fetched> {
+        let store = self.ledger.store();
+        // What was verified is read before the fetch (see `fetch_one`).
+        let seen = self.tracked()?;
+        let refspec = format!("+{REF_PREFIX}*:{}*", self.incoming);
+        let shown = format!("git fetch --prune {} {refspec}", self.shown);
+        let out = self.fetch(
+            &[
+                "--quiet",
+                "--no-tags",
+                "--no-write-fetch-head",
+                "--prune",
+                "--",
+                &self.remote,
+                &refspec,
+            ],
+            &shown,
+        )?;
+        if !out.status.success() {
+            return Err(Error::Transport {
+                command: shown,
+                message: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
+            });
+        }
+        let remote = store.refs_under(&self.incoming)?;
+        let mut fetched = Fetched {
+            remote: Vec::with_capacity(remote.len()),
+            ..Fetched::default()
+        };
+        // Every issue either side has: (the remote's tip, the tip verified before).
+        let mut sides: std::collections::BTreeMap<String, (Option<ObjectId>, Option<ObjectId>)> =
+            std::collections::BTreeMap::new();
+        for (issue, tip) in remote {
+            sides.entry(issue).or_default().0 = Some(tip);
+        }
+        for (issue, tip) in seen {
+            sides.entry(issue).or_default().1 = Some(tip);
+        }
+        let mut moves = Vec::new();
+        for (issue, (remote_tip, seen_tip)) in &sides {
+            if let Some(tip) = remote_tip {
+                fetched.remote.push((issue.clone(), *tip));
+            }
+            match self.judge_fetched(issue, *seen_tip, *remote_tip)? {
+                Ok(Some(tip)) => {
+                    if Some(tip) != *seen_tip {
+                        moves.push((issue.as_str(), tip, *seen_tip));
+                    }
+                    fetched.verified.push((issue.clone(), tip));
+                }
+                Ok(None) => {}
+                Err(diverged) => fetched.diverged.push(diverged),
+            }
+        }
+        self.track(&moves);
+        Ok(fetched)
+    }
+
+    /// Decides whether the remote's `fetched` tip of `issue` may replace the `seen` one: it
+    /// must descend from it, and its new commits must pass the transition rules. Returns the
+    /// tip to track (the caller moves the tracking ref) or why it was refused.
+    pub(crate) fn judge_fetched(
+        &self,
+        issue: &str,
+        seen: Option<ObjectId>,
+        fetched: Option<ObjectId>,
+    ) -> Result<std::result::Result<Option<ObjectId>, Diverged>> {
+        let store = self.ledger.store();
+        let diverged = |divergence, detail: String| Diverged {
+            issue: issue.to_owned(),
+            divergence,
+            seen: seen.map(|s| s.to_string()),
+            remote: fetched.map(|f| f.to_string()),
+            detail,
+            findings: Vec::new(),
+        };
+        let Some(tip) = fetched else {
+            return Ok(match seen {
+                None => Ok(None),
+                Some(seen) => Err(diverged(
+                    Divergence::Rewound,
+                    format!(
+                        "the remote no longer has this ledger, which was at {seen} here; lease refs are never deleted"
+                    ),
+                )),
+            });
+        };
+        if seen == Some(tip) {
+            return Ok(Ok(Some(tip)));
+        }
+        let check = verify::verify_segment(store, issue, tip, seen, Judgement::Recorded);
+        if let Some(first) = check.findings.first() {
+            let seen_text = seen.map_or_else(|| "none".to_owned(), |s| s.to_string());
+            return Ok(Err(if first.rule == Rule::FastForward {
+                match seen {
+                    Some(seen) if verify::descends_from(store, seen, tip) => diverged(
+                        Divergence::Rewound,
+                        format!("the remote is at {tip}, behind {seen_text} seen here before"),
+                    ),
+                    _ => diverged(
+                        Divergence::Rewritten,
+                        format!(
+                            "the remote is at {tip}, which does not descend from {seen_text} seen here before"
+                        ),
+                    ),
+                }
+            } else {
+                Diverged {
+                    findings: check.findings.clone(),
+                    ..diverged(
+                        Divergence::Rewritten,
+                        format!("the remote's new commits break a rule: {first}"),
+                    )
+                }
+            }));
+        }
+        Ok(Ok(Some(tip)))
+    }
+
+    /// Moves the tracking refs of `moves` (`(issue, new, seen)`) to what was verified. Best
+    /// effort: a concurrent command in this clone may have moved one on, or hold its lock; the
+    /// next read verifies again from what is there.
+    pub(crate) fn track(&self, moves: &[(&str, ObjectId, Option<ObjectId>)]) {
+        if moves.is_empty() {
+            return;
+        }
+        let edits: Vec<(String, ObjectId, Option<ObjectId>)> = moves
+            .iter()
+            .map(|(issue, new, seen)| (format!("{}{issue}", self.tracking), *new, *seen))
+            .collect();
+        let _ = self
+            .ledger
+            .store()
+            .move_refs(&edits, &format!("git-lease: verified from {}", self.shown));
+    }
+
+    /// Returns the tracking refs, as last verified, as `(issue, tip)`.
+    pub fn tracked(&self) -> Result<Vec<(String, ObjectId)>> {
+        self.ledger.store().refs_under(&self.tracking)
+    }
+
+    /// Returns the newest entry of `issue` as last verified.
+    pub fn tracked_entry(&self, issue: &IssueId) -> Result<Option<Entry>> {
+        let store = self.ledger.store();
+        store
+            .tip_of(&self.tracking_ref(issue))?
+            .map(|tip| {
+                store
+                    .entry(issue.as_str(), tip)
+                    .map(|e| self.ledger.observe(e))
+            })
+            .transpose()
+    }
+}

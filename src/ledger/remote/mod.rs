@@ -1,0 +1,314 @@
+//! Claims through a remote: the remote is the authority, `git push` with an expected old value
+//! is the compare-and-swap.
+//!
+//! gix cannot push, so pushes and fetches run the git CLI, which brings every transport and
+//! the credentials git has configured. What the remote was last seen to hold, *and verified*,
+//! is kept in remote-tracking lease refs, `refs/lease-remotes/<remote>/<issue>`, the way
+//! `refs/remotes/<remote>/*` tracks branches. A fetch lands in a staging namespace,
+//! `refs/lease-incoming/<remote>/<issue>`; a tracking ref moves to the fetched tip only if that
+//! tip descends from it and every new commit passes [`crate::step::judge`]. A remote that
+//! rewound or rewrote a ledger (a hookless host anyone can force-push to) is refused with
+//! [`Error::RemoteDiverged`] before anything is decided on it, so a client never issues a
+//! token again that it has seen issued.
+//!
+//! A write decides optimistically from the tracking copy and pushes against it, so an
+//! uncontended claim is one round trip; when the push finds the remote moved, or the copy says
+//! someone else holds the lease, it fetches and decides again with the same rules. After a
+//! push lands, the tracking ref and the local `refs/leases/<issue>` are set to exactly what the
+//! remote accepted. Tracking refs are a cache of verified state: failing to update one (a
+//! lock held by a concurrent command in the same clone) never fails a claim.
+//!
+//! This module holds the remote's [`Backend`] implementation (the rules applied through it);
+//! `fetch` what it holds, verified, and `push` writing to it.
+
+mod fetch;
+mod push;
+
+use std::process::Command;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+
+use crate::any::AnyReport;
+use crate::backend::{Backend, Listing, Tips};
+use crate::cas::{self, Attempt};
+use crate::error::{Error, Result};
+use crate::issue::IssueId;
+use crate::ledger::{resolve_among, Ledger, Report};
+use crate::liveness::Current;
+use crate::rules::{Claim, Transition};
+use crate::store::Entry;
+pub use fetch::{Diverged, Divergence, Fetched};
+use push::run;
+pub(crate) use push::PushResult;
+pub use push::{hook_verdict, redact_url, redact_urls, HookVerdict};
+
+/// The namespace of remote-tracking lease refs: what each remote was seen to hold, verified.
+pub const TRACKING_PREFIX: &str = "refs/lease-remotes/";
+
+/// The namespace fetches land in before their new commits are verified.
+pub const INCOMING_PREFIX: &str = "refs/lease-incoming/";
+
+/// How many times a write fetches and decides again after losing the push race, by default.
+pub const DEFAULT_ATTEMPTS: u32 = 12;
+
+/// A remote that holds the authoritative lease refs.
+pub struct Remote<'a> {
+    ledger: &'a Ledger,
+    remote: String,
+    /// The remote as messages show it: a URL without its credentials.
+    shown: String,
+    tracking: String,
+    incoming: String,
+    attempts: u32,
+}
+
+impl<'a> Remote<'a> {
+    /// Returns the remote `remote` (a configured remote's name, or a URL) of `ledger`'s
+    /// repository.
+    pub fn new(ledger: &'a Ledger, remote: &str) -> Result<Remote<'a>> {
+        if remote.is_empty() || remote.starts_with('-') {
+            return Err(Error::InvalidInput(format!(
+                "invalid remote {remote:?}: give a remote name or a URL"
+            )));
+        }
+        let store = ledger.store();
+        let configured = store
+            .config_string(&format!("remote.{remote}.url"))
+            .is_some();
+        let slug = if configured && IssueId::new(remote).is_ok() && !remote.contains('/') {
+            remote.to_owned()
+        } else {
+            format!("url-{:016x}", crate::cache::fnv1a(remote.as_bytes()))
+        };
+        let attempts = crate::config::positive(
+            "lease.pushAttempts",
+            store.config_string("lease.pushAttempts").as_deref(),
+        )?
+        .unwrap_or(DEFAULT_ATTEMPTS);
+        Ok(Remote {
+            ledger,
+            remote: remote.to_owned(),
+            shown: redact_url(remote),
+            tracking: format!("{TRACKING_PREFIX}{slug}/"),
+            incoming: format!("{INCOMING_PREFIX}{slug}/"),
+            attempts,
+        })
+    }
+
+    /// Returns the remote as messages show it: its name, or its URL without credentials.
+    pub fn name(&self) -> &str {
+        &self.shown
+    }
+
+    /// Returns the ref prefix under which this remote's lease refs are tracked locally.
+    pub fn tracking_prefix(&self) -> &str {
+        &self.tracking
+    }
+
+    /// Returns the staging namespace fetches of this remote land in.
+    pub(crate) fn incoming_prefix(&self) -> &str {
+        &self.incoming
+    }
+
+    /// Returns the ledger this remote's copies are kept in.
+    pub(crate) fn ledger(&self) -> &Ledger {
+        self.ledger
+    }
+
+    /// Returns how many pushes a write may make before it gives up with a lost race.
+    pub(crate) fn attempts(&self) -> u32 {
+        self.attempts
+    }
+
+    pub(crate) fn tracking_ref(&self, issue: &IssueId) -> String {
+        format!("{}{}", self.tracking, issue)
+    }
+
+    pub(crate) fn git(&self) -> Command {
+        crate::git::command(self.ledger.store().git_dir())
+    }
+
+    pub(crate) fn incoming_ref(&self, issue: &IssueId) -> String {
+        format!("{}{}", self.incoming, issue)
+    }
+}
+
+/// A remote's ledgers: every read fetches and verifies ([`Remote::fetch_one`],
+/// [`Remote::fetch_all`]) before it answers; every write is a push with an expected old value.
+impl Backend for Remote<'_> {
+    /// Fetches `issue` and returns its newest entry on the remote.
+    fn current(&self, issue: &IssueId) -> Result<Option<Entry>> {
+        match self.fetch_one(issue)? {
+            None => Ok(None),
+            Some(tip) => Ok(Some(
+                self.ledger
+                    .observe(self.ledger.store().entry(issue.as_str(), tip)?),
+            )),
+        }
+    }
+
+    /// Fetches all leases and returns the newest entry of each verified ledger, sorted by
+    /// issue, with the ledgers the remote rewound or rewrote (left out of the entries).
+    fn list(&self) -> Result<Listing> {
+        let fetched = self.fetch_all()?;
+        let (entries, _) =
+            crate::listing::list(self.ledger.store(), &self.tracking, fetched.verified)?;
+        let entries = entries
+            .into_iter()
+            .map(|e| self.ledger.observe(e))
+            .collect();
+        Ok(Listing {
+            entries,
+            diverged: fetched.diverged,
+        })
+    }
+
+    /// Fetches `issue` and returns its ledger on the remote, newest first.
+    fn log(&self, issue: &IssueId) -> Result<Vec<Entry>> {
+        let tip = self.fetch_one(issue)?;
+        self.ledger.store().history(issue.as_str(), tip)
+    }
+
+    /// Resolves an id or unique prefix against the remote's leases: first against the copy
+    /// last verified, then, if nothing matches there, after fetching them all.
+    fn resolve(&self, prefix: &str) -> Result<IssueId> {
+        let local = self.tracked()?;
+        match resolve_among(prefix, local.iter().map(|(n, _)| n.as_str())) {
+            Err(Error::NoSuchLease(_)) => {
+                let all = self.fetch_all()?;
+                resolve_among(prefix, all.verified.iter().map(|(n, _)| n.as_str()))
+            }
+            other => other,
+        }
+    }
+
+    fn tips(&self) -> Result<Tips> {
+        let fetched = self.fetch_all()?;
+        Ok((fetched.remote, fetched.diverged))
+    }
+
+    /// Applies one rule to the remote's ledger of `issue` under compare-and-swap by push.
+    ///
+    /// The first decision is made from the tracking copy; any answer that writes nothing is
+    /// confirmed against a fresh fetch, so a refusal always reflects the remote. A lost push
+    /// fetches and decides again, with jittered backoff, up to the attempt limit; then it
+    /// fails with [`Error::LostRace`] having changed nothing.
+    fn apply(
+        &self,
+        issue: &IssueId,
+        decide: &mut dyn FnMut(Option<Current<'_>>) -> Transition,
+    ) -> Result<Report> {
+        let store = self.ledger.store();
+        let mut fresh = false;
+        let mut current = self.tracked_entry(issue)?;
+        cas::retry(
+            self.attempts,
+            || issue.to_string(),
+            |attempt| {
+                let transition = decide(current.as_ref().map(Entry::current));
+                let Some(next) = transition.next else {
+                    if !fresh {
+                        current = self.current(issue)?;
+                        fresh = true;
+                        return Ok(Attempt::Again);
+                    }
+                    return Ok(Attempt::Done(Report::unchanged(
+                        transition.outcome,
+                        issue,
+                        current.take(),
+                    )));
+                };
+                let parent = current.as_ref().map(|e| e.commit);
+                let commit = store.write(&next, parent)?;
+                match self.push(&[(issue.clone(), commit, parent)])? {
+                    PushResult::Done => {
+                        self.record_accepted(issue, commit, parent, &next);
+                        Ok(Attempt::Done(Report::written(
+                            transition.outcome,
+                            issue,
+                            commit,
+                            parent,
+                            next,
+                        )))
+                    }
+                    PushResult::Lost => {
+                        if fresh {
+                            backoff(attempt);
+                        }
+                        current = self.current(issue)?;
+                        fresh = true;
+                        Ok(Attempt::Again)
+                    }
+                    PushResult::Declined(verdict) => {
+                        Err(verdict.into_error(std::slice::from_ref(issue)))
+                    }
+                }
+            },
+        )
+    }
+
+    /// Claims all of `issues` on the remote in one atomic push, or none of them.
+    fn acquire_all(
+        &self,
+        issues: &[IssueId],
+        claim: &Claim,
+        now: DateTime<Utc>,
+    ) -> Result<Vec<Report>> {
+        cas::retry(
+            self.attempts,
+            || cas::names(issues),
+            |attempt| {
+                // One fetch learns every issue's state (500 issues were 500 fetches).
+                let (mut states, diverged) = self.fetch_some(issues)?;
+                if let Some(d) = diverged.into_iter().next() {
+                    return Err(d.into_error(self.name()));
+                }
+                let currents: Vec<Option<Entry>> = issues
+                    .iter()
+                    .map(|issue| states.remove(issue).flatten())
+                    .collect();
+                // The remote's own refs decide clashes: its push refuses them.
+                let (reports, edits) = self
+                    .ledger
+                    .write_planned(issues, currents, claim, now, false)?;
+                if edits.is_empty() {
+                    return Ok(Attempt::Done(reports));
+                }
+                match self.push(&edits)? {
+                    PushResult::Done => {
+                        for r in &reports {
+                            if let (true, Some(e)) = (r.wrote, &r.entry) {
+                                self.record_accepted(&r.issue, e.commit, e.parent, &e.lease);
+                            }
+                        }
+                        Ok(Attempt::Done(reports))
+                    }
+                    PushResult::Lost => {
+                        backoff(attempt);
+                        Ok(Attempt::Again)
+                    }
+                    PushResult::Declined(verdict) => Err(verdict.into_error(issues)),
+                }
+            },
+        )
+    }
+
+    fn acquire_any(
+        &self,
+        candidates: &[IssueId],
+        claim: &Claim,
+        now: DateTime<Utc>,
+        rng: &mut fastrand::Rng,
+    ) -> Result<AnyReport> {
+        Remote::acquire_any(self, candidates, claim, now, rng)
+    }
+}
+
+/// Sleeps before retry `attempt` (0-based): exponential from 10 ms, capped at 640 ms, with
+/// full jitter, so that racers spread out instead of colliding again in step.
+pub(super) fn backoff(attempt: u32) {
+    let ceiling_ms = 10u64 << attempt.min(6);
+    let ms = fastrand::u64(ceiling_ms / 2..=ceiling_ms);
+    std::thread::sleep(Duration::from_millis(ms));
+}
