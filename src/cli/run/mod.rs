@@ -25,6 +25,10 @@
 //! `E - (T - 1s) / 6`, halfway through the reserve, so the child is gone before `E`. `--every`
 //! must be shorter than that renew deadline. [`StopWindow::before`] is the one place this is
 //! computed.
+//!
+//! Here: the lease's side (acquire, renew, end) and the loop that waits on child and lease;
+//! [`child`] the child's process group and signals; [`renewal`] the renew interval and the
+//! stop window; [`wait`](mod@wait) `git lease wait`.
 
 use std::path::PathBuf;
 use std::process::{Command as Process, ExitStatus};
@@ -35,7 +39,14 @@ use chrono::{DateTime, Utc};
 use git_lease::rules::{self, Claim, Credentials, Ending, Outcome};
 use git_lease::{Error, Holder, IssueId, Ledger, Report, Ttl};
 
+mod child;
+mod renewal;
+mod wait;
+
 use super::{exit, output, Context, Failure};
+use child::{catch_signals, child_code, forward_signals, signal_group, stop_child, supervise};
+use renewal::{renew_interval, StopWindow};
+pub(crate) use wait::wait;
 
 /// What a child's end turns into.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -170,45 +181,6 @@ fn after(d: Duration) -> Instant {
     const CENTURY: Duration = Duration::from_secs(100 * 365 * 86_400);
     let now = Instant::now();
     now.checked_add(d.min(CENTURY)).unwrap_or(now)
-}
-
-/// When `run` stops its child if no renewal has succeeded: the renew deadline, computed here
-/// only (see the module documentation).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct StopWindow {
-    /// The lease's recorded expiry.
-    expires_at: DateTime<Utc>,
-    /// The renew deadline: SIGTERM from then on.
-    term_at: DateTime<Utc>,
-    /// SIGKILL at the latest.
-    kill_by: DateTime<Utc>,
-}
-
-impl StopWindow {
-    /// Recorded instants are whole seconds: a renewal at any moment of a second records an
-    /// expiry up to this much sooner than its moment plus the TTL.
-    const GRAIN: chrono::Duration = chrono::Duration::seconds(1);
-
-    /// The stop reserve of a lease of `ttl`: a third of its guaranteed life.
-    fn reserve(ttl: chrono::Duration) -> chrono::Duration {
-        (ttl - Self::GRAIN).max(chrono::Duration::zero()) / 3
-    }
-
-    /// The window of a lease of `ttl` recorded to expire at `expires_at`.
-    fn before(expires_at: DateTime<Utc>, ttl: chrono::Duration) -> StopWindow {
-        let reserve = Self::reserve(ttl);
-        StopWindow {
-            expires_at,
-            term_at: expires_at - reserve,
-            kill_by: expires_at - reserve / 2,
-        }
-    }
-
-    /// How long after a renewal the deadline comes at the soonest: the renew interval must be
-    /// shorter, or no renewal could land in time.
-    fn renew_deadline(ttl: chrono::Duration) -> chrono::Duration {
-        ttl - Self::GRAIN - Self::reserve(ttl)
-    }
 }
 
 /// Everything needed to act on the lease from any thread: each call opens the repository
@@ -475,240 +447,4 @@ enum Stop {
     Exited(std::io::Result<ExitStatus>),
     Lost(String),
     Deadline(StopWindow),
-}
-
-/// Returns how often to renew: `every`, or a third of the TTL (half the renew deadline for TTLs
-/// under 3s); none for a lease that never expires unless asked. An
-/// interval that cannot renew before the renew deadline is refused.
-fn renew_interval(ttl: Ttl, every: Option<Duration>) -> Result<Option<Duration>, Error> {
-    let Ttl::For(ttl) = ttl else {
-        return Ok(every);
-    };
-    let deadline = StopWindow::renew_deadline(ttl);
-    if deadline <= chrono::Duration::zero() {
-        return Err(Error::InvalidInput(format!(
-            "a {} lease is too short for run: recorded in whole seconds, it leaves no time to \
-             renew; give --ttl 2s or more",
-            git_lease::time::short_duration(ttl),
-        )));
-    }
-    let interval = match every {
-        Some(every) => every,
-        // From 3s on, a third of the TTL comes a third of a second or more before the deadline.
-        None if ttl >= chrono::Duration::seconds(3) => (ttl / 3).to_std().unwrap_or_default(),
-        None => (deadline / 2).to_std().unwrap_or_default(),
-    };
-    if interval.is_zero() {
-        return Err(Error::InvalidInput("--every must be longer than 0s".into()));
-    }
-    if !chrono::Duration::from_std(interval).is_ok_and(|i| i < deadline) {
-        return Err(Error::InvalidInput(format!(
-            "--every {} cannot keep a {} lease: run stops its command when no renewal has \
-             succeeded for {} (the TTL less a second, less a third of that for stopping); give \
-             a shorter --every or a longer --ttl",
-            millis(interval),
-            git_lease::time::short_duration(ttl),
-            millis(deadline.to_std().unwrap_or_default()),
-        )));
-    }
-    Ok(Some(interval))
-}
-
-/// Returns `d` for people, to the millisecond.
-fn millis(d: Duration) -> humantime::FormattedDuration {
-    humantime::format_duration(Duration::from_millis(
-        u64::try_from(d.as_millis()).unwrap_or(u64::MAX),
-    ))
-}
-
-/// Makes the child a process group of its own and, on Linux, has the kernel kill it
-/// (SIGKILL) if `run` dies first.
-fn supervise(command: &mut Process) {
-    use std::os::unix::process::CommandExt;
-    command.process_group(0);
-    #[cfg(target_os = "linux")]
-    {
-        let parent = std::process::id();
-        // SAFETY: between fork and exec the closure calls only prctl(2) and getppid(2), which
-        // are async-signal-safe, and allocates nothing. The death signal is tied to the thread
-        // that forks, which is `run`'s main thread: it lives as long as `run` does.
-        unsafe {
-            command.pre_exec(move || {
-                let sigkill = libc::SIGKILL as libc::c_ulong;
-                if libc::prctl(libc::PR_SET_PDEATHSIG, sigkill, 0, 0, 0) != 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                // `run` died before the line above: no signal will come, so do not start.
-                if u32::try_from(libc::getppid()).ok() != Some(parent) {
-                    return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
-                }
-                Ok(())
-            });
-        }
-    }
-}
-
-/// Sends SIGTERM to the child's group, waits until `kill_at` for the child to exit, then
-/// SIGKILL; whatever is left of the group is killed in any case.
-fn stop_child(group: u32, kill_at: Instant, inbox: &mpsc::Receiver<Event>) {
-    signal_group(group, libc::SIGTERM);
-    let exited = loop {
-        let left = kill_at.saturating_duration_since(Instant::now());
-        match inbox.recv_timeout(left) {
-            Ok(Event::ChildExited(_)) => break true,
-            Ok(_) => continue,
-            Err(_) => break false,
-        }
-    };
-    signal_group(group, libc::SIGKILL);
-    if exited {
-        return;
-    }
-    while let Ok(event) = inbox.recv_timeout(Duration::from_secs(5)) {
-        if matches!(event, Event::ChildExited(_)) {
-            return;
-        }
-    }
-}
-
-/// Sends `sig` to the process group `group`.
-fn signal_group(group: u32, sig: i32) {
-    if let Ok(group) = i32::try_from(group) {
-        // SAFETY: killpg(2) has no memory effects; a group that is gone at worst gets ESRCH.
-        // The group's id cannot be reused while any process of the group is left.
-        unsafe {
-            libc::killpg(group, sig);
-        }
-    }
-}
-
-/// Starts catching the signals a supervisor sends to `git lease run`.
-fn catch_signals() -> Result<signal_hook::iterator::Signals, Error> {
-    use signal_hook::consts::{SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1, SIGUSR2};
-    signal_hook::iterator::Signals::new([SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1, SIGUSR2])
-        .map_err(|e| Error::Io {
-            context: "cannot install signal handlers".into(),
-            source: e,
-        })
-}
-
-/// Forwards every caught signal (including those caught before the child started) to the
-/// child's process group.
-fn forward_signals(mut signals: signal_hook::iterator::Signals, group: u32) {
-    std::thread::spawn(move || {
-        for sig in signals.forever() {
-            signal_group(group, sig);
-        }
-    });
-}
-
-/// Returns the child's exit code to pass through: its code, or 128 + the signal that ended it.
-fn child_code(status: ExitStatus) -> u8 {
-    use std::os::unix::process::ExitStatusExt;
-    match (status.code(), status.signal()) {
-        (Some(code), _) => u8::try_from(code & 0xff).unwrap_or(1),
-        (None, Some(sig)) => u8::try_from(128 + sig).unwrap_or(1),
-        _ => 1,
-    }
-}
-
-/// Runs `git lease wait`: block until the issue is not live (then acquire it if asked).
-pub(crate) fn wait(
-    ctx: &Context,
-    issue: &str,
-    timeout: Option<Duration>,
-    acquire: Option<Claim>,
-    out: &mut dyn std::io::Write,
-) -> Result<u8, Failure> {
-    let clock = RunningClock::starting_at(ctx.now);
-    let issue = IssueId::new(issue)?;
-    let backend = ctx.backend()?;
-    let deadline = timeout.map(after);
-    let mut pause = Duration::from_millis(50);
-    loop {
-        let now = clock.now();
-        let current = backend.current(&issue)?;
-        let live = current
-            .as_ref()
-            .filter(|e| git_lease::is_live(e.current(), now));
-        if live.is_none() {
-            let Some(claim) = &acquire else {
-                if ctx.json {
-                    #[derive(serde::Serialize)]
-                    struct Free {
-                        outcome: &'static str,
-                        #[serde(flatten)]
-                        lease: crate::cli::output::json::LeaseView,
-                    }
-                    super::output::json::json_line(
-                        out,
-                        &Free {
-                            outcome: "free",
-                            lease: crate::cli::output::json::LeaseView::new(
-                                issue.as_str(),
-                                current.as_ref(),
-                                now,
-                            ),
-                        },
-                    )?;
-                } else {
-                    writeln!(
-                        out,
-                        "free: {} is not held",
-                        output::printable(issue.as_str())
-                    )?;
-                }
-                return Ok(exit::OK);
-            };
-            let report =
-                backend.apply(&issue, &mut |cur| rules::acquire(&issue, cur, claim, now))?;
-            if report.outcome == Outcome::Acquired {
-                return super::output::emit_reports(ctx, &[report], false, None, out);
-            }
-        }
-        let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
-        if left.is_some_and(|l| l.is_zero()) {
-            let report = Report::unchanged(Outcome::Held, &issue, current);
-            return super::output::emit_reports(ctx, &[report], false, None, out);
-        }
-        let nap = left.map_or(pause, |l| l.min(pause));
-        std::thread::sleep(nap);
-        pause = (pause * 3 / 2).min(Duration::from_secs(2));
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use chrono::TimeZone;
-
-    #[test]
-    fn the_stop_window_ends_before_the_expiry_and_after_the_renew_interval() {
-        let expires_at = Utc.with_ymd_and_hms(2026, 11, 30, 12, 0, 3).unwrap();
-        let ms = chrono::Duration::milliseconds;
-        let w = StopWindow::before(expires_at, chrono::Duration::seconds(3));
-        assert_eq!(
-            expires_at - w.term_at,
-            ms(666) + chrono::Duration::microseconds(666) + chrono::Duration::nanoseconds(666)
-        );
-        assert!(w.term_at < w.kill_by && w.kill_by < expires_at);
-        assert_eq!(
-            StopWindow::renew_deadline(chrono::Duration::seconds(3)),
-            ms(1333) + chrono::Duration::nanoseconds(333_334)
-        );
-        let hour = chrono::Duration::hours(1);
-        assert_eq!(
-            renew_interval(Ttl::For(hour), None).ok().flatten(),
-            Some(Duration::from_secs(1200))
-        );
-        assert_eq!(
-            renew_interval(Ttl::For(chrono::Duration::seconds(2)), None)
-                .ok()
-                .flatten(),
-            Some(Duration::from_nanos(333_333_333))
-        );
-        assert!(renew_interval(Ttl::For(chrono::Duration::seconds(1)), None).is_err());
-        assert!(renew_interval(Ttl::For(hour), Some(Duration::from_secs(2400))).is_err());
-        assert_eq!(renew_interval(Ttl::Never, None).ok().flatten(), None);
-    }
 }
