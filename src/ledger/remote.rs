@@ -108,7 +108,8 @@ pub struct Fetched {
     pub diverged: Vec<Diverged>,
 }
 
-/// How many times a write fetches and decides again after losing the push race, by default.
+/// How many attempts a remote write makes by default (`lease.pushAttempts`), each one decision
+/// and at most one push, before it gives up with [`Error::LostRace`].
 pub const DEFAULT_ATTEMPTS: u32 = 12;
 
 /// A remote that holds the authoritative lease refs.
@@ -239,7 +240,8 @@ impl<'a> Remote<'a> {
         self.ledger
     }
 
-    /// Returns how many pushes a write may make before it gives up with a lost race.
+    /// Returns how many attempts (each at most one push) a write may make before it gives up
+    /// with a lost race.
     pub(crate) fn attempts(&self) -> u32 {
         self.attempts
     }
@@ -812,8 +814,9 @@ pub fn redact_urls(text: &str) -> String {
     out
 }
 
-/// Sleeps before retry `attempt` (0-based): exponential from 10 ms, capped at 640 ms, with
-/// full jitter, so that racers spread out instead of colliding again in step.
+/// Sleeps before retry `attempt` (0-based): a ceiling exponential from 10 ms, capped at 640 ms,
+/// and a random time between half of it and all of it, so that racers spread out instead of
+/// colliding again in step.
 fn backoff(attempt: u32) {
     let ceiling_ms = 10u64 << attempt.min(6);
     let ms = fastrand::u64(ceiling_ms / 2..=ceiling_ms);
