@@ -2,10 +2,10 @@
 //!
 //! # Why it exists
 //!
-//! Every event writes three loose objects (blob, tree, commit) and a loose ref. Loose objects
-//! make reading a ledger several times slower than packed ones and loose refs make listing
-//! them slower; gix can neither repack nor (usefully) pack refs, so this module runs git for
-//! that:
+//! Every event written on its own writes three loose objects (blob, tree, commit) and, with
+//! the files backend, a loose ref. Loose objects make reading a ledger several times slower
+//! than packed ones and loose refs make listing them slower; gix can neither repack nor
+//! (usefully) pack refs, so this module runs git for that:
 //!
 //! - [`gc`] (`git lease gc`) packs refs (`git pack-refs --all --prune`) and loose objects
 //!   (`git repack -d -q`: an incremental pack; never deletes anything that is not also in a
