@@ -171,7 +171,7 @@ fn temporaries_cutoff(git_dir: &Path) -> Result<Option<SystemTime>> {
 /// - in `objects_dir` and its fan-out directories, `tmp_*` (a loose object being written by
 ///   this crate, `tmp_obj_*`, or by git);
 /// - in `objects_dir/pack`, `tmp_*` (git's packs and indexes being written) and `.tmp`
-///   followed by six letters or digits (a pack or index of a multi-issue write);
+///   followed by six letters or digits (a pack or index of a write of several events);
 /// - in `cache_dir` (`<common dir>/git-lease`), `.list-cache*.tmp-*` (a list cache being
 ///   written, [`crate::cache`]).
 ///

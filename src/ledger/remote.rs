@@ -597,7 +597,8 @@ impl<'a> Remote<'a> {
 }
 
 /// A remote's ledgers: every read fetches and verifies ([`Remote::fetch_one`],
-/// [`Remote::fetch_all`]) before it answers; every write is a push with an expected old value.
+/// [`Remote::fetch_all`]) before it answers (resolving an id tries the copy last verified
+/// first); every write is a push with an expected old value.
 impl Backend for Remote<'_> {
     /// Fetches `issue` and returns its newest entry on the remote.
     fn current(&self, issue: &IssueId) -> Result<Option<Entry>> {
