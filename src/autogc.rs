@@ -42,8 +42,8 @@ pub struct AutoGc {
 }
 
 impl AutoGc {
-    /// Reads `lease.gcAuto` (else `gc.auto`, else [`DEFAULT_GC_AUTO`]) and
-    /// [`GC_SYNC_ENV`].
+    /// Reads `lease.gcAuto` (else `gc.auto`, else [`DEFAULT_GC_AUTO`]), `gc.autoPackLimit`
+    /// (else [`DEFAULT_AUTO_PACK_LIMIT`]) and [`GC_SYNC_ENV`].
     pub fn from_repo(repo: &gix::Repository) -> crate::Result<AutoGc> {
         let config = repo.config_snapshot();
         let count = |key: &str| {
@@ -82,8 +82,9 @@ impl AutoGc {
     }
 
     /// Called after a ref update landed: when a write went into `objects/17` since the last
-    /// check and the estimate is past the threshold, starts git's packing. Never fails the
-    /// write: a trigger that cannot run is skipped, and the next one tries again.
+    /// check and the estimate is past the threshold, or a pack was written since and the packs
+    /// are past `gc.autoPackLimit`, starts git's packing (never with a threshold of 0). Never
+    /// fails the write: a trigger that cannot run is skipped, and the next one tries again.
     pub(crate) fn after_write(&self, git_dir: &Path, objects_dir: &Path) {
         let loose = self.loose_pending.replace(false);
         let packs = self.pack_pending.replace(false);

@@ -1,9 +1,9 @@
 //! The library's error type.
 //!
-//! Refusals that are part of the rules (held by someone else, not the holder, not held) are
-//! *outcomes*, not errors. Errors are what stops an operation from being decided at all; each
-//! variant carries what a message needs, and [`Error::kind`] sorts them into the classes the
-//! command line turns into exit codes.
+//! Refusals that are part of the rules (held by someone else, not the holder, a wrong session
+//! secret), and a release of nothing held, are *outcomes*, not errors. Errors are what stops
+//! an operation from being decided at all; each variant carries what a message needs, and
+//! [`Error::kind`] sorts them into the classes the command line turns into exit codes.
 
 use std::path::PathBuf;
 
@@ -122,7 +122,9 @@ pub enum Error {
         /// How many attempts were made.
         attempts: u32,
     },
-    /// The remote refused the push (a hook, or a policy).
+    /// The server's git-lease hook refused the push by the lease rules (its `remote:` lines
+    /// carry the `git-lease: refused` mark); a hook that failed, or another hook's refusal, is
+    /// [`Error::HookFailed`].
     #[error("the remote refused the update of refs/leases/{issue}: {message}")]
     PushRefused {
         /// The issue pushed.
@@ -153,7 +155,7 @@ pub enum Error {
         /// What exactly is wrong.
         detail: String,
     },
-    /// A git subprocess (push or fetch) failed.
+    /// A git subprocess that talks to a remote (push, fetch, ls-remote) failed.
     #[error("{command} failed: {message}")]
     Transport {
         /// The command that failed, as a user could type it.

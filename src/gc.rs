@@ -2,10 +2,10 @@
 //!
 //! # Why it exists
 //!
-//! Every event writes three loose objects (blob, tree, commit) and a loose ref. Loose objects
-//! make reading a ledger several times slower than packed ones and loose refs make listing
-//! them slower; gix can neither repack nor (usefully) pack refs, so this module runs git for
-//! that:
+//! Every event written on its own writes three loose objects (blob, tree, commit) and, with
+//! the files backend, a loose ref. Loose objects make reading a ledger several times slower
+//! than packed ones and loose refs make listing them slower; gix can neither repack nor
+//! (usefully) pack refs, so this module runs git for that:
 //!
 //! - [`gc`] (`git lease gc`) packs refs (`git pack-refs --all --prune`) and loose objects
 //!   (`git repack -d -q`: an incremental pack; never deletes anything that is not also in a
@@ -171,7 +171,7 @@ fn temporaries_cutoff(git_dir: &Path) -> Result<Option<SystemTime>> {
 /// - in `objects_dir` and its fan-out directories, `tmp_*` (a loose object being written by
 ///   this crate, `tmp_obj_*`, or by git);
 /// - in `objects_dir/pack`, `tmp_*` (git's packs and indexes being written) and `.tmp`
-///   followed by six letters or digits (a pack or index of a multi-issue write);
+///   followed by six letters or digits (a pack or index of a write of several events);
 /// - in `cache_dir` (`<common dir>/git-lease`), `.list-cache*.tmp-*` (a list cache being
 ///   written, [`crate::cache`]).
 ///

@@ -1,6 +1,8 @@
 //! Running the git command line, for what gix cannot do here: push, fetch, pack and gc, and
 //! reading settings as git reads them. Every such command is built by [`command`], so each
-//! runs on the repository it is meant for whatever the caller's environment says.
+//! runs on the repository it is meant for whatever the caller's environment says; the one
+//! exception, reftable's ref reads and writes, builds its own in `store::refdb` (which also
+//! drops `GIT_NAMESPACE` and reads git in the C locale).
 
 use std::path::Path;
 use std::process::{Command, Stdio};

@@ -5,8 +5,10 @@
 //! from its `pre-receive` (or `update`) hook. Each new lease commit is judged by
 //! [`crate::step::judge`] as an arrival: at the server's clock, with the authenticated pusher
 //! as the only actor. Fenced branches (`lease.fence = refs/heads/issue/*`) accept pushes only
-//! from the live holder of the issue the glob's `*` matched (slashes included), and, when the
-//! push carries `-o lease-token=<N>`, only with the live tenure's token.
+//! while the issue the glob's `*` matched (slashes included) is live, only from its holder
+//! when the pusher is known (`lease.identity`), and, when the push carries
+//! `-o lease-token=<N>` (or `lease.requireToken` asks for it), only with the live tenure's
+//! token.
 
 use chrono::{DateTime, Duration, Utc};
 use gix::ObjectId;
@@ -41,7 +43,8 @@ pub enum Identity {
 /// The hook's configuration, read from the receiving repository.
 #[derive(Clone, Debug)]
 pub struct Policy {
-    /// How far `at`/`acquired_at` may be from the server's clock (`lease.maxClockSkew`).
+    /// How far a pushed event's `at` may be from the server's clock (`lease.maxClockSkew`, 5
+    /// minutes by default).
     pub max_skew: Duration,
     /// Where the pusher's identity comes from (`lease.identity`, `lease.pusherEnv`).
     pub identity: Identity,

@@ -17,8 +17,9 @@
 //!   its tip equal a ref's name and target exactly (records are matched to refs by issue, then
 //!   the tip is compared), so a stale record is never used: it is simply not found.
 //! - A missing, truncated, corrupt (checksum) or foreign file (another magic, cache format,
-//!   hash kind, or a build whose [`Lease`](crate::Lease) has other fields) is ignored as a whole, and every
-//!   ref is decoded from objects. A record that does not decode is a miss.
+//!   hash length, version of git-lease, or a build whose [`Lease`](crate::Lease) has other
+//!   fields) is ignored as a whole, and every ref is decoded from objects. A record that does
+//!   not decode is a miss.
 //! - Records are written only from entries decoded and checked by [`Store::entry`], and each
 //!   record is decoded again and compared before it is written, so the cache never says what
 //!   the objects do not.

@@ -4,9 +4,9 @@
 //! Each claimer tries the candidates in its own random order (a shuffle seeded from fresh
 //! randomness), so that claimers who start together spread over the candidates instead of all
 //! racing for the first one. A candidate is taken only where [`rules::acquire`] answers
-//! [`Outcome::Acquired`] for the claim: a free, released or expired lease (a new tenure), or
-//! one the claimant already holds live (an idempotent re-acquire, tried first, so that a
-//! claimer that retries never ends up with two issues).
+//! [`Outcome::Acquired`] for the claim: a free, released or expired lease, or one whose holder
+//! process is gone (a new tenure), or one the claimant already holds live (an idempotent
+//! re-acquire, tried first, so that a claimer that retries never ends up with two issues).
 //!
 //! Locally every attempt is the ledger's compare-and-swap ([`Ledger::apply`]). Through a
 //! remote ([`Remote::acquire_any`]), one fetch learns the state of every candidate, and then
@@ -113,7 +113,7 @@ impl Ledger {
     /// Claims exactly one of `candidates` for `claim.holder` in this repository's refs: the
     /// first free one in a random order (see the module documentation).
     ///
-    /// Returns [`AnyReport::claimed`] `None`, having written nothing, when none is free.
+    /// Returns [`AnyReport::claimed`] `None`, having moved no ref, when none is free.
     pub fn acquire_any(
         &self,
         candidates: &[IssueId],
@@ -306,9 +306,9 @@ impl Remote<'_> {
     /// left are the lost and moved ones fetched (one fetch) and verified, and any of them
     /// that is free again is tried.
     ///
-    /// Returns [`AnyReport::claimed`] `None`, having pushed nothing, when none is free;
-    /// [`Error::LostRace`] when the attempt limit (`lease.pushAttempts`) is spent while a
-    /// candidate still looked free.
+    /// Returns [`AnyReport::claimed`] `None` when none is free, or every free one went to a
+    /// racer first (no push of this claim landed then); [`Error::LostRace`] when the attempt
+    /// limit (`lease.pushAttempts`) is spent while a candidate still looked free.
     pub fn acquire_any(
         &self,
         candidates: &[IssueId],

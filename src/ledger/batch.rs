@@ -7,9 +7,10 @@
 //! one by one costs a ref transaction each (lock file, write, rename per ref) plus, with
 //! fsync on, several fsyncs each. [`Ledger::apply_batch`] decides every operation with the
 //! same rules as the single operations ([`crate::rules`]), writes all the new objects as one
-//! pack (`src/store/pack.rs`: two files for the whole batch instead of three per operation), makes
-//! it durable once (when fsync is configured), and moves every ref in **one** transaction:
-//! gix locks and checks every ref before it changes any, so on a conflict (another writer
+//! pack (`src/store/pack.rs`: a pack and its index, and a `.keep` until the refs move, for the
+//! whole batch instead of three files per operation), makes it durable once (when fsync is
+//! configured), and moves every ref in **one** transaction: gix (or git, for reftable) locks
+//! and checks every ref before it changes any, so on a conflict (another writer
 //! moved one of the refs since it was read) nothing moves; the whole batch then re-reads and
 //! decides again, so a concurrent writer causes a retry, never a lost update.
 //!
@@ -121,9 +122,9 @@ impl Ledger {
     /// Applies `ops` as `(issue, operation)` pairs, in order, in one ref transaction, and
     /// returns one report per operation, in the same order.
     ///
-    /// Every holder is checked first; an invalid one, or a new issue whose ref would clash
-    /// with an existing one (or another new one of the batch), is an error and nothing is
-    /// written. Refusals (`held`, `not_holder`, ...) are outcomes of their operation only.
+    /// A new issue whose ref would clash with an existing one (or another new one of the
+    /// batch) is an error, and nothing is written (holders are [`Holder`]s, checked when they
+    /// were made). Refusals (`held`, `not_holder`, ...) are outcomes of their operation only.
     ///
     /// ```no_run
     /// use git_lease::batch::Operation;

@@ -1,5 +1,7 @@
-//! The compare-and-swap retry loop, written once for every writer: a single claim and an
-//! all-or-none claim, locally and through a remote, and a batch.
+//! The compare-and-swap retry loop, written once for these writers: a single claim and an
+//! all-or-none claim, locally and through a remote, and a batch. (A remote claim of any one
+//! issue, [`crate::Remote::acquire_any`], keeps a loop of its own: a lost push moves on to
+//! another candidate rather than deciding the same issue again.)
 //!
 //! Each attempt reads, decides with the rules, writes the objects and swaps the ref (or
 //! pushes with an expected old value); when the swap finds the ref moved, the attempt reports

@@ -146,15 +146,16 @@ impl Ledger {
 
     /// Claims `issue` for `claim.holder`.
     ///
-    /// Returns [`Outcome::Acquired`] (new tenure, or idempotent re-acquire by the live holder)
-    /// or [`Outcome::Held`] with the current holder's state.
+    /// Returns [`Outcome::Acquired`] (new tenure, or idempotent re-acquire by the live holder),
+    /// [`Outcome::Held`] with the current holder's state, or [`Outcome::WrongSecret`] (the
+    /// live holder's session secret missing or wrong).
     pub fn acquire(&self, issue: &IssueId, claim: &Claim, now: DateTime<Utc>) -> Result<Report> {
         self.apply(issue, |current| rules::acquire(issue, current, claim, now))
     }
 
     /// Extends the live holder's lease by `ttl` from `now`.
     ///
-    /// Returns [`Outcome::Renewed`] or [`Outcome::NotHolder`].
+    /// Returns [`Outcome::Renewed`], [`Outcome::NotHolder`] or [`Outcome::WrongSecret`].
     pub fn renew<'a>(
         &self,
         issue: &IssueId,
@@ -168,8 +169,8 @@ impl Ledger {
 
     /// Frees the lease (keeping its token).
     ///
-    /// Returns [`Outcome::Released`], [`Outcome::NotHeld`] (nothing to release: a success) or
-    /// [`Outcome::NotHolder`].
+    /// Returns [`Outcome::Released`], [`Outcome::NotHeld`] (nothing to release: a success),
+    /// [`Outcome::NotHolder`] or [`Outcome::WrongSecret`].
     pub fn release<'a>(
         &self,
         issue: &IssueId,

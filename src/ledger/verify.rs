@@ -179,7 +179,7 @@ pub fn descends_from(store: &Store, tip: ObjectId, ancestor: ObjectId) -> bool {
     false
 }
 
-/// Returns the verdict for a whole set of ledgers, for the `verify` command.
+/// The verdict on a whole set of ledgers, for the `verify` command.
 #[derive(Serialize, Clone, Debug, Default)]
 pub struct Audit {
     /// True iff no rule is broken.

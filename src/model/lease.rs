@@ -32,7 +32,7 @@ pub enum Event {
     Reacquire,
     /// The live holder extended its expiry: same token.
     Renew,
-    /// The holder (or anyone, once expired) freed the lease: token kept.
+    /// The holder (or anyone, once it is no longer live) freed the lease: token kept.
     Release,
     /// An administrator freed someone else's live lease: token kept.
     Revoke,
@@ -95,7 +95,8 @@ pub struct Lease {
     #[serde(with = "rfc3339")]
     pub at: DateTime<Utc>,
     /// Who held the lease before this event, when this event changed or cleared the holder
-    /// (release, revoke, complete, abandon, or an acquire that took over an expired lease).
+    /// (release, revoke, complete, abandon, or an acquire that took over a lease no longer
+    /// live: expired, or its holder process gone).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub previous_holder: Option<String>,
     /// Free text the holder attached to the claim.
@@ -110,7 +111,8 @@ pub struct Lease {
     /// Why the event happened, when someone said (a revoke's reason).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
-    /// For an acquire over a lease that still had a holder: why that holder lost it.
+    /// For an acquire over a lease that still had a holder, or a release of it by someone
+    /// else: why that holder lost it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub takeover: Option<Takeover>,
     /// The SHA-256 (`sha256:<hex>`) of the session secret that must accompany every renew
@@ -123,7 +125,7 @@ pub struct Lease {
     pub process: Option<crate::liveness::HolderProcess>,
 }
 
-/// Why an acquire took a lease that still recorded a holder.
+/// Why an acquire took, or someone else released, a lease that still recorded a holder.
 #[derive(Serialize, Deserialize, Clone, Copy, PartialEq, Eq, Debug, Hash)]
 #[serde(rename_all = "snake_case")]
 pub enum Takeover {
@@ -193,7 +195,8 @@ impl Lease {
             .or(self.previous_holder.as_deref())
     }
 
-    /// Returns true if `other` records the same state, ignoring the event and its time.
+    /// Returns true if `other` records the same state, ignoring what describes the event
+    /// itself (the event, its time, `previous_holder`, `by`, `reason`, `takeover`).
     ///
     /// Used to skip writing a commit for an operation that changes nothing (an open-ended
     /// re-acquire, a renew to the same instant).

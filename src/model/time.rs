@@ -1,7 +1,8 @@
 //! Instants and durations as git-lease reads and writes them.
 //!
 //! No rule reads the clock: every rule takes `now` as a parameter, and the command
-//! line reads it once (or takes `GIT_LEASE_NOW`). Times are whole seconds in UTC, written as
+//! line reads it once per command (or takes `GIT_LEASE_NOW`; `run`, `wait` and `watch` then let
+//! that reading run on the monotonic clock). Times are whole seconds in UTC, written as
 //! RFC 3339 (`2026-11-30T14:05:00Z`), so what is stored is exactly what is compared.
 
 use chrono::{DateTime, Duration, SubsecRound, TimeZone, Utc};
@@ -11,7 +12,8 @@ use crate::Error;
 /// How long a claim lasts: a fixed time to live, or until released.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Ttl {
-    /// The lease never expires by itself; it is freed only by release.
+    /// The lease never expires by itself: it ends only when it is freed (release, complete,
+    /// abandon, revoke) or its reader sees the holder process gone.
     Never,
     /// The lease expires this long after it is acquired or renewed.
     For(Duration),

@@ -20,11 +20,12 @@ use crate::time::Ttl;
 /// Returns true if and only if the lease has a holder, has not expired at `now`, and its
 /// reader did not see the holder's process gone.
 ///
-/// A lease is live iff it has a holder and (no expiry, or `now < expires_at`). This is the
-/// one definition of liveness in git-lease; expiry is a filter applied when reading, never
-/// something written. What the reader observed is an input, never part of the record: a
-/// reader on the holder's machine that found the holder process gone
-/// ([`Observation::process_gone`], see [`crate::liveness`]) does not count the lease as live.
+/// A lease is live iff it has a holder, (no expiry, or `now < expires_at`), and its holder
+/// process was not seen gone. This is the one definition of liveness in git-lease; expiry is
+/// a filter applied when reading, never something written. What the reader observed is an
+/// input, never part of the record: a reader on the holder's machine that found the holder
+/// process gone ([`Observation::process_gone`], see [`crate::liveness`]) does not count the
+/// lease as live.
 pub fn is_live(current: Current<'_>, now: DateTime<Utc>) -> bool {
     current.lease.holder.is_some()
         && !current.seen.process_gone
@@ -197,8 +198,10 @@ fn takeover_reason(current: Current<'_>, now: DateTime<Utc>) -> Takeover {
 
 /// Decides an acquire.
 ///
-/// - Free, released, expired or never seen: a new tenure with token = previous + 1.
-/// - Live and held by the claimant: idempotent; same token and `acquired_at`, fresh expiry.
+/// - Not live (free, released, expired, its holder process gone) or never seen: a new tenure
+///   with token = previous + 1.
+/// - Live and held by the claimant: idempotent; same token and `acquired_at`, fresh expiry
+///   ([`Outcome::WrongSecret`], nothing written, if the tenure's session secret is not given).
 /// - Live and held by someone else: [`Outcome::Held`], nothing written.
 pub fn acquire(
     issue: &IssueId,
@@ -335,7 +338,9 @@ impl Ending {
 
 /// Decides a release (or complete, or abandon).
 ///
-/// - Held live by the caller, or expired (anyone may clear an expired lease): freed, token kept.
+/// - Held live by the caller, or no longer live (anyone may clear an expired lease, or one
+///   whose holder process is gone): freed, token kept ([`Outcome::WrongSecret`], nothing
+///   written, if the caller's live tenure has a session and its secret is not given).
 /// - Nothing held (free, or never leased): [`Outcome::NotHeld`], a success that writes nothing.
 /// - Held live by someone else: [`Outcome::NotHolder`], nothing written.
 pub fn release<'a>(
@@ -470,7 +475,7 @@ pub fn check(
 
 #[cfg(test)]
 mod tests {
-    //! Each rule of issue 2 at exact instants.
+    //! Each rule at exact instants, on issue 42 (see `fixtures`).
     use super::fixtures::{h, id, rec, t, ttl};
     use super::*;
     fn held(holder: &str, token: u64, from: i64, until: Option<i64>) -> Lease {

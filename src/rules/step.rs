@@ -37,7 +37,8 @@ pub enum Rule {
     FirstToken,
     /// The token grows by exactly one per new tenure and never otherwise.
     TokenStep,
-    /// The holder changes only through a free or expired state.
+    /// The holder changes, or someone else frees the lease (a revoke aside), only once it is
+    /// no longer live (free, expired, or its holder process gone).
     HolderChange,
     /// Events are in time order and each state's times are consistent.
     TimeOrder,

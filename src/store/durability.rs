@@ -9,15 +9,18 @@
 //!
 //! 1. after writing a commit's objects and **before** the ref moves: fsync each new loose
 //!    object file (before its rename into place, in `crate::loose`), its `objects/xx`
-//!    directory and `objects/` (so a ref can never point at an object that a crash lost);
+//!    directory and `objects/` (so a ref can never point at an object that a crash lost); for
+//!    a write of several events, the pack, its index and `objects/pack` instead;
 //! 2. after the ref transaction: fsync each ref file and its directories up to `refs/` (so an
 //!    answer "acquired" is not forgotten by a crash right after it was given).
 //!
 //! What is synced follows git: `core.fsync` components `loose-object` (also in `objects`,
-//! `committed`, `added`, `all`) for objects and `reference` (also in `committed`, `added`,
-//! `all`) for refs, parsed as git parses them (starting from git's default, which has neither;
-//! `none` clears the default; `-component` removes one); the legacy `core.fsyncObjectFiles=true`
-//! for objects. `lease.fsync` overrides both: `true` syncs objects and refs, `false` neither.
+//! `committed`, `added`, `all`) for objects, `pack` (also in those, and in git's default) for
+//! packs, and `reference` (also in `committed`, `added`, `all`) for refs, parsed as git parses
+//! them (starting from git's default, which has packs but neither loose objects nor refs;
+//! `none` clears the default; `-component` removes one); the legacy
+//! `core.fsyncObjectFiles=true` for objects. `lease.fsync` overrides them all: `true` syncs
+//! objects, packs and refs, `false` none of them.
 //! docs/DURABILITY.md says what a power loss can lose in each mode.
 
 use std::collections::BTreeSet;
@@ -60,7 +63,7 @@ impl Fsync {
         packs: false,
     };
 
-    /// Objects and refs.
+    /// Objects, packs and refs (`lease.fsync=true`).
     pub const ALL: Fsync = Fsync {
         objects: true,
         refs: true,

@@ -3,8 +3,9 @@
 //!
 //! Reads survive `git pack-refs` running meanwhile ([`Store::read_refs`]); a listing reads
 //! `packed-refs` line by line ([`Store::refs_fast`]); the compare-and-swap of one lease ref
-//! is done as git's files backend does it, under the ref's own lock ([`Store::swap_loose`]);
-//! several refs move in one gix transaction. Errors become the store's answers here: a lost
+//! is done as git's files backend does it, under the ref's own lock ([`Store::swap_loose`]),
+//! unless it writes a reflog or a ref namespace is set; several refs (and those) move in one
+//! gix transaction. Errors become the store's answers here: a lost
 //! race, a lock held too long (named as the lock actually held), a ref clash.
 
 use std::path::{Path, PathBuf};

@@ -5,9 +5,9 @@
 //! - This module opens the repository, reads its configuration and holds the ref seam,
 //!   `RefDb`, chosen once from `extensions.refStorage`: every ref read and write of the store
 //!   ([`Store::tip_of`], [`Store::refs_under`], `Store::swap`, `Store::swap_many`, ...)
-//!   goes to git's files backend, in-process (`files`), or to any other backend (reftable,
-//!   git 3.0's default) through git's own commands (`refdb`), with the same compare-and-swap
-//!   and the same answers, so that no lease rule is written twice.
+//!   goes to git's files backend, in-process (`files`), or to reftable (git 3.0's default)
+//!   through git's own commands (`refdb`), with the same compare-and-swap and the same
+//!   answers, so that no lease rule is written twice; any other ref storage is refused.
 //! - `objects` reads and checks ledger commits (exactly one tree entry, `lease.json`, and at
 //!   most one parent: [`Store::entry`] refuses anything else, naming the commit, so a corrupt
 //!   ledger is an error and never a guess) and encodes new ones; `loose` and `pack` write
@@ -90,7 +90,7 @@ enum RefDb {
     /// git's files backend (loose refs and `packed-refs`): in-process, with gix and git's
     /// lock files.
     Files,
-    /// Any other backend git knows, reftable: through git's commands ([`refdb`]).
+    /// reftable: through git's commands ([`refdb`]).
     Git(GitRefs),
 }
 
@@ -111,7 +111,7 @@ pub struct Store {
 }
 
 /// How many times a read of refs or objects that raced with packing is made (see
-/// [`Store::read_refs`] and [`Store::find`]).
+/// [`Store::read_refs`] and [`Store::lookup`]).
 const READ_ATTEMPTS: usize = 10;
 
 /// Waits before attempt `attempt` (from 1) of a read that raced with packing: a moment that
@@ -511,7 +511,8 @@ impl Store {
 
     /// Moves each bookkeeping ref of `moves` (`(name, new, expected)`, `None`: absent) to its
     /// new value if it is at the expected one, as compare-and-swaps: in one transaction, or
-    /// one by one if that fails; for remote-tracking refs, never ledger refs.
+    /// one by one if that fails; for bookkeeping refs (remote-tracking refs, the refs `sync
+    /// --adopt` keeps a replaced ledger under), never ledger refs.
     ///
     /// Returns the first error when a ref was elsewhere or its lock was held.
     pub(crate) fn move_refs(
@@ -540,7 +541,8 @@ impl Store {
         self.files_move_refs(moves, log_message)
     }
 
-    /// Sets a ref to `new` unconditionally; for mirror bookkeeping refs, never ledger refs.
+    /// Sets a ref to `new` unconditionally, as a bookkeeping ref: the local copy of a lease
+    /// ref a remote just accepted ([`crate::Remote`]), never a compare-and-swap of a ledger.
     pub(crate) fn set_ref(&self, name: &str, new: ObjectId, log_message: &str) -> Result<()> {
         if let RefDb::Git(git) = &self.refdb {
             git.update(&[(name, new, Expect::Any)], log_message, self.fsync.refs)

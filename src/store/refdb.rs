@@ -2,9 +2,9 @@
 //! write, such as reftable (`extensions.refStorage=reftable`, git 3.0's default).
 //!
 //! [`crate::store::Store`] chooses its ref database once, from `extensions.refStorage`: the
-//! files backend is read and written in-process (gix, and git's lock files), every other
-//! backend through git's own commands, here. Objects are read and written in-process either
-//! way: the object database is the same whatever stores the refs.
+//! files backend is read and written in-process (gix, and git's lock files), reftable through
+//! git's own commands, here (any other value is refused). Objects are read and written
+//! in-process either way: the object database is the same whatever stores the refs.
 //!
 //! - A read of one ref, or of every ref under a prefix, is one `git for-each-ref`.
 //! - A write is one `git update-ref -z --stdin` transaction (`start`, `update` with the old

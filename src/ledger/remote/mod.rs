@@ -49,7 +49,8 @@ pub const TRACKING_PREFIX: &str = "refs/lease-remotes/";
 /// The namespace fetches land in before their new commits are verified.
 pub const INCOMING_PREFIX: &str = "refs/lease-incoming/";
 
-/// How many times a write fetches and decides again after losing the push race, by default.
+/// How many attempts a remote write makes by default (`lease.pushAttempts`), each one decision
+/// and at most one push, before it gives up with [`Error::LostRace`].
 pub const DEFAULT_ATTEMPTS: u32 = 12;
 
 /// A remote that holds the authoritative lease refs.
@@ -116,7 +117,8 @@ impl<'a> Remote<'a> {
         self.ledger
     }
 
-    /// Returns how many pushes a write may make before it gives up with a lost race.
+    /// Returns how many attempts (each at most one push) a write may make before it gives up
+    /// with a lost race.
     pub(crate) fn attempts(&self) -> u32 {
         self.attempts
     }
@@ -135,7 +137,8 @@ impl<'a> Remote<'a> {
 }
 
 /// A remote's ledgers: every read fetches and verifies ([`Remote::fetch_one`],
-/// [`Remote::fetch_all`]) before it answers; every write is a push with an expected old value.
+/// [`Remote::fetch_all`]) before it answers (resolving an id tries the copy last verified
+/// first); every write is a push with an expected old value.
 impl Backend for Remote<'_> {
     /// Fetches `issue` and returns its newest entry on the remote.
     fn current(&self, issue: &IssueId) -> Result<Option<Entry>> {
@@ -305,8 +308,9 @@ impl Backend for Remote<'_> {
     }
 }
 
-/// Sleeps before retry `attempt` (0-based): exponential from 10 ms, capped at 640 ms, with
-/// full jitter, so that racers spread out instead of colliding again in step.
+/// Sleeps before retry `attempt` (0-based): a ceiling exponential from 10 ms, capped at 640 ms,
+/// and a random time between half of it and all of it, so that racers spread out instead of
+/// colliding again in step.
 pub(super) fn backoff(attempt: u32) {
     let ceiling_ms = 10u64 << attempt.min(6);
     let ms = fastrand::u64(ceiling_ms / 2..=ceiling_ms);
