@@ -9,7 +9,9 @@ pub const OK: u8 = 0;
 pub const FAILURE: u8 = 1;
 /// Bad usage or invalid input.
 pub const USAGE: u8 = 2;
-/// Refused: held by someone else, not the holder, the fencing check failed, a hook refused.
+/// Refused: held by someone else, not the holder, a wrong session secret, the fencing check
+/// failed, a hook refused, an issue skipped by a refused all-or-none claim, `acquire --any`
+/// with none free, a `wait` (or `run --wait`) that timed out.
 pub const REFUSED: u8 = 3;
 /// No such lease (show, log) or an ambiguous prefix.
 pub const NOT_FOUND: u8 = 4;

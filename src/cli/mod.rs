@@ -467,7 +467,8 @@ pub(crate) fn parse_duration(text: &str) -> Result<std::time::Duration, Error> {
 }
 
 impl Command {
-    /// Returns true for the commands that write to a ledger.
+    /// Returns true for the commands that write a claim to a ledger: those the local-claim
+    /// hint is about (`sync` copies ledgers and claims nothing).
     fn writes_leases(&self) -> bool {
         match self {
             Command::Acquire(_)

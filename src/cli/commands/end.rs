@@ -1,5 +1,6 @@
-//! `git lease release`, `complete` and `abandon`: the holder (or anyone, once it expired) frees
-//! a lease, keeping its token, and records how the work ended.
+//! `git lease release`, `complete` and `abandon`: the holder (or anyone, once the lease is no
+//! longer live: expired, or its holder process gone) frees a lease, keeping its token, and
+//! records how the work ended.
 
 use std::io::Write;
 

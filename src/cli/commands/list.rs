@@ -17,8 +17,8 @@ pub(crate) struct Args {
     /// Only leases whose live (or, with --all, last) holder is this
     #[arg(long, conflicts_with = "mine")]
     pub(crate) holder: Option<String>,
-    /// Only your own leases (the holder of --holder's default: lease.holder, then
-    /// user.email, or GIT_LEASE_HOLDER)
+    /// Only your own leases (the holder of --holder's default: GIT_LEASE_HOLDER, then
+    /// lease.holder, then user.email)
     #[arg(long)]
     pub(crate) mine: bool,
     /// Only leases in this state (implies --all for expired and free)

@@ -1,4 +1,5 @@
-//! One module per command, each with its arguments (`Args`) and its `run(ctx, args, out)`;
+//! One module per command (release, complete and abandon share `end`), each with its
+//! arguments (`Args`) and its `run(ctx, args, out)`;
 //! `cli::dispatch` only routes to them.
 
 pub(crate) mod acquire;

@@ -17,13 +17,13 @@ use git_lease::rules::{self, Outcome};
 use git_lease::store::Entry;
 use git_lease::time::format_instant;
 
-/// Whether a lease is held, expired or free at an instant.
+/// Whether a lease is held, expired or free at an instant, by [`rules::is_live`].
 #[derive(Serialize, Clone, Copy, Debug, PartialEq, Eq)]
 #[serde(rename_all = "snake_case")]
 pub enum State {
-    /// A holder, not expired.
+    /// A holder, live.
     Held,
-    /// A holder whose expiry has passed: not live, free to take.
+    /// A holder, no longer live (its expiry has passed, or its process is gone): free to take.
     Expired,
     /// No holder (released, revoked, completed, abandoned).
     Free,

@@ -327,8 +327,8 @@ impl Table {
     }
 }
 
-/// Appends the short form of a time for tables: `14:05` today, `2026-12-01 09:00` otherwise,
-/// `none` for no time.
+/// Appends the short form of a time for tables: `14:05 UTC` today, `2026-12-01 09:00 UTC`
+/// otherwise, and the caller's `none` text for no time.
 pub fn push_short_time(
     out: &mut String,
     at: Option<DateTime<Utc>>,

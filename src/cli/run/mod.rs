@@ -23,7 +23,7 @@
 //! with expiry `E` is stopped from `E - (T - 1s) / 3` (the renew deadline, two thirds of that
 //! life after the renewal), and SIGKILL follows after `--grace` but no later than
 //! `E - (T - 1s) / 6`, halfway through the reserve, so the child is gone before `E`. `--every`
-//! must be shorter than that renew deadline. [`StopWindow::before`] is the one place this is
+//! must be shorter than that renew deadline. [`StopWindow`] is the one place this is
 //! computed.
 //!
 //! Here: the lease's side (acquire, renew, end) and the loop that waits on child and lease;
