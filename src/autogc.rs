@@ -44,12 +44,9 @@ pub struct AutoGc {
 impl AutoGc {
     /// Reads `lease.gcAuto` (else `gc.auto`, else [`DEFAULT_GC_AUTO`]), `gc.autoPackLimit`
     /// (else [`DEFAULT_AUTO_PACK_LIMIT`]) and [`GC_SYNC_ENV`].
-    pub fn from_repo(repo: &gix::Repository) -> crate::Result<AutoGc> {
-        let config = repo.config_snapshot();
-        let count = |key: &str| {
-            let value = config.string(key).map(|s| s.to_string());
-            crate::config::count(key, value.as_deref())
-        };
+    /// `setting` gives a configuration value by key (the store reads the repository's).
+    pub fn from_settings(setting: impl Fn(&str) -> Option<String>) -> crate::Result<AutoGc> {
+        let count = |key: &str| crate::config::count(key, setting(key).as_deref());
         let threshold = match count("lease.gcAuto")? {
             Some(n) => n,
             None => count("gc.auto")?.unwrap_or(DEFAULT_GC_AUTO),

@@ -22,7 +22,6 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use gix::bstr::ByteSlice;
 use serde::Serialize;
 
 use crate::error::{Error, Result};
@@ -143,9 +142,7 @@ fn temporaries_cutoff(git_dir: &Path) -> Result<Option<SystemTime>> {
     let latest = now.checked_sub(MIN_TEMPORARY_AGE).unwrap_or(UNIX_EPOCH);
     let configured = match out.status.code() {
         Some(0) => {
-            let Some(secs) = out
-                .stdout
-                .to_str()
+            let Some(secs) = std::str::from_utf8(&out.stdout)
                 .ok()
                 .and_then(|t| t.trim().parse::<u64>().ok())
             else {
@@ -243,10 +240,9 @@ fn count_objects(git_dir: &Path) -> Result<Counts> {
         });
     }
     let field = |name: &str| -> u64 {
-        out.stdout
+        String::from_utf8_lossy(&out.stdout)
             .lines()
-            .find_map(|l| l.strip_prefix(format!("{name}: ").as_bytes()))
-            .and_then(|v| v.to_str().ok()?.trim().parse().ok())
+            .find_map(|l| l.strip_prefix(&format!("{name}: "))?.trim().parse().ok())
             .unwrap_or(0)
     };
     Ok(Counts {

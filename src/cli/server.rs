@@ -193,7 +193,7 @@ pub(crate) fn install_hook(
         .uid();
     std::fs::rename(&tmp, &hook_path)
         .map_err(io(format!("cannot install {}", hook_path.display())))?;
-    set_config(&git_dir, "receive", "advertisePushOptions", "true")?;
+    store.set_repository_config("receive", "advertisePushOptions", "true")?;
     let mut written = vec![hook_path.clone(), git_dir.join("config")];
     if created_hooks_dir {
         written.push(hooks_dir.clone());
@@ -380,25 +380,6 @@ fn set_executable(path: &Path) -> Result<(), Error> {
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).map_err(|e| Error::Io {
         context: format!("cannot make {} executable", path.display()),
-        source: e,
-    })
-}
-
-/// Sets one key in the repository's own config file, in-process.
-fn set_config(git_dir: &Path, section: &str, key: &str, value: &str) -> Result<(), Error> {
-    let path = git_dir.join("config");
-    let mut file =
-        gix::config::File::from_path_no_includes(path.clone(), gix::config::Source::Local)
-            .map_err(|e| Error::git(format!("cannot read {}", path.display()), e))?;
-    file.set_raw_value_by(section, None, key, value)
-        .map_err(|e| Error::git(format!("cannot set {section}.{key}"), e))?;
-    let tmp = git_dir.join("config.git-lease-tmp");
-    std::fs::write(&tmp, file.to_bstring()).map_err(|e| Error::Io {
-        context: format!("cannot write {}", tmp.display()),
-        source: e,
-    })?;
-    std::fs::rename(&tmp, &path).map_err(|e| Error::Io {
-        context: format!("cannot replace {}", path.display()),
         source: e,
     })
 }

@@ -1,6 +1,7 @@
-//! The repository's lease refs and ledger commits, and the compare-and-swap: the only part of
-//! the crate that uses gix for them (other modules run the git command line for what gix
-//! cannot do, through `src/git.rs`).
+//! The repository's lease refs and ledger commits, its configuration, and the
+//! compare-and-swap: the only part of the crate that reads or writes the repository through
+//! gix (elsewhere gix gives only values: object ids, ref-name rules, SHA-256; other modules run
+//! the git command line for what gix cannot do, through `src/git.rs`).
 //!
 //! - This module opens the repository, reads its configuration and holds the ref seam,
 //!   `RefDb`, chosen once from `extensions.refStorage`: every ref read and write of the store
@@ -180,7 +181,9 @@ impl Store {
         Ok(Store {
             refdb,
             fsync: crate::durability::Fsync::from_repo(&repo)?,
-            auto_gc: crate::autogc::AutoGc::from_repo(&repo)?,
+            auto_gc: crate::autogc::AutoGc::from_settings(|key| {
+                repo.config_snapshot().string(key).map(|s| s.to_string())
+            })?,
             repo,
             lock_wait,
             quarantine: None,
@@ -263,6 +266,26 @@ impl Store {
             .plumbing()
             .string_filter(key, |meta| meta.source == gix::config::Source::Local)
             .map(|s| s.to_str_lossy().into_owned())
+    }
+
+    /// Sets `section.key` to `value` in the repository's own configuration file
+    /// (`$GIT_DIR/config`), replacing the file whole (a temporary file renamed over it).
+    pub fn set_repository_config(&self, section: &str, key: &str, value: &str) -> Result<()> {
+        let path = self.git_dir().join("config");
+        let mut file =
+            gix::config::File::from_path_no_includes(path.clone(), gix::config::Source::Local)
+                .map_err(|e| Error::git(format!("cannot read {}", path.display()), e))?;
+        file.set_raw_value_by(section, None, key, value)
+            .map_err(|e| Error::git(format!("cannot set {section}.{key}"), e))?;
+        let tmp = self.git_dir().join("config.git-lease-tmp");
+        std::fs::write(&tmp, file.to_bstring()).map_err(|e| Error::Io {
+            context: format!("cannot write {}", tmp.display()),
+            source: e,
+        })?;
+        std::fs::rename(&tmp, &path).map_err(|e| Error::Io {
+            context: format!("cannot replace {}", path.display()),
+            source: e,
+        })
     }
 
     /// Returns the names of the configured remotes (those with a `remote.<name>.url`).
