@@ -13,7 +13,7 @@ pub const USAGE: u8 = 2;
 /// failed, a hook refused, an issue skipped by a refused all-or-none claim, `acquire --any`
 /// with none free, a `wait` (or `run --wait`) that timed out.
 pub const REFUSED: u8 = 3;
-/// No such lease (show, log) or an ambiguous prefix.
+/// No such lease (show, log, verify) or an ambiguous prefix.
 pub const NOT_FOUND: u8 = 4;
 /// Lost the compare-and-swap race repeatedly; nothing changed and it is safe to retry.
 pub const LOST_RACE: u8 = 5;

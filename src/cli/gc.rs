@@ -1,4 +1,4 @@
-//! `git lease gc`: pack the lease objects and refs (see [`git_lease::gc`]).
+//! `git lease gc`: pack the repository's loose objects and refs (see [`git_lease::gc`]).
 
 use std::io::Write;
 

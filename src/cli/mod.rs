@@ -43,7 +43,8 @@ struct Cli {
     #[arg(short = 'C', value_name = "PATH", global = true)]
     dirs: Vec<PathBuf>,
 
-    /// Print one JSON object (an array for list and log) on stdout
+    /// Print JSON: one object on stdout (an array for list, log and a several-issue acquire;
+    /// a line per event for watch; on stderr for run)
     #[arg(long, global = true)]
     json: bool,
 
@@ -73,7 +74,8 @@ pub(crate) struct HolderArg {
         value_name = "NAME"
     )]
     pub(crate) holder: Option<String>,
-    /// The session secret printed by `acquire --session` (required for such a lease)
+    /// The session secret printed by `acquire --session`: renew, release, complete, abandon
+    /// and acquire again need it for such a lease
     #[arg(
         long,
         env = "GIT_LEASE_SECRET",
@@ -96,7 +98,7 @@ enum Command {
     Acquire(commands::acquire::Args),
     /// Extend your live lease from now by the TTL
     Renew(commands::renew::Args),
-    /// Free your lease (or an expired one), keeping its token
+    /// Free your lease (or one no longer live), keeping its token
     Release(commands::end::Args),
     /// Free your lease and record that the work is done
     Complete(commands::end::Args),
@@ -122,13 +124,14 @@ enum Command {
     Run(commands::run::Args),
     /// Block until an issue is free (then acquire it with --acquire)
     Wait(commands::wait::Args),
-    /// Stream lease events, one line each, as they appear (reads only; ends on SIGINT or SIGTERM)
+    /// Stream lease events, one line each, as they appear (reads only; ends on SIGINT, SIGTERM
+    /// or SIGHUP)
     Watch(commands::watch::Args),
     /// Run as a server hook (git runs this; see install-hook)
     Hook(commands::hook::Args),
     /// Install the server hook into a repository, chaining with an existing pre-receive hook
     InstallHook(commands::install_hook::Args),
-    /// Pack lease objects and refs (git pack-refs --all --prune, git repack -d -q)
+    /// Pack the repository's loose objects and refs (git pack-refs --all --prune, git repack -d -q)
     Gc(commands::gc::Args),
     /// Print the manual page (roff), or install every page where man finds it
     Man(commands::man::Args),
@@ -295,7 +298,8 @@ pub(crate) struct Context {
 }
 
 impl Context {
-    /// Returns where this command's ledgers are: the local refs, or `--remote`'s.
+    /// Returns where this command's ledgers are: the local refs, or the remote's (`--remote`,
+    /// else `lease.remote`).
     pub(crate) fn backend(&self) -> Result<Box<dyn Backend + '_>, Error> {
         git_lease::backend::open(&self.ledger, self.remote.as_deref())
     }

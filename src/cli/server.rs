@@ -321,7 +321,7 @@ fn passwd_entry(pick: impl Fn(&[&str]) -> bool) -> Option<Vec<String>> {
 }
 
 /// Checks, from permission bits, that `owner` could execute `exe`: every directory on the
-/// way searchable, the file itself executable (and readable, should it be a script). ACLs and
+/// way searchable, the file itself executable (not whether a script is readable too). ACLs and
 /// mount options are not seen; this catches the usual trap, a binary in a private home.
 fn runnable_by(exe: &Path, owner: Owner) -> Result<(), String> {
     use std::os::unix::fs::MetadataExt;

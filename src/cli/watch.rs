@@ -1,8 +1,8 @@
 //! `git lease watch`: a stream of lease events for an orchestrator, one line each.
 //!
 //! Locally it learns of ref changes from the file system (inotify through `notify`, on the
-//! refs directory and on `packed-refs`), with a bounded poll as a fallback; through a remote
-//! it fetches every lease ref at an interval, backing off while that fails. Expiries are
+//! refs directory, `packed-refs` and `reftable/`), with a bounded poll as a fallback; through a
+//! remote it fetches every lease ref at an interval, backing off while that fails. Expiries are
 //! computed on this command's clock: its one reading of now (`GIT_LEASE_NOW` allowed), then
 //! the machine's monotonic clock. It never writes to a ledger (a remote's fetches only move
 //! its verified tracking copies), and it ends with exit 0 on SIGINT, SIGTERM or SIGHUP and

@@ -2,12 +2,13 @@
 //! and forged data, to one served repository whose hook must accept exactly the legitimate
 //! pushes and refuse everything else.
 //!
-//! The server is lighttpd running `git http-backend` with basic auth for alice (the holder),
-//! bob (anyone else) and ops (an administrator), so the hook reads the authenticated pusher
-//! from `REMOTE_USER` (`lease.pusherEnv`); the same bare repository pushed through a `file://`
-//! URL, where nobody set `REMOTE_USER`, is the anonymous pusher. The server's clock is fixed at
-//! T0 by `lease.hookNow`; instants are seconds after T0 and the default `lease.maxClockSkew` is
-//! 5 minutes.
+//! The server is `git http-backend` behind lighttpd (or, without it, the harness's own front,
+//! [`crate::cgi`]) with basic auth for alice (the holder), bob (anyone else) and ops (an
+//! administrator), so the hook reads the authenticated pusher from `REMOTE_USER`
+//! (`lease.pusherEnv`); the same bare repository pushed through a `file://` URL, where nobody
+//! set `REMOTE_USER`, is the anonymous pusher. The server's clock is fixed at T0 by
+//! `lease.hookNow`; instants are seconds after T0 and the default `lease.maxClockSkew` is 5
+//! minutes.
 //!
 //! Each case has its own issue. Its prior ledger is the administrator's setup: written into the
 //! served repository with a plain fetch, which runs no hook. The case's single new commit,

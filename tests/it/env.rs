@@ -9,11 +9,12 @@
 //!
 //! Every process, the `git-lease` binary and plain `git` alike, starts from an empty
 //! environment with only `PATH`, `HOME=<tmp>/home`, `GIT_CONFIG_GLOBAL=/dev/null`,
-//! `GIT_CONFIG_NOSYSTEM=1`, `LANG=C`, `GIT_CEILING_DIRECTORIES=<tmp>` (so discovery never
-//! wanders out of the temporary directory), `GIT_DEFAULT_REF_FORMAT` when the suite runs with
-//! it (the reftable run: every repository the tests make is then reftable) and, when asked
-//! for, `GIT_LEASE_NOW`. Nothing the
-//! developer has configured (a global `lease.holder`, `user.email`, `lease.remote`) can leak in.
+//! `GIT_CONFIG_NOSYSTEM=1`, `LANG=C`, `LC_ALL=C`, `TZ=UTC`, `GIT_CEILING_DIRECTORIES=<tmp>`
+//! (so discovery never wanders out of the temporary directory), `GIT_DEFAULT_REF_FORMAT` when
+//! the suite runs with it (the reftable run: every repository the tests make is then
+//! reftable), `LLVM_PROFILE_FILE` under a coverage run and, when asked for, `GIT_LEASE_NOW`.
+//! Nothing the developer has configured (a global `lease.holder`, `user.email`,
+//! `lease.remote`) can leak in.
 //!
 //! Instants are given as minutes or seconds after [`T0`] (`2026-11-30T12:00:00Z`) with
 //! [`at_min`] and [`at`], which return the RFC 3339 text the tool writes, so JSON fields can be

@@ -3,8 +3,9 @@
 //! server's bare repository ([`crate::server::Server::repo`]); and the `lease.json` documents
 //! to put in it, at instants given in seconds after [`crate::env::T0`].
 //!
-//! Used by the verify and mirror tests (forged local and upstream ledgers) and by the hook and
-//! http tests (forged pushes).
+//! Used wherever a ledger is forged: local and upstream ledgers in the verify, mirror,
+//! rewound, faults and output tests, and forged pushes in the hook, http, attack and servers'
+//! tests.
 
 use serde_json::{json, Value};
 

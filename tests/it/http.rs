@@ -1,10 +1,12 @@
-//! The server hook behind a real web server: lighttpd (from the distribution's packages) runs
-//! `git http-backend` as CGI on a free port of 127.0.0.1 with basic auth for alice, bob and
-//! admin, so the hook sees the authenticated pusher as `REMOTE_USER`
-//! (`lease.pusherEnv = REMOTE_USER`) and judges who may write what: only yourself as the
-//! actor of a ledger commit, and only an administrator (`lease.admins`) may revoke someone
-//! else's live lease. The server's clock is fixed at T0 (`lease.hookNow` in the served
-//! repository's configuration; `fixtures/lighttpd-git.conf` sets the CGI environment).
+//! The server hook behind a web server: `git http-backend` runs as CGI on a free port of
+//! 127.0.0.1 with basic auth for alice, bob and admin, behind lighttpd where it is installed
+//! (`fixtures/lighttpd-git.conf` sets the CGI environment) and, in any case, behind the
+//! harness's own front ([`crate::cgi`]), so the hook sees the authenticated pusher as
+//! `REMOTE_USER` (`lease.pusherEnv = REMOTE_USER`) and judges who may write what: only
+//! yourself as the actor of a ledger commit, only the holder's pushes to a fenced branch, and
+//! only an administrator (`lease.admins`) may revoke someone else's live lease. No message
+//! shows a remote URL's credentials. The server's clock is fixed at T0 (`lease.hookNow` in the
+//! served repository's configuration).
 
 use crate::env::at;
 use crate::forge::{acquired, freed, with};

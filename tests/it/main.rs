@@ -10,17 +10,26 @@
 //! - [`multi_acquire`]: several issues in one `acquire`, all or none.
 //! - [`descriptors`]: closed standard descriptors and closed pipes.
 //! - [`human`]: what a person reads: `show`'s layout, relative times, colour.
+//! - [`snapshots`]: every `--help` and the human output of one story, as reviewed snapshots.
+//! - [`readme`]: the README's tour, run exactly as written.
 //! - [`faults`]: corrupt ledgers, stale locks, ref clashes, repository formats and layouts.
 //! - [`race`]: real concurrent processes on one issue.
 //! - [`gc_race`]: readers and writers while git packs objects and refs under them.
 //! - [`model`]: property test of the library against a simple model.
-//! - [`server`]: a served bare repository per test (`git daemon`, or lighttpd and
-//!   `git http-backend`), with the system clock or a fixed one, with the hook or not; its own
-//!   tests are in [`daemon`].
+//! - [`perf`]: the list cache, packing, fsync mode and batches never change an answer.
+//! - [`session`]: sessions, local liveness, end states, notes and tasks, multi-issue claims.
+//! - [`run`]: `run` and `wait`, on real time.
+//! - [`server`]: a served bare repository per test (`git daemon`, or `git http-backend` behind
+//!   lighttpd or the harness's own front, [`cgi`]), with the system clock or a fixed one, with
+//!   the hook or not; its own tests are in [`daemon`].
 //! - [`forge`]: ledger history built by hand with plain git plumbing, and `lease.json` values.
 //! - [`remote`], [`mirror`], [`verify`]: claims through a remote, sync, and ledger audits.
+//! - [`sharing`]: a clone's claims are local until told otherwise; a diverged ledger adopted.
 //! - [`reflog`]: reflogs of every ref update without a configured identity.
 //! - [`hook`], [`fence`]: the server hook against forged pushes, and fenced work branches.
+//! - [`http`]: the hook behind a web server, judging the authenticated pusher.
+//! - [`servers`]: every common git server set up as docs/SERVER.md says, its traps, and the doc
+//!   itself.
 //! - [`fleet`]: `acquire --any` and `run --any` racing through a daemon, and `watch`.
 //! - [`attack`]: the forged-push matrix (every event x pusher x forged data) against the
 //!   specification of who may push what, and when.

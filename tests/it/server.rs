@@ -1,19 +1,23 @@
 //! One served bare repository per test: [`Server`] serves `<tmp>/repos/leases.git` on a free
 //! port of 127.0.0.1 with pushes enabled, by `git daemon` (nobody is authenticated) or by
-//! lighttpd running `git http-backend` as CGI with basic auth ([`Server::http`], configured by
-//! `fixtures/lighttpd-git.conf`), with the system clock ([`Server::start`]) or a fixed one
-//! ([`Server::start_at`]: the served repository's `lease.hookNow`, which the hook reads from its own configuration file and no pusher can set), with the
-//! `git lease` hook installed ([`Server::with_hook`]) or not.
+//! `git http-backend` as CGI with basic auth ([`Server::http`]) behind lighttpd where it is
+//! installed (configured by `fixtures/lighttpd-git.conf`), else behind the harness's own front
+//! ([`crate::cgi`], also [`Server::http_builtin`]), with the system clock ([`Server::start`])
+//! or a fixed one ([`Server::start_at`]: the served repository's `lease.hookNow`, which the
+//! hook reads from its own configuration file and no pusher can set), with the `git lease`
+//! hook installed ([`Server::with_hook`]) or not.
 //!
 //! The bare repository is a [`TestRepo`] of [`crate::env`], so the server and every git it runs
-//! are hermetic (its own `HOME`, no global or system config). The server runs in its own process
-//! group: stopping it (or dropping the [`Server`]) ends the group, and with it every
-//! `upload-pack`, `receive-pack` and CGI it started. The repository survives a restart.
+//! are hermetic (its own `HOME`, no global or system config). A server process runs in its own
+//! process group: stopping it (or dropping the [`Server`]) ends the group, and with it every
+//! `upload-pack`, `receive-pack` and CGI it started; the harness's own front stops accepting
+//! instead. The repository survives a restart.
 //!
-//! Readiness is decided by the server itself (its log says so once it listens: `Ready to
-//! rumble`, `server started`) and then confirmed with a TCP connection, in bounded polls; if it
-//! exits instead (another process took the port between our probe and its bind), it is started
-//! again on another port.
+//! A server process's readiness is decided by the server itself (its log says so once it
+//! listens: `Ready to rumble`, `server started`) and then confirmed with a TCP connection, in
+//! bounded polls; if it exits instead (another process took the port between our probe and its
+//! bind), it is started again on another port. The harness's own front is ready once it has
+//! bound its port, and tries another port if it cannot.
 
 use std::fs::File;
 use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
@@ -113,8 +117,9 @@ impl Server {
         server
     }
 
-    /// A bare repository with the hook installed, to be served over http by lighttpd and
-    /// `git http-backend` with basic auth for `users` (password `<user>pw`); not started yet.
+    /// A bare repository with the hook installed, to be served over http by `git http-backend`
+    /// with basic auth for `users` (password `<user>pw`), behind lighttpd where it is installed,
+    /// else behind the harness's own front; not started yet.
     /// It needs a fixed clock: start it with [`Server::start_at`].
     pub fn http(users: &[&str]) -> Server {
         let mut server = Server::without_hook();

@@ -1,4 +1,4 @@
-//! `git lease gc`: pack lease objects and refs.
+//! `git lease gc`: pack the repository's loose objects and refs.
 
 use std::io::Write;
 
@@ -7,7 +7,7 @@ use crate::cli::{Context, Failure};
 /// The arguments of `gc`.
 #[derive(clap::Args, Debug)]
 pub(crate) struct Args {
-    /// Run `git gc --quiet` instead: also consolidate packs and prune expired objects
+    /// Run `git gc --quiet` instead: also consolidate packs and prune old unreachable objects
     #[arg(long)]
     pub(crate) full: bool,
 }

@@ -1,6 +1,6 @@
-//! One module per command (release, complete and abandon share `end`), each with its
-//! arguments (`Args`) and its `run(ctx, args, out)`;
-//! `cli::dispatch` only routes to them.
+//! One module per command (release, complete and abandon share `end`, whose `run` also takes
+//! the [`Ending`](git_lease::Ending)), each with its arguments (`Args`) and its
+//! `run(ctx, args, out)`; `cli::dispatch` only routes to them.
 
 pub(crate) mod acquire;
 pub(crate) mod check;

@@ -15,7 +15,7 @@ pub(crate) struct Args {
     /// Why the lease is revoked (recorded in the ledger)
     #[arg(long, required = true)]
     pub(crate) reason: String,
-    /// Who revokes [default: config lease.holder, then user.email]
+    /// Who revokes: `--holder` (recorded as the event's `by`); `--secret` is not needed
     #[command(flatten)]
     pub(crate) holder: HolderArg,
 }

@@ -23,7 +23,8 @@ pub(crate) struct Args {
     /// never]
     #[arg(long, value_name = "DURATION")]
     pub(crate) every: Option<String>,
-    /// How long the child gets between SIGTERM and SIGKILL once the lease is lost
+    /// How long the child gets between SIGTERM and SIGKILL once the lease is lost (less when
+    /// no renewal succeeded and the lease is about to expire)
     #[arg(long, value_name = "DURATION", default_value = "10s")]
     pub(crate) grace: String,
     /// What to record when the command succeeds

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 /// `--color`'s values.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub(crate) enum ColorChoice {
-    /// Colour when stdout is a terminal (and NO_COLOR is unset).
+    /// Colour when stdout is a terminal.
     Auto,
     /// Always colour.
     Always,
@@ -52,7 +52,7 @@ pub(crate) enum Tone {
     Good,
     /// Refused or failed.
     Bad,
-    /// Worth a look: expired, a hint.
+    /// Worth a look: a lease expired, or its holder's process gone.
     Notice,
 }
 
@@ -69,8 +69,8 @@ pub(crate) fn paint(text: &str, tone: Tone) -> String {
     format!("\x1b[{code}m{text}\x1b[m")
 }
 
-/// Paints the head of a report line, the words before its first `:` or, without one, its first
-/// word: `held:`, `not holder:`, `acquired`.
+/// Paints the head of a report line, the words before its first `:` or, without one (or when
+/// ` for ` comes first, as before a time), its first word: `held:`, `not holder:`, `acquired`.
 pub(crate) fn paint_head(line: &str, tone: Tone) -> String {
     let end = match line.find(':') {
         Some(colon) if !line[..colon].contains(" for ") => colon + 1,

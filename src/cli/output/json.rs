@@ -1,5 +1,5 @@
 //! The JSON shapes of `--json` output, a versioned API (see `docs/JSON.md`), and how they
-//! are written: one line each, every object led by `schema_version` ([`json_text`]).
+//! are written: one line each, every top-level object led by `schema_version` ([`json_text`]).
 //!
 //! A view is a lease *as seen at an instant*: `holder` is the live holder or null, so a reader
 //! never has to re-apply the expiry rule, and the last recorded holder is still given in

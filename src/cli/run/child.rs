@@ -1,5 +1,6 @@
-//! The child of `git lease run`: a process group of its own that the kernel kills if `run`
-//! dies, every signal `run` catches forwarded to it, and stopped with SIGTERM, then SIGKILL.
+//! The child of `git lease run`: a process group of its own, every signal `run` catches
+//! forwarded to it, stopped with SIGTERM, then SIGKILL; on Linux the kernel kills the child
+//! itself if `run` dies.
 
 use std::process::{Command as Process, ExitStatus};
 use std::sync::mpsc;
