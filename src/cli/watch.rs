@@ -20,6 +20,7 @@ use git_lease::watch::{Follower, Kind, WatchEvent, WatchView};
 use git_lease::{Error, Ledger};
 use gix::ObjectId;
 
+use super::output;
 use super::output::json::json_line;
 use super::run::RunningClock;
 use super::{exit, parse_duration, Context, Failure};
@@ -215,24 +216,28 @@ fn print(ctx: &Context, events: &[WatchEvent], out: &mut dyn Write) -> Result<()
     Ok(())
 }
 
-/// One event in one line: when, the issue, what, the token, who.
+/// One event in one line: when, the issue, what, the token, who. What the ledger's writers
+/// chose (the issue, holders, `by`, the reason) is shown escaped ([`output::printable`]).
 fn line(e: &WatchEvent) -> String {
     let l = &e.entry.lease;
+    fn shown(text: &Option<String>) -> Option<std::borrow::Cow<'_, str>> {
+        text.as_deref().map(output::printable)
+    }
     let mut text = format!(
         "{}  {}  {:<9}  token {}",
         git_lease::time::format_instant(e.at),
-        l.issue,
+        output::printable(&l.issue),
         e.kind.as_str(),
         l.token
     );
-    match (e.kind, &l.holder, &l.previous_holder) {
+    match (e.kind, shown(&l.holder), shown(&l.previous_holder)) {
         (Kind::Expired, Some(h), _) => text += &format!("  {h}"),
         (_, Some(h), Some(p)) => text += &format!("  {h} (took over from {p})"),
         (_, Some(h), None) => text += &format!("  {h}"),
         (_, None, Some(p)) => text += &format!("  was {p}"),
         (_, None, None) => {}
     }
-    if let Some(by) = &l.by {
+    if let Some(by) = shown(&l.by) {
         text += &format!(" by {by}");
     }
     if e.kind != Kind::Expired && l.holder.is_some() {
@@ -241,7 +246,7 @@ fn line(e: &WatchEvent) -> String {
             None => text += "  no expiry",
         }
     }
-    if let Some(r) = &l.reason {
+    if let Some(r) = shown(&l.reason) {
         text += &format!("  reason: {r}");
     }
     text
