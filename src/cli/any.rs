@@ -38,15 +38,16 @@ pub(crate) fn candidates(args: &[String]) -> Result<Vec<IssueId>, Error> {
     Ok(out)
 }
 
-/// Claims one of `candidates` for `claim` where this command operates: the local refs, or
-/// the remote.
+/// Claims one of `candidates` for `claim` at `now` where this command operates: the local
+/// refs, or the remote.
 pub(crate) fn claim(
     ctx: &Context,
     candidates: &[IssueId],
     claim: &Claim,
+    now: chrono::DateTime<chrono::Utc>,
 ) -> Result<AnyReport, Error> {
     ctx.backend()?
-        .acquire_any(candidates, claim, ctx.now, &mut fresh_rng())
+        .acquire_any(candidates, claim, now, &mut fresh_rng())
 }
 
 /// Says that no candidate was free, in one line.

@@ -525,6 +525,39 @@ fn run_any_runs_the_command_for_the_issue_it_claimed() {
         .code(2);
 }
 
+#[test]
+fn run_any_wait_keeps_the_candidates_it_read_from_stdin_while_it_waits() {
+    let repo = TestRepo::new();
+    // Alice's lease on the only candidate ends one second after the clock both start at.
+    repo.lease()
+        .now(T0)
+        .args(["acquire", "w", "--holder", ALICE, "--ttl", "1s"])
+        .run()
+        .ok();
+    let out = repo.scratch("out").join("issue");
+    let script = format!("echo \"$GIT_LEASE_ISSUE\" > {}", out.display());
+    // The first round finds `w` held and waits; the round after its expiry must still know
+    // the candidates read from stdin the first time.
+    repo.lease()
+        .now(T0)
+        .args([
+            "run",
+            "--any",
+            "--wait=1m",
+            "--holder",
+            BOB,
+            "-",
+            "--",
+            "sh",
+            "-c",
+        ])
+        .args([script.as_str()])
+        .stdin("w\n")
+        .run()
+        .ok();
+    assert_eq!(std::fs::read_to_string(&out).expect("the child ran"), "w\n");
+}
+
 // ---------------------------------------------------------------------------------------------
 // watch
 // ---------------------------------------------------------------------------------------------

@@ -78,7 +78,7 @@ pub(crate) fn run(ctx: &Context, args: Args, out: &mut dyn Write) -> Result<u8, 
         process,
     };
     if any {
-        let report = any::claim(ctx, &issues, &claim)?;
+        let report = any::claim(ctx, &issues, &claim, now)?;
         let started = report.claimed.as_ref().is_some_and(|r| {
             r.wrote
                 && claim.session.is_some()

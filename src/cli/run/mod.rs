@@ -247,11 +247,15 @@ pub(crate) fn run(ctx: &Context, args: RunArgs) -> Result<u8, Failure> {
     // taken or the timeout passes.
     let deadline = args.wait.flatten().map(after);
     let mut pause = Duration::from_millis(50);
+    // Read once: `-` takes candidates from stdin, which a second round would find empty.
+    let candidates = match args.any {
+        true => super::any::candidates(&args.issues)?,
+        false => Vec::new(),
+    };
     let (handle, report, now) = loop {
         let now = clock.now();
         let held_by_another = if args.any {
-            let candidates = super::any::candidates(&args.issues)?;
-            let got = super::any::claim(ctx, &candidates, &claim)?;
+            let got = super::any::claim(ctx, &candidates, &claim, now)?;
             super::output::report_diverged(ctx, &got.diverged, &mut std::io::stderr())?;
             match got.claimed {
                 Some(report) => break (handle(&report.issue), report, now),
