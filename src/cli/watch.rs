@@ -80,7 +80,9 @@ pub(crate) fn watch(ctx: &Context, args: WatchArgs, out: &mut dyn Write) -> Resu
     stop_on_closed_stdout(wake.clone());
     // Kept alive for as long as the loop runs.
     let _watcher = match &source {
-        Source::Local(ledger) => watch_refs(ledger.store().repo().common_dir(), wake.clone()),
+        Source::Local(ledger) => {
+            watch_refs(ledger.store().repo().common_dir(), wake.clone(), interval)
+        }
         Source::Remote(_) => None,
     };
     drop(wake);
@@ -297,7 +299,11 @@ fn stop_on_closed_stdout(wake: mpsc::Sender<Wake>) {
 /// and, in a reftable repository, `reftable/`, sending [`Wake::Changed`] for every change to
 /// a ref. Returns `None`, after saying so, if notifications are unavailable: the loop then
 /// polls.
-fn watch_refs(common_dir: &Path, wake: mpsc::Sender<Wake>) -> Option<notify::RecommendedWatcher> {
+fn watch_refs(
+    common_dir: &Path,
+    wake: mpsc::Sender<Wake>,
+    interval: Duration,
+) -> Option<notify::RecommendedWatcher> {
     use notify::{RecursiveMode, Watcher};
     let refs = common_dir.join("refs");
     let refs_for_filter = refs.clone();
@@ -331,8 +337,8 @@ fn watch_refs(common_dir: &Path, wake: mpsc::Sender<Wake>) -> Option<notify::Rec
         Ok(w) => Some(w),
         Err(e) => {
             eprintln!(
-                "git lease watch: no file-system notifications ({e}); reading the refs every {}s",
-                LOCAL_FALLBACK.as_secs()
+                "git lease watch: no file-system notifications ({e}); reading the refs every {}",
+                humantime::format_duration(interval)
             );
             None
         }
