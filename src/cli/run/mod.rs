@@ -219,7 +219,8 @@ enum Event {
     Renewed(Option<DateTime<Utc>>),
 }
 
-/// Runs `git lease run`.
+/// Runs `git lease run`: take the lease, start the child, renew while it runs, and end the
+/// lease (or stop the child) by what happens first.
 pub(crate) fn run(ctx: &Context, args: RunArgs) -> Result<u8, Failure> {
     let clock = RunningClock::starting_at(ctx.now);
     let Some((program, program_args)) = args.command.split_first() else {
@@ -243,43 +244,13 @@ pub(crate) fn run(ctx: &Context, args: RunArgs) -> Result<u8, Failure> {
         holder: args.holder.clone(),
         secret: secret.clone(),
     };
-    // With --wait, a claim held by someone else is tried again, with backoff, until it is
-    // taken or the timeout passes.
-    let deadline = args.wait.flatten().map(after);
-    let mut pause = Duration::from_millis(50);
-    // Read once: `-` takes candidates from stdin, which a second round would find empty.
-    let candidates = match args.any {
-        true => super::any::candidates(&args.issues)?,
-        false => Vec::new(),
-    };
-    let (handle, report, now) = loop {
-        let now = clock.now();
-        let held_by_another = if args.any {
-            let got = super::any::claim(ctx, &candidates, &claim, now)?;
-            super::output::report_diverged(ctx, &got.diverged, &mut std::io::stderr())?;
-            match got.claimed {
-                Some(report) => break (handle(&report.issue), report, now),
-                None => super::any::none_free(&got),
-            }
-        } else {
-            let issue = IssueId::new(args.issues.first().map_or("", String::as_str))?;
-            let handle = handle(&issue);
-            let report = handle.apply(|cur| rules::acquire(&issue, cur, &claim, now))?;
-            let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
-            let give_up = args.wait.is_none() || left.is_some_and(|l| l.is_zero());
-            // Any other answer, or the last one, is reported below.
-            if report.outcome != Outcome::Held || give_up {
-                break (handle, report, now);
-            }
-            output::report_line(&report, now)
-        };
-        let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
-        if args.wait.is_none() || left.is_some_and(|l| l.is_zero()) {
-            eprintln!("git lease run: {held_by_another}");
-            return Ok(exit::REFUSED);
-        }
-        std::thread::sleep(left.map_or(pause, |l| l.min(pause)));
-        pause = (pause * 3 / 2).min(Duration::from_secs(2));
+    let Some(Taken {
+        handle,
+        report,
+        at: now,
+    }) = take_lease(ctx, &args, &claim, clock, handle)?
+    else {
+        return Ok(exit::REFUSED);
     };
     let issue = handle.issue.clone();
     let started_session = report.lease().is_some_and(|l| l.session == claim.session);
@@ -305,31 +276,7 @@ pub(crate) fn run(ctx: &Context, args: RunArgs) -> Result<u8, Failure> {
     supervise(&mut command);
     let mut child = match command.spawn() {
         Ok(child) => child,
-        Err(e) => {
-            // Nothing ran: give the lease back so nobody waits for it.
-            let now = clock.now();
-            let _ = handle.apply(|cur| {
-                rules::release(&issue, cur, handle.credentials(), Ending::Abandon, now)
-            });
-            // The shell's codes: 127 for a command that is not there, 126 for one that
-            // cannot be run.
-            let code = match e.kind() {
-                std::io::ErrorKind::NotFound => 127,
-                std::io::ErrorKind::PermissionDenied => 126,
-                _ => {
-                    return Err(Error::Io {
-                        context: format!("cannot start {program}"),
-                        source: e,
-                    }
-                    .into())
-                }
-            };
-            eprintln!(
-                "git lease run: cannot start {}: {e}",
-                output::printable(program)
-            );
-            return Ok(code);
-        }
+        Err(e) => return not_started(&handle, clock, program, e),
     };
     // The child leads its own process group: its id is the group's.
     let group = child.id();
@@ -344,60 +291,22 @@ pub(crate) fn run(ctx: &Context, args: RunArgs) -> Result<u8, Failure> {
         });
     }
     if let Some(interval) = interval {
-        let handle = handle.clone();
-        let ttl = args.ttl;
-        std::thread::spawn(move || {
-            // Attempts start `interval` apart, however long each takes.
-            let mut next = after(interval);
-            loop {
-                match renewer_stop.recv_timeout(next.saturating_duration_since(Instant::now())) {
-                    Err(mpsc::RecvTimeoutError::Timeout) => {}
-                    _ => return,
-                }
-                next = next.checked_add(interval).unwrap_or(next);
-                let now = clock.now();
-                match handle.apply(|cur| rules::renew(cur, handle.credentials(), ttl, now)) {
-                    Ok(report) if report.outcome == Outcome::Renewed => {
-                        let expires_at = report.lease().and_then(|l| l.expires_at);
-                        let _ = events.send(Event::Renewed(expires_at));
-                    }
-                    Ok(report) => {
-                        let _ = events.send(Event::LeaseLost(output::report_line(&report, now)));
-                        return;
-                    }
-                    Err(e) => eprintln!("git lease run: renewing failed, will retry: {e}"),
-                }
-            }
-        });
+        renew_in_background(
+            handle.clone(),
+            interval,
+            args.ttl,
+            clock,
+            events,
+            renewer_stop,
+        );
     }
-
     let ttl = match args.ttl {
         Ttl::For(ttl) if interval.is_some() => Some(ttl),
         _ => None,
     };
-    let mut window = ttl
-        .zip(lease.expires_at)
-        .map(|(t, e)| StopWindow::before(e, t));
-    let event = loop {
-        let event = match window {
-            None => inbox.recv().ok(),
-            Some(w) => match inbox.recv_timeout(clock.until(w.term_at)) {
-                Ok(event) => Some(event),
-                Err(mpsc::RecvTimeoutError::Timeout) => break Stop::Deadline(w),
-                Err(mpsc::RecvTimeoutError::Disconnected) => None,
-            },
-        };
-        match event {
-            Some(Event::Renewed(expires_at)) => {
-                window = ttl.zip(expires_at).map(|(t, e)| StopWindow::before(e, t));
-            }
-            Some(Event::ChildExited(status)) => break Stop::Exited(status),
-            Some(Event::LeaseLost(why)) => break Stop::Lost(why),
-            None => return Err(Error::InvalidInput("lost track of the child".into()).into()),
-        }
-    };
+    let stop = wait_for_stop(&inbox, ttl, lease.expires_at, clock)?;
     let _ = stop_renewing.send(());
-    match event {
+    match stop {
         Stop::Exited(status) => {
             // Nothing the child left running may go on once the lease is ended.
             signal_group(group, libc::SIGKILL);
@@ -442,6 +351,174 @@ pub(crate) fn run(ctx: &Context, args: RunArgs) -> Result<u8, Failure> {
             let kill_at = after(args.grace.min(clock.until(w.kill_by)));
             stop_child(group, kill_at, &inbox);
             Ok(exit::LEASE_LOST)
+        }
+    }
+}
+
+/// What [`take_lease`] came to: the lease's handle, and the acquire's report at its instant
+/// (an acquire that refused for another reason than a holder is reported by the caller).
+struct Taken {
+    handle: Handle,
+    report: Report,
+    at: DateTime<Utc>,
+}
+
+/// Takes the lease `run` holds: the issue, or with `--any` one free candidate. With `--wait`,
+/// a claim held by someone else is tried again, with backoff, until it is taken or the
+/// timeout passes. Returns `None`, having said why, when it stayed held.
+fn take_lease(
+    ctx: &Context,
+    args: &RunArgs,
+    claim: &Claim,
+    clock: RunningClock,
+    handle: impl Fn(&IssueId) -> Handle,
+) -> Result<Option<Taken>, Failure> {
+    let deadline = args.wait.flatten().map(after);
+    let mut pause = Duration::from_millis(50);
+    // Read once: `-` takes candidates from stdin, which a second round would find empty.
+    let candidates = match args.any {
+        true => super::any::candidates(&args.issues)?,
+        false => Vec::new(),
+    };
+    loop {
+        let now = clock.now();
+        let held_by_another = if args.any {
+            let got = super::any::claim(ctx, &candidates, claim, now)?;
+            super::output::report_diverged(ctx, &got.diverged, &mut std::io::stderr())?;
+            match got.claimed {
+                Some(report) => {
+                    let handle = handle(&report.issue);
+                    return Ok(Some(Taken {
+                        handle,
+                        report,
+                        at: now,
+                    }));
+                }
+                None => super::any::none_free(&got),
+            }
+        } else {
+            let issue = IssueId::new(args.issues.first().map_or("", String::as_str))?;
+            let handle = handle(&issue);
+            let report = handle.apply(|cur| rules::acquire(&issue, cur, claim, now))?;
+            let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+            let give_up = args.wait.is_none() || left.is_some_and(|l| l.is_zero());
+            // Any other answer, or the last one, is reported by the caller.
+            if report.outcome != Outcome::Held || give_up {
+                return Ok(Some(Taken {
+                    handle,
+                    report,
+                    at: now,
+                }));
+            }
+            output::report_line(&report, now)
+        };
+        let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+        if args.wait.is_none() || left.is_some_and(|l| l.is_zero()) {
+            eprintln!("git lease run: {held_by_another}");
+            return Ok(None);
+        }
+        std::thread::sleep(left.map_or(pause, |l| l.min(pause)));
+        pause = (pause * 3 / 2).min(Duration::from_secs(2));
+    }
+}
+
+/// Answers a child that could not be started: the lease is given back (nothing ran, so
+/// nobody should wait for it), and the exit code is the shell's, 127 for a command that is
+/// not there and 126 for one that cannot be run.
+fn not_started(
+    handle: &Handle,
+    clock: RunningClock,
+    program: &str,
+    e: std::io::Error,
+) -> Result<u8, Failure> {
+    let now = clock.now();
+    let _ = handle.apply(|cur| {
+        rules::release(
+            &handle.issue,
+            cur,
+            handle.credentials(),
+            Ending::Abandon,
+            now,
+        )
+    });
+    let code = match e.kind() {
+        std::io::ErrorKind::NotFound => 127,
+        std::io::ErrorKind::PermissionDenied => 126,
+        _ => {
+            return Err(Error::Io {
+                context: format!("cannot start {program}"),
+                source: e,
+            }
+            .into())
+        }
+    };
+    eprintln!(
+        "git lease run: cannot start {}: {e}",
+        output::printable(program)
+    );
+    Ok(code)
+}
+
+/// Renews the lease every `interval` on a thread of its own, until told to stop or the lease
+/// is lost; each renewal (or the loss) is sent as an [`Event`]. Attempts start `interval`
+/// apart, however long each takes; a failed one is said on stderr and tried again.
+fn renew_in_background(
+    handle: Handle,
+    interval: Duration,
+    ttl: Ttl,
+    clock: RunningClock,
+    events: mpsc::Sender<Event>,
+    stop: mpsc::Receiver<()>,
+) {
+    std::thread::spawn(move || {
+        let mut next = after(interval);
+        loop {
+            match stop.recv_timeout(next.saturating_duration_since(Instant::now())) {
+                Err(mpsc::RecvTimeoutError::Timeout) => {}
+                _ => return,
+            }
+            next = next.checked_add(interval).unwrap_or(next);
+            let now = clock.now();
+            match handle.apply(|cur| rules::renew(cur, handle.credentials(), ttl, now)) {
+                Ok(report) if report.outcome == Outcome::Renewed => {
+                    let expires_at = report.lease().and_then(|l| l.expires_at);
+                    let _ = events.send(Event::Renewed(expires_at));
+                }
+                Ok(report) => {
+                    let _ = events.send(Event::LeaseLost(output::report_line(&report, now)));
+                    return;
+                }
+                Err(e) => eprintln!("git lease run: renewing failed, will retry: {e}"),
+            }
+        }
+    });
+}
+
+/// Waits for what ends the run: the child's exit, the lease lost, or, for a lease of `ttl`
+/// that is renewed, the renew deadline of its latest expiry passing with no renewal.
+fn wait_for_stop(
+    inbox: &mpsc::Receiver<Event>,
+    ttl: Option<chrono::Duration>,
+    expires_at: Option<DateTime<Utc>>,
+    clock: RunningClock,
+) -> Result<Stop, Failure> {
+    let mut window = ttl.zip(expires_at).map(|(t, e)| StopWindow::before(e, t));
+    loop {
+        let event = match window {
+            None => inbox.recv().ok(),
+            Some(w) => match inbox.recv_timeout(clock.until(w.term_at)) {
+                Ok(event) => Some(event),
+                Err(mpsc::RecvTimeoutError::Timeout) => return Ok(Stop::Deadline(w)),
+                Err(mpsc::RecvTimeoutError::Disconnected) => None,
+            },
+        };
+        match event {
+            Some(Event::Renewed(expires_at)) => {
+                window = ttl.zip(expires_at).map(|(t, e)| StopWindow::before(e, t));
+            }
+            Some(Event::ChildExited(status)) => return Ok(Stop::Exited(status)),
+            Some(Event::LeaseLost(why)) => return Ok(Stop::Lost(why)),
+            None => return Err(Error::InvalidInput("lost track of the child".into()).into()),
         }
     }
 }
