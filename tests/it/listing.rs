@@ -3,7 +3,8 @@
 
 use serde_json::Value;
 
-use crate::env::{at_min, busy_42, issues, TestRepo, T0};
+use crate::env::{at_min, busy_42, issues, jrun, TestRepo, T0};
+use crate::session::{acquire, ALICE, BOB};
 
 // ---------------------------------------------------------------------------------------------
 // list
@@ -213,4 +214,57 @@ fn log_of_an_unknown_issue_is_not_found() {
     repo.json_at(T0, 0, &["acquire", "1", "--holder", "a"]);
     repo.run_at(T0, &["--json", "log", "2"]).code(4);
     repo.run_at(T0, &["--json", "show", "2"]).code(4);
+}
+
+#[test]
+fn list_filters_combine_over_completed_expired_and_namespaced_leases() {
+    let repo = TestRepo::new();
+    acquire(&repo, 0, "gh/1", ALICE, "1h").ok();
+    acquire(&repo, 0, "gh/2", ALICE, "10m").ok();
+    acquire(&repo, 0, "gh/3", BOB, "1h").ok();
+    acquire(&repo, 0, "jira/9", ALICE, "1h").ok();
+    jrun(&repo, 1, &["complete", "jira/9", "--holder", ALICE]).ok();
+    acquire(&repo, 1, "jira/10", BOB, "1h").ok();
+    // At +20m: gh/1 held (alice), gh/2 expired (alice), gh/3 held (bob), jira/9 free (was
+    // alice), jira/10 held (bob).
+    let list = |args: &[&str]| -> Vec<String> {
+        let mut all = vec!["list"];
+        all.extend_from_slice(args);
+        let mut got = issues(&repo.json_at(&at_min(20), 0, &all));
+        got.sort();
+        got
+    };
+    assert_eq!(list(&[]), ["gh/1", "gh/3", "jira/10"]);
+    assert_eq!(
+        list(&["--all"]),
+        ["gh/1", "gh/2", "gh/3", "jira/10", "jira/9"]
+    );
+    assert_eq!(list(&["--holder", ALICE]), ["gh/1"]);
+    assert_eq!(list(&["--holder", BOB]), ["gh/3", "jira/10"]);
+    assert_eq!(
+        list(&["--holder", ALICE, "--all"]),
+        ["gh/1", "gh/2", "jira/9"]
+    );
+    assert_eq!(list(&["--state", "held"]), ["gh/1", "gh/3", "jira/10"]);
+    assert_eq!(list(&["--state", "expired"]), ["gh/2"]);
+    assert_eq!(list(&["--state", "free"]), ["jira/9"]);
+    assert_eq!(list(&["gh/"]), ["gh/1", "gh/3"]);
+    assert_eq!(list(&["gh/", "--all"]), ["gh/1", "gh/2", "gh/3"]);
+    assert_eq!(list(&["jira/", "--state", "free"]), ["jira/9"]);
+    assert_eq!(list(&["--holder", BOB, "--state", "held", "gh"]), ["gh/3"]);
+    assert_eq!(list(&["--holder", ALICE, "--state", "expired"]), ["gh/2"]);
+    assert!(list(&["--holder", "carol@example.com", "--all"]).is_empty());
+    assert!(list(&["nothing/"]).is_empty());
+
+    // The human table agrees.
+    let human = repo.run_at(&at_min(20), &["list", "--state", "expired"]);
+    human.ok();
+    let rows: Vec<&str> = human.stdout.lines().skip(1).collect();
+    assert_eq!(rows.len(), 1, "{human}");
+    assert!(
+        rows[0].starts_with("gh/2") && rows[0].contains("expired"),
+        "{human}"
+    );
+    let bad = repo.run_at(&at_min(20), &["list", "--state", "sleeping"]);
+    bad.code(2);
 }

@@ -7,7 +7,8 @@
 //! - [`json`]: `--json`, against docs/JSON.md and wherever the flag is given.
 //! - [`prefixes`]: prefix resolution of issue ids.
 //! - [`bad_input`]: bad ids, TTLs, clocks, holders and configuration are bad usage.
-//! - [`multi_acquire`]: several issues in one `acquire`, all or none.
+//! - [`multi_acquire`]: several issues in one `acquire`, all or none, locally (one ref
+//!   transaction) and through a remote (one atomic push), alone and under a race.
 //! - [`descriptors`]: closed standard descriptors and closed pipes.
 //! - [`human`]: what a person reads: `show`'s layout, relative times, colour.
 //! - [`snapshots`]: every `--help` and the human output of one story, as reviewed snapshots.
@@ -17,7 +18,10 @@
 //! - [`gc_race`]: readers and writers while git packs objects and refs under them.
 //! - [`model`]: property test of the library against a simple model.
 //! - [`perf`]: the list cache, packing, fsync mode and batches never change an answer.
-//! - [`session`]: sessions, local liveness, end states, notes and tasks, multi-issue claims.
+//! - [`session`]: session secrets, stored only as hashes and needed by every step of their
+//!   tenure.
+//! - [`liveness`]: a lease whose holder process is gone is not live on its machine.
+//! - [`end_states`]: `complete` and `abandon`, and the note and task of a claim.
 //! - [`run`]: `run` and `wait`, on real time.
 //! - [`server`]: a served bare repository per test (`git daemon`, or `git http-backend` behind
 //!   lighttpd or the harness's own front, [`cgi`]), with the system clock or a fixed one, with
@@ -46,6 +50,7 @@ mod bad_input;
 mod cgi;
 mod daemon;
 mod descriptors;
+mod end_states;
 mod faults;
 mod fence;
 mod fleet;
@@ -57,6 +62,7 @@ mod http;
 mod human;
 mod json;
 mod listing;
+mod liveness;
 mod mirror;
 mod model;
 mod multi_acquire;
