@@ -253,13 +253,14 @@ pub(crate) fn run(ctx: &Context, args: RunArgs) -> Result<u8, Failure> {
         return Ok(exit::REFUSED);
     };
     let issue = handle.issue.clone();
-    let started_session = report.lease().is_some_and(|l| l.session == claim.session);
-    if report.outcome != Outcome::Acquired || !started_session {
-        tell(ctx, &report, now, None);
-        return Ok(exit::REFUSED);
-    }
-    let Some(lease) = report.lease().cloned() else {
-        return Err(Error::InvalidInput("the acquired lease has no state".into()).into());
+    // Only a tenure of this run's own session is held by it (the same holder's live lease
+    // of another session is refused).
+    let lease = match report.lease() {
+        Some(l) if report.outcome == Outcome::Acquired && l.session == claim.session => l.clone(),
+        _ => {
+            tell(ctx, &report, now, None);
+            return Ok(exit::REFUSED);
+        }
     };
     tell(ctx, &report, now, None);
 
@@ -518,7 +519,13 @@ fn wait_for_stop(
             }
             Some(Event::ChildExited(status)) => return Ok(Stop::Exited(status)),
             Some(Event::LeaseLost(why)) => return Ok(Stop::Lost(why)),
-            None => return Err(Error::InvalidInput("lost track of the child".into()).into()),
+            None => {
+                return Err(Error::Io {
+                    context: "cannot wait for the command".into(),
+                    source: std::io::Error::other("the thread waiting for it ended"),
+                }
+                .into())
+            }
         }
     }
 }
