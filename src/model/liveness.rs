@@ -9,9 +9,9 @@
 //! observation is never stored: another reader, on another machine or a moment later, may see
 //! otherwise. On other machines only the TTL applies.
 
-use crate::lease::Lease;
-
 use serde::{Deserialize, Serialize};
+
+use crate::lease::Lease;
 
 /// The process that holds a lease, as recorded in `lease.json`.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
