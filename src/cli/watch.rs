@@ -219,12 +219,10 @@ fn print(ctx: &Context, events: &[WatchEvent], out: &mut dyn Write) -> Result<()
 }
 
 /// One event in one line: when, the issue, what, the token, who. What the ledger's writers
-/// chose (the issue, holders, `by`, the reason) is shown escaped ([`output::printable`]).
+/// chose (the issue, and the [`output::Parties`]) is shown escaped.
 fn line(e: &WatchEvent) -> String {
     let l = &e.entry.lease;
-    fn shown(text: &Option<String>) -> Option<std::borrow::Cow<'_, str>> {
-        text.as_deref().map(output::printable)
-    }
+    let parties = output::Parties::of(l);
     let mut text = format!(
         "{}  {}  {:<9}  token {}",
         git_lease::time::format_instant(e.at),
@@ -232,14 +230,14 @@ fn line(e: &WatchEvent) -> String {
         e.kind.as_str(),
         l.token
     );
-    match (e.kind, shown(&l.holder), shown(&l.previous_holder)) {
+    match (e.kind, parties.holder, parties.previous) {
         (Kind::Expired, Some(h), _) => text += &format!("  {h}"),
         (_, Some(h), Some(p)) => text += &format!("  {h} (took over from {p})"),
         (_, Some(h), None) => text += &format!("  {h}"),
         (_, None, Some(p)) => text += &format!("  was {p}"),
         (_, None, None) => {}
     }
-    if let Some(by) = shown(&l.by) {
+    if let Some(by) = parties.by {
         text += &format!(" by {by}");
     }
     if e.kind != Kind::Expired && l.holder.is_some() {
@@ -248,7 +246,7 @@ fn line(e: &WatchEvent) -> String {
             None => text += "  no expiry",
         }
     }
-    if let Some(r) = shown(&l.reason) {
+    if let Some(r) = parties.reason {
         text += &format!("  reason: {r}");
     }
     text

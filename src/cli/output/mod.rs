@@ -9,6 +9,7 @@
 pub(crate) mod color;
 pub(crate) mod json;
 
+use std::borrow::Cow;
 use std::io::Write;
 
 use crate::cli::{exit, Context, Failure};
@@ -21,7 +22,7 @@ use json::{json_line, LeaseView, ReportView, State};
 pub use git_lease::text::{printable, push_printable};
 
 /// `holder` for people: printable, `?` if there is none.
-fn holder(name: Option<&str>) -> std::borrow::Cow<'_, str> {
+fn holder(name: Option<&str>) -> Cow<'_, str> {
     printable(name.unwrap_or("?"))
 }
 
@@ -418,6 +419,32 @@ pub(crate) fn report_diverged(
     Ok(())
 }
 
+/// Who a ledger event names, escaped once for every human line that shows them ([`printable`]):
+/// the texts a ledger's writers chose.
+pub(crate) struct Parties<'a> {
+    /// The holder after the event.
+    pub holder: Option<Cow<'a, str>>,
+    /// The holder before it, when the event changed or cleared the holder.
+    pub previous: Option<Cow<'a, str>>,
+    /// Who acted, when not the holder.
+    pub by: Option<Cow<'a, str>>,
+    /// Why, when recorded.
+    pub reason: Option<Cow<'a, str>>,
+}
+
+impl<'a> Parties<'a> {
+    /// Returns the parties `lease` names, escaped.
+    pub fn of(lease: &'a git_lease::Lease) -> Parties<'a> {
+        let shown = |text: &'a Option<String>| text.as_deref().map(printable);
+        Parties {
+            holder: shown(&lease.holder),
+            previous: shown(&lease.previous_holder),
+            by: shown(&lease.by),
+            reason: shown(&lease.reason),
+        }
+    }
+}
+
 /// Returns the human line of one ledger commit, as `log` shows it.
 pub(crate) fn log_line(e: &Entry) -> String {
     let l = &e.lease;
@@ -428,12 +455,12 @@ pub(crate) fn log_line(e: &Entry) -> String {
         l.event.as_str(),
         l.token
     );
-    let (holder, previous, by, reason) = (
-        l.holder.as_deref().map(printable),
-        l.previous_holder.as_deref().map(printable),
-        l.by.as_deref().map(printable),
-        l.reason.as_deref().map(printable),
-    );
+    let Parties {
+        holder,
+        previous,
+        by,
+        reason,
+    } = Parties::of(l);
     match (holder, previous) {
         (Some(h), Some(p)) => {
             let why = match l.takeover {
