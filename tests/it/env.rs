@@ -19,12 +19,17 @@
 //! Instants are given as minutes or seconds after [`T0`] (`2026-11-30T12:00:00Z`) with
 //! [`at_min`] and [`at`], which return the RFC 3339 text the tool writes, so JSON fields can be
 //! compared as strings.
+//!
+//! Long-running commands (`watch`) run as a [`Watch`]: a child whose output a thread reads line
+//! by line, every wait bounded by [`BOUND`].
 #![allow(dead_code)]
 
 use std::ffi::{OsStr, OsString};
-use std::io::Write;
+use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::mpsc;
+use std::time::Instant;
 
 use chrono::{DateTime, Duration, TimeZone, Utc};
 use serde_json::Value;
@@ -772,4 +777,150 @@ pub fn busy_42(repo: &TestRepo) -> Vec<&'static str> {
         (6, 0, "acquire 42 --holder bob --ttl never"),
     ]);
     vec!["acquire", "reacquire", "renew", "release", "acquire"]
+}
+
+/// The bound on every wait for a line of `watch` or for a process to end: it only keeps a
+/// broken build from hanging the suite, never decides an outcome.
+pub const BOUND: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// The lines `watch` prints, read by a thread as they come.
+pub struct Watch {
+    pub child: Child,
+    lines: mpsc::Receiver<String>,
+    pub seen: Vec<Value>,
+    stderr: std::path::PathBuf,
+}
+
+impl Watch {
+    /// Starts `cmd` (a `watch --json`) with its stdout piped to a reading thread and its
+    /// stderr in a file of `repo`'s scratch space.
+    pub fn spawn(repo: &TestRepo, cmd: Cmd) -> Watch {
+        let stderr = repo.scratch("watch").join(format!(
+            "watch-{}.err",
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos())
+        ));
+        let mut command = cmd.command();
+        command
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(std::fs::File::create(&stderr).expect("create the stderr file"));
+        let mut child = command.spawn().expect("start git-lease watch");
+        let stdout = child.stdout.take().expect("piped stdout");
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { return };
+                if tx.send(line).is_err() {
+                    return;
+                }
+            }
+        });
+        Watch {
+            child,
+            lines,
+            seen: Vec::new(),
+            stderr,
+        }
+    }
+
+    pub fn stderr(&self) -> String {
+        std::fs::read_to_string(&self.stderr).unwrap_or_default()
+    }
+
+    /// Waits (at most [`BOUND`]) for the next event that `matches`, keeping every event read
+    /// on the way; returns it.
+    #[track_caller]
+    pub fn wait_for(&mut self, what: &str, matches: impl Fn(&Value) -> bool) -> Value {
+        if let Some(v) = self.seen.iter().find(|v| matches(v)) {
+            return v.clone();
+        }
+        let deadline = Instant::now() + BOUND;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(line) => {
+                    let v: Value = serde_json::from_str(&line)
+                        .unwrap_or_else(|e| panic!("not JSON ({e}): {line}"));
+                    self.seen.push(v.clone());
+                    if matches(&v) {
+                        return v;
+                    }
+                }
+                Err(_) => panic!(
+                    "watch never printed {what} within {BOUND:?}; it printed:\n{:#?}\nstderr:\n{}",
+                    self.seen,
+                    self.stderr()
+                ),
+            }
+        }
+    }
+
+    /// Waits (at most [`BOUND`]) for the next line it prints, as text (for its human form).
+    #[track_caller]
+    pub fn next_line(&mut self) -> String {
+        self.lines.recv_timeout(BOUND).unwrap_or_else(|_| {
+            panic!(
+                "watch printed no line within {BOUND:?}\nstderr:\n{}",
+                self.stderr()
+            )
+        })
+    }
+
+    /// Waits for the event `event` of `issue`.
+    #[track_caller]
+    pub fn wait_event(&mut self, issue: &str, event: &str) -> Value {
+        self.wait_for(&format!("{event} of {issue}"), |v| {
+            v["issue"] == issue && v["event"] == event
+        })
+    }
+
+    /// Sends `signal` (`TERM`, `INT`) with kill(1).
+    pub fn signal(&self, signal: &str) {
+        let status = std::process::Command::new("kill")
+            .arg(format!("-{signal}"))
+            .arg(self.child.id().to_string())
+            .status()
+            .expect("run kill");
+        assert!(status.success(), "kill -{signal} failed");
+    }
+
+    /// Waits (at most [`BOUND`]) for it to end.
+    #[track_caller]
+    pub fn wait_exit(&mut self) -> ExitStatus {
+        let deadline = Instant::now() + BOUND;
+        loop {
+            if let Some(status) = self.child.try_wait().expect("try_wait") {
+                return status;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "watch did not end within {BOUND:?}\nstderr:\n{}",
+                self.stderr()
+            );
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+    }
+
+    /// Reads what is left on its stdout after it ended, into `seen`.
+    pub fn drain(&mut self) {
+        let deadline = Instant::now() + BOUND;
+        while let Ok(line) = self
+            .lines
+            .recv_timeout(deadline.saturating_duration_since(Instant::now()))
+        {
+            self.seen
+                .push(serde_json::from_str(&line).expect("a JSON line"));
+        }
+    }
+}
+
+impl Drop for Watch {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
 }

@@ -4,7 +4,7 @@
 
 use serde_json::{json, Value};
 
-use crate::env::{at, Run, TestRepo};
+use crate::env::{at, Run, TestRepo, Watch};
 use crate::forge::{acquired, build_ledger, freed, with};
 
 /// Clears the screen, retitles the terminal, rings the bell, returns to the line's start and
@@ -185,48 +185,22 @@ fn json_output_keeps_the_exact_strings() {
 
 #[test]
 fn watch_lines_escape_what_a_ledger_says() {
-    use std::io::BufRead;
     let repo = forged();
-    let mut command = repo
-        .lease()
-        .now(&at(120))
-        .args(["watch", "--since", &at(-60)])
-        .command();
-    command
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null());
-    let mut child = command.spawn().expect("start git-lease watch");
-    let stdout = child.stdout.take().expect("piped stdout");
-    let (tx, lines) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in std::io::BufReader::new(stdout)
-            .lines()
-            .map_while(Result::ok)
-        {
-            if tx.send(line).is_err() {
-                return;
-            }
-        }
-    });
-    // The replayed history: held's acquire, gone's acquire, gone's revoke (the last, at 60 s).
-    // The bound only keeps a broken build from hanging the suite.
-    let mut seen = Vec::new();
-    while !seen.iter().any(|l: &String| l.contains(" revoke ")) {
-        match lines.recv_timeout(std::time::Duration::from_secs(60)) {
-            Ok(line) => seen.push(line),
-            Err(_) => break,
-        }
-    }
-    let _ = child.kill();
-    let _ = child.wait();
+    // The replayed history: held's acquire, gone's acquire, gone's revoke.
+    let mut watch = Watch::spawn(
+        &repo,
+        repo.lease()
+            .now(&at(120))
+            .args(["watch", "--since", &at(-60)]),
+    );
+    let seen: Vec<String> = (0..3).map(|_| watch.next_line()).collect();
     let run = Run {
         command: "git lease watch --since <T0 - 60s>".into(),
         code: 0,
         stdout: seen.join("\n"),
         stderr: String::new(),
     };
-    assert_eq!(seen.len(), 3, "three events replayed\n{run}");
+    assert!(seen[2].contains(" revoke "), "three events replayed\n{run}");
     assert_printable(&run);
     run.stdout_has(HOLDER_SHOWN);
     run.stdout_has(&format!("by {BY_SHOWN}"));
