@@ -96,11 +96,6 @@ impl LocalHost {
             process_gone: lease.process.as_ref().is_some_and(|p| self.is_gone(p)),
         }
     }
-
-    /// Returns true if `process` ran on this machine since its last boot.
-    pub fn is_same_machine(&self, process: &HolderProcess) -> bool {
-        process.boot_id == self.boot_id
-    }
 }
 
 fn boot_id() -> Option<String> {

@@ -182,17 +182,13 @@ fn check_first(next: &Lease, found: &mut Vec<Violation>) {
 /// gone: as recorded, for an audit; only if the server sees the process gone on its own
 /// machine, for an arrival.
 fn process_gone_takeover(prev: &Lease, next: &Lease, arrival: Option<&Arrival<'_>>) -> bool {
-    let Some(process) = &prev.process else {
-        return false;
-    };
-    if next.takeover != Some(Takeover::ProcessGone) {
+    if prev.process.is_none() || next.takeover != Some(Takeover::ProcessGone) {
         return false;
     }
     match arrival {
         None => true,
-        Some(a) => a
-            .host
-            .is_some_and(|h| h.is_same_machine(process) && h.is_gone(process)),
+        // What the server itself observes, as any reader on its machine would.
+        Some(a) => a.host.is_some_and(|h| h.observe(prev).process_gone),
     }
 }
 

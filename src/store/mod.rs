@@ -181,9 +181,7 @@ impl Store {
         Ok(Store {
             refdb,
             fsync: crate::durability::Fsync::from_repo(&repo)?,
-            auto_gc: crate::autogc::AutoGc::from_settings(|key| {
-                repo.config_snapshot().string(key).map(|s| s.to_string())
-            })?,
+            auto_gc: crate::autogc::AutoGc::from_settings(setting)?,
             repo,
             lock_wait,
             quarantine: None,
