@@ -419,8 +419,8 @@ pub(crate) fn report_diverged(
     Ok(())
 }
 
-/// Who a ledger event names, escaped once for every human line that shows them ([`printable`]):
-/// the texts a ledger's writers chose.
+/// Who a ledger event names, escaped ([`printable`]) in one place for the lines of `log` and
+/// `watch`: the texts a ledger's writers chose.
 pub(crate) struct Parties<'a> {
     /// The holder after the event.
     pub holder: Option<Cow<'a, str>>,
