@@ -63,14 +63,6 @@ pub enum Operation {
 }
 
 impl Operation {
-    /// Returns who performs the operation.
-    pub fn holder(&self) -> &Holder {
-        match self {
-            Operation::Acquire(claim) => &claim.holder,
-            Operation::Renew { holder, .. } | Operation::Release { holder, .. } => holder,
-        }
-    }
-
     fn decide(
         &self,
         issue: &IssueId,
