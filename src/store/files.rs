@@ -280,9 +280,7 @@ impl Store {
     /// with an older time) does not show; git compares the file's identity, size and times,
     /// and so does this. The file is looked at before it is read, so a rewrite in between
     /// only makes the next call read it once more.
-    fn refresh_packed_refs(
-        &self,
-    ) -> std::result::Result<Option<PackedRefsStat>, gix::Error> {
+    fn refresh_packed_refs(&self) -> std::result::Result<Option<PackedRefsStat>, gix::Error> {
         if let RefDb::Git(_) = self.refdb {
             return Ok(None);
         }
