@@ -123,6 +123,14 @@ fn settle(attempt: usize) {
     std::thread::sleep(std::time::Duration::from_millis(ms));
 }
 
+/// Returns `repo` seeing every object as it is: gix honours replacement refs
+/// (`refs/replace/*`) on every read unless told not to, and anyone who can push a ref could
+/// then make every reader, the server's hook included, see another holder in a ledger.
+fn without_replacements(mut repo: gix::Repository) -> gix::Repository {
+    repo.objects.ignore_replacements = true;
+    repo
+}
+
 /// How long to wait for a ref lock held by another process before reporting it.
 pub const DEFAULT_LOCK_WAIT: Duration = Duration::from_secs(3);
 
@@ -154,6 +162,7 @@ impl Store {
     /// Wraps an open repository, with the ref database its `extensions.refStorage` names:
     /// files (the default) in-process, reftable through git.
     pub fn from_repo(repo: gix::Repository) -> Result<Store> {
+        let repo = without_replacements(repo);
         let config = repo.config_snapshot();
         let setting = |key: &str| config.string(key).map(|s| s.to_str_lossy().into_owned());
         let lock_wait =

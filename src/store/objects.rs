@@ -161,7 +161,8 @@ impl Store {
                 match gix::odb::at_opts(
                     store.path(),
                     self.object_hash(),
-                    store.replacements(),
+                    // Objects as they are, as this store reads them (no replacements).
+                    std::iter::empty(),
                     Default::default(),
                 ) {
                     Ok(handle) => {

@@ -105,7 +105,7 @@ impl GitRefs {
 
     /// git, for this repository, in the C locale (its diagnostics are read), with no
     /// `GIT_DIR` or `GIT_NAMESPACE` of the caller's; objects come from wherever the
-    /// environment says (a hook's quarantine included).
+    /// environment says (a hook's quarantine included), each as it is (no replacements).
     fn git(&self) -> Command {
         let mut cmd = Command::new("git");
         cmd.arg("--git-dir")
@@ -114,6 +114,7 @@ impl GitRefs {
             .env_remove("GIT_NAMESPACE")
             .env("LC_ALL", "C")
             .stdin(Stdio::null());
+        crate::git::no_replacements(&mut cmd);
         cmd
     }
 
