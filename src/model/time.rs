@@ -131,6 +131,31 @@ pub fn format_instant(at: DateTime<Utc>) -> String {
     at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
 }
 
+/// Parses an instant as `lease.json` stores it, in its one canonical form only:
+/// `YYYY-MM-DDTHH:MM:SSZ` (UTC, whole seconds, an upper-case `T` and `Z`), exactly what
+/// [`format_instant`] writes. Any other spelling of an instant (fractional seconds, `+00:00`,
+/// a space, a lower-case `z`) is refused, so that every reader and writer agrees on what a
+/// recorded time is and a renew can keep a tenure's `acquired_at` byte for byte.
+pub fn parse_stored(text: &str) -> Result<DateTime<Utc>, String> {
+    let parsed = DateTime::parse_from_rfc3339(text)
+        .map(|t| t.with_timezone(&Utc))
+        .map_err(|e| format!("bad time {text:?}: {e}"))?;
+    if format_instant(parsed) != text {
+        return Err(format!(
+            "bad time {text:?}: not in the stored form {} (UTC, whole seconds, `T` and `Z`)",
+            format_instant(parsed)
+        ));
+    }
+    if parsed < earliest() || parsed > latest() {
+        return Err(format!(
+            "bad time {text:?}: outside {}..{}",
+            format_instant(earliest()),
+            format_instant(latest())
+        ));
+    }
+    Ok(parsed)
+}
+
 /// Returns the current system time truncated to whole seconds.
 pub fn system_now() -> DateTime<Utc> {
     Utc::now().trunc_subsecs(0)
@@ -166,10 +191,7 @@ pub(crate) mod rfc3339 {
     }
 
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<DateTime<Utc>, D::Error> {
-        let text = String::deserialize(d)?;
-        DateTime::parse_from_rfc3339(&text)
-            .map(|t| t.with_timezone(&Utc))
-            .map_err(|e| serde::de::Error::custom(format!("bad time {text:?}: {e}")))
+        super::parse_stored(&String::deserialize(d)?).map_err(serde::de::Error::custom)
     }
 
     pub mod option {
@@ -191,9 +213,9 @@ pub(crate) mod rfc3339 {
         ) -> Result<Option<DateTime<Utc>>, D::Error> {
             match Option::<String>::deserialize(d)? {
                 None => Ok(None),
-                Some(text) => DateTime::parse_from_rfc3339(&text)
-                    .map(|t| Some(t.with_timezone(&Utc)))
-                    .map_err(|e| serde::de::Error::custom(format!("bad time {text:?}: {e}"))),
+                Some(text) => super::super::parse_stored(&text)
+                    .map(Some)
+                    .map_err(serde::de::Error::custom),
             }
         }
     }
