@@ -29,6 +29,21 @@ pub fn duration(key: &str, value: Option<&str>) -> Result<Option<Duration>> {
         .transpose()
 }
 
+/// The default of `lease.maxClockSkew`: how far an event's time may be from the clock of whoever
+/// judges it (the server, for a push; a reader, for an event dated ahead of it).
+pub const DEFAULT_MAX_CLOCK_SKEW: Duration = Duration::from_secs(300);
+
+/// Reads `lease.maxClockSkew` (a duration; 5 minutes when unset).
+pub fn max_clock_skew(value: Option<&str>) -> Result<chrono::Duration> {
+    const KEY: &str = "lease.maxClockSkew";
+    let skew = duration(KEY, value)?.unwrap_or(DEFAULT_MAX_CLOCK_SKEW);
+    chrono::Duration::from_std(skew).map_err(|_| Error::Config {
+        key: KEY.into(),
+        value: humantime::format_duration(skew).to_string(),
+        expected: "a duration shorter than a few thousand years",
+    })
+}
+
 /// Reads a boolean the way git does: `true`/`yes`/`on`/`1` and `false`/`no`/`off`/`0`, in
 /// any case; a key given without a value (`[lease] requireToken`) is true.
 pub fn boolean(key: &str, value: Option<&str>) -> Result<Option<bool>> {

@@ -26,6 +26,10 @@ use crate::verify;
 /// refusal.
 pub const REFUSAL_MARK: &str = "git-lease: refused";
 
+/// Where git keeps replacement refs, which make readers that honour them see another object
+/// in place of the one named: no push may create, move or delete one.
+pub const REPLACE_PREFIX: &str = "refs/replace/";
+
 /// The push option that carries the pusher's fencing token.
 pub const TOKEN_OPTION: &str = "lease-token=";
 
@@ -59,19 +63,8 @@ pub struct Policy {
 impl Policy {
     /// Reads the policy from the repository's configuration.
     pub fn from_config(store: &Store) -> Result<Policy, crate::Error> {
-        let max_skew = crate::config::duration(
-            "lease.maxClockSkew",
-            store.config_string("lease.maxClockSkew").as_deref(),
-        )?
-        .map(|d| {
-            Duration::from_std(d).map_err(|_| crate::Error::Config {
-                key: "lease.maxClockSkew".into(),
-                value: humantime::format_duration(d).to_string(),
-                expected: "a duration shorter than a few thousand years",
-            })
-        })
-        .transpose()?
-        .unwrap_or_else(|| Duration::minutes(5));
+        let max_skew =
+            crate::config::max_clock_skew(store.config_string("lease.maxClockSkew").as_deref())?;
         let identity = match store.config_string("lease.identity").as_deref() {
             Some("push-cert") => Identity::PushCert,
             Some("env") | None => match store.config_string("lease.pusherEnv") {
@@ -201,7 +194,16 @@ pub fn check_push(
 ) -> Vec<Refusal> {
     let mut refusals = Vec::new();
     for update in updates {
-        if update.name.starts_with(REF_PREFIX) {
+        if update.name.starts_with(REPLACE_PREFIX) {
+            refusals.push(Refusal {
+                name: update.name.clone(),
+                commit: update.new.to_string(),
+                rule: "replace".into(),
+                detail: "replacement refs change what objects say to whoever honours them; this \
+                         repository keeps lease ledgers, whose commits must mean what they are"
+                    .into(),
+            });
+        } else if update.name.starts_with(REF_PREFIX) {
             check_lease_update(store, policy, pusher, update, now, &mut refusals);
         } else if let Some(issue) = fenced_issue(&policy.fences, &update.name) {
             check_fenced_update(

@@ -383,6 +383,8 @@ fn run(cli: Cli) -> Result<u8, Failure> {
     } else {
         now
     };
+    // History from elsewhere is judged by what this reader knows too: its clock among it.
+    let ledger = ledger.with_reader_clock(now)?;
     let remote = if cli.local {
         None
     } else {

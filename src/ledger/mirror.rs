@@ -82,17 +82,19 @@ pub const DIVERGED_PREFIX: &str = "refs/lease-diverged/";
 /// verified against what this clone saw of the remote), keeping the local one under
 /// [`DIVERGED_PREFIX`]. Returns the ref that keeps it, or why nothing was done.
 fn adopt_remote(
-    store: &crate::store::Store,
+    ledger: &Ledger,
     issue: &IssueId,
     local: ObjectId,
     remote_tip: ObjectId,
 ) -> Result<std::result::Result<String, String>> {
+    let store = ledger.store();
+    let reading = ledger.reading();
     let check = verify::verify_segment(
         store,
         issue.as_str(),
         remote_tip,
         None,
-        crate::step::Judgement::Recorded,
+        crate::step::Judgement::reader(reading.as_ref()),
     );
     if let Some(first) = check.findings.first() {
         return Ok(Err(format!("the remote's ledger breaks a rule: {first}")));
@@ -124,6 +126,7 @@ pub fn sync(
     progress: &mut dyn FnMut(usize, usize),
 ) -> Result<SyncReport> {
     let store = ledger.store();
+    let reading = ledger.reading();
     let fetched = remote.fetch_all()?;
     let remote_refs = &fetched.remote;
     let local_refs = store.lease_refs()?;
@@ -172,7 +175,7 @@ pub fn sync(
         if let Some(l) = local {
             if !verify::descends_from(store, *remote_tip, l) {
                 if adopt.contains(issue) {
-                    match adopt_remote(store, &id, l, *remote_tip)? {
+                    match adopt_remote(ledger, &id, l, *remote_tip)? {
                         Ok(kept) => report.adopted.push(Adopted {
                             issue: issue.clone(),
                             kept,
@@ -199,7 +202,7 @@ pub fn sync(
             issue,
             *remote_tip,
             local,
-            crate::step::Judgement::Recorded,
+            crate::step::Judgement::reader(reading.as_ref()),
         );
         if let Some(first) = check.findings.first() {
             let reason = if first.rule == verify::Rule::FastForward {

@@ -100,6 +100,9 @@ impl Report {
 pub struct Ledger {
     store: Store,
     host: Option<LocalHost>,
+    /// The reader's clock and `lease.maxClockSkew`, when set ([`Ledger::with_reader_clock`]):
+    /// history taken from elsewhere is then also judged against what this reader knows.
+    clock: std::cell::Cell<Option<(DateTime<Utc>, chrono::Duration)>>,
 }
 
 impl Ledger {
@@ -115,7 +118,43 @@ impl Ledger {
 
     /// Wraps a store.
     pub fn from_store(store: Store) -> Ledger {
-        Ledger { store, host: None }
+        Ledger {
+            store,
+            host: None,
+            clock: std::cell::Cell::new(None),
+        }
+    }
+
+    /// Judges history taken from elsewhere (a remote's new commits, a mirror's, an audit) also
+    /// by what this reader knows: a step dated more than `lease.maxClockSkew` ahead of `now`
+    /// is refused, as is a takeover from a holder process this machine sees running (with
+    /// local liveness on). Without it (the default for library users), the rules alone judge.
+    pub fn with_reader_clock(self, now: DateTime<Utc>) -> Result<Ledger> {
+        let skew = crate::config::max_clock_skew(
+            self.store.config_string("lease.maxClockSkew").as_deref(),
+        )?;
+        self.clock.set(Some((now, skew)));
+        Ok(self)
+    }
+
+    /// Moves the reader's clock (see [`Ledger::with_reader_clock`]) to `now`: for a command
+    /// that reads again as time passes (`watch`, `run`). Does nothing if none was set.
+    pub fn set_reader_clock(&self, now: DateTime<Utc>) {
+        if let Some((_, skew)) = self.clock.get() {
+            self.clock.set(Some((now, skew)));
+        }
+    }
+
+    /// Returns what this reader knows when it judges history from elsewhere (`None`: the
+    /// rules alone judge).
+    pub fn reading(&self) -> Option<crate::step::Reading<'_>> {
+        self.clock
+            .get()
+            .map(|(now, max_skew)| crate::step::Reading {
+                now,
+                max_skew,
+                host: self.host.as_ref(),
+            })
     }
 
     /// Applies local liveness ([`crate::liveness`]) to every state this ledger reads: a lease

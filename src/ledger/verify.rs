@@ -192,16 +192,18 @@ pub struct Audit {
     pub findings: Vec<Finding>,
 }
 
-/// Verifies every ledger in `refs` (`(issue, tip)`), calling `progress(done, total)` as it
-/// goes.
+/// Verifies every ledger in `refs` (`(issue, tip)`), each step as `judgement` says (by the
+/// rules alone, or also by what the auditor knows: [`Judgement::reader`]), calling
+/// `progress(done, total)` as it goes.
 pub fn audit(
     store: &Store,
     refs: &[(String, ObjectId)],
+    judgement: Judgement<'_>,
     progress: &mut dyn FnMut(usize, usize),
 ) -> Audit {
     let mut audit = Audit::default();
     for (i, (issue, tip)) in refs.iter().enumerate() {
-        let check = verify_segment(store, issue, *tip, None, Judgement::Recorded);
+        let check = verify_segment(store, issue, *tip, None, judgement);
         audit.ledgers += 1;
         audit.commits += check.commits;
         audit.findings.extend(check.findings);

@@ -90,6 +90,12 @@ impl LocalHost {
         process.boot_id == self.boot_id && start_ticks(process.pid) != Some(process.start_ticks)
     }
 
+    /// Returns true if `process` is running on this machine now: this boot, and the same
+    /// process under its pid (its start time matches).
+    pub fn sees_running(&self, process: &HolderProcess) -> bool {
+        process.boot_id == self.boot_id && start_ticks(process.pid) == Some(process.start_ticks)
+    }
+
     /// Returns what this machine sees beside `lease`: whether the process it records is gone.
     pub fn observe(&self, lease: &Lease) -> Observation {
         Observation {

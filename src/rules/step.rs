@@ -117,53 +117,138 @@ pub struct Arrival<'a> {
     pub host: Option<&'a LocalHost>,
 }
 
+/// What a reader knows when it takes history written elsewhere (a remote's new commits, a
+/// mirror's, a ledger it audits): its own clock and what it can see of holder processes.
+#[derive(Clone, Debug)]
+pub struct Reading<'a> {
+    /// The reader's clock.
+    pub now: DateTime<Utc>,
+    /// How far ahead of `now` an event may be dated (`lease.maxClockSkew`): a step dated
+    /// beyond it cannot have happened yet, whatever its author's clock said.
+    pub max_skew: Duration,
+    /// What the reader can see of holder processes on its own machine.
+    pub host: Option<&'a LocalHost>,
+}
+
 /// How a step is judged.
 #[derive(Clone, Copy, Debug)]
 pub enum Judgement<'a> {
-    /// An audit of recorded history: each step at its own recorded time, the recorded actors
-    /// taken as written (`verify`, `sync`, remote reads).
+    /// The rules alone: each step at its own recorded time, the recorded actors taken as
+    /// written.
     Recorded,
-    /// A push arriving at a server: at the server's clock, with the pusher as the only actor.
+    /// A reader taking history from elsewhere (`verify`, `sync`, remote reads): as
+    /// [`Judgement::Recorded`], and nothing the reader can see contradicts (a step dated
+    /// ahead of its clock beyond the skew; a takeover from a process it sees running).
+    Reading(&'a Reading<'a>),
+    /// A push arriving at a server: at the server's clock, with the pusher as the only actor,
+    /// *and* at the step's own recorded time, as every reader will judge it afterwards.
     Arrival(&'a Arrival<'a>),
+}
+
+impl<'a> Judgement<'a> {
+    /// Returns how a reader judges: by what it knows ([`Judgement::Reading`]) when it has a
+    /// clock, else by the rules alone.
+    pub fn reader(reading: Option<&'a Reading<'a>>) -> Judgement<'a> {
+        reading.map_or(Judgement::Recorded, Judgement::Reading)
+    }
 }
 
 /// Judges `next` recorded on top of `prev` (`None` for a ledger's first commit).
 ///
-/// Returns every rule the step breaks; empty when it is legitimate.
+/// Returns every rule the step breaks; empty when it is legitimate. A step a server accepts
+/// ([`Judgement::Arrival`]) is a step every reader accepts: an arrival is judged at the
+/// server's clock and then at the step's own time, as an audit will judge it.
 pub fn judge(prev: Option<&Lease>, next: &Lease, judgement: Judgement<'_>) -> Vec<Violation> {
     let mut found = Vec::new();
-    let arrival = match judgement {
-        Judgement::Recorded => None,
-        Judgement::Arrival(a) => Some(a),
-    };
-    if let Some(a) = arrival {
-        if let Pusher::Unauthenticated(why) = a.pusher {
-            return vec![(Rule::Identity, why.clone())];
+    match judgement {
+        Judgement::Recorded => judge_at(prev, next, next.at, None, &mut found),
+        Judgement::Reading(r) => {
+            if next.at - r.now > r.max_skew {
+                found.push((
+                    Rule::ClockSkew,
+                    format!(
+                        "the event is dated {}, more than {} ahead of this reader's clock {}",
+                        format_instant(next.at),
+                        short_duration(r.max_skew),
+                        format_instant(r.now)
+                    ),
+                ));
+            }
+            judge_at(prev, next, next.at, None, &mut found);
+            if let Some(prev) = prev {
+                check_seen_process(prev, next, r.host, &mut found);
+            }
         }
-        if (next.at - a.now).abs() > a.max_skew {
-            found.push((
-                Rule::ClockSkew,
-                format!(
-                    "the event time {} is more than {} from the server's clock {}",
-                    format_instant(next.at),
-                    short_duration(a.max_skew),
-                    format_instant(a.now)
-                ),
-            ));
+        Judgement::Arrival(a) => {
+            if let Pusher::Unauthenticated(why) = a.pusher {
+                return vec![(Rule::Identity, why.clone())];
+            }
+            if (next.at - a.now).abs() > a.max_skew {
+                found.push((
+                    Rule::ClockSkew,
+                    format!(
+                        "the event time {} is more than {} from the server's clock {}",
+                        format_instant(next.at),
+                        short_duration(a.max_skew),
+                        format_instant(a.now)
+                    ),
+                ));
+            }
+            judge_at(prev, next, a.now, Some(a), &mut found);
+            if found.is_empty() {
+                // Legitimate now; it must also be legitimate when it says it happened, or
+                // every reader would refuse the ledger the server kept.
+                judge_at(prev, next, next.at, Some(a), &mut found);
+                for (_, detail) in &mut found {
+                    detail.push_str(" (judged at the event's own time, as every reader will)");
+                }
+            }
+            check_actor(prev, next, a.now, a, &mut found);
         }
-    }
-    check_shape(next, &mut found);
-    // The instant at which liveness decides: the event's own for an audit, the server's for
-    // an arrival.
-    let decided_at = arrival.map_or(next.at, |a| a.now);
-    match prev {
-        None => check_first(next, &mut found),
-        Some(prev) => check_transition(prev, next, decided_at, arrival, &mut found),
-    }
-    if let Some(a) = arrival {
-        check_actor(prev, next, decided_at, a, &mut found);
     }
     found
+}
+
+/// Judges the shape and the transition of `next`, with liveness decided at `decided_at`, and
+/// holder processes as `arrival`'s server sees them (as recorded without one).
+fn judge_at(
+    prev: Option<&Lease>,
+    next: &Lease,
+    decided_at: DateTime<Utc>,
+    arrival: Option<&Arrival<'_>>,
+    found: &mut Vec<Violation>,
+) {
+    check_shape(next, found);
+    match prev {
+        None => check_first(next, found),
+        Some(prev) => check_transition(prev, next, decided_at, arrival, found),
+    }
+}
+
+/// Refuses a takeover that says `prev`'s holder process is gone when the reader sees that
+/// very process running on its own machine.
+fn check_seen_process(
+    prev: &Lease,
+    next: &Lease,
+    host: Option<&LocalHost>,
+    found: &mut Vec<Violation>,
+) {
+    if next.takeover != Some(Takeover::ProcessGone) {
+        return;
+    }
+    let Some(process) = prev.process.as_ref() else {
+        return;
+    };
+    if host.is_some_and(|h| h.sees_running(process)) {
+        found.push((
+            Rule::HolderChange,
+            format!(
+                "the takeover says {}'s process {} is gone, but it is running on this machine",
+                prev.holder.as_deref().unwrap_or("nobody"),
+                process.pid
+            ),
+        ));
+    }
 }
 
 fn check_first(next: &Lease, found: &mut Vec<Violation>) {
@@ -228,7 +313,7 @@ fn check_transition(
             .map(format_instant)
             .unwrap_or_else(|| "no expiry".into())
     };
-    let clock = if arrival.is_some() {
+    let clock = if arrival.is_some_and(|a| a.now == decided_at) {
         " by the server's clock"
     } else {
         ""

@@ -87,7 +87,9 @@ fn a_rewritten_or_rule_breaking_remote_ledger_is_refused() {
     );
     alice.git(&["push", "-q", "origin", &format!("{reset}:refs/heads/tmp")]);
     server.git(&["update-ref", "refs/leases/9", &reset]);
-    let run = lease(&alice, 6, &["acquire", "--remote", "origin", "9"]);
+    // Read after the reset's own time: a step dated ahead of the reader is refused before
+    // any other rule is asked.
+    let run = lease(&alice, 122, &["acquire", "--remote", "origin", "9"]);
     assert_diverged(&run, "rewritten");
     run.stderr_has("token-step");
     assert_eq!(server.tip("9").as_deref(), Some(reset.as_str()));

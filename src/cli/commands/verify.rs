@@ -31,9 +31,12 @@ pub(crate) fn run(ctx: &Context, args: Args, out: &mut dyn Write) -> Result<u8, 
         chosen
     };
     let bar = progress::Progress::new(refs.len() as u64, "verifying");
-    let mut audit = git_lease::verify::audit(ctx.ledger.store(), &refs, &mut |done, _| {
-        bar.set_position(done as u64)
-    });
+    let reading = ctx.ledger.reading();
+    let judgement = git_lease::step::Judgement::reader(reading.as_ref());
+    let mut audit =
+        git_lease::verify::audit(ctx.ledger.store(), &refs, judgement, &mut |done, _| {
+            bar.set_position(done as u64)
+        });
     // A remote ledger that went back on what this clone verified is a finding too,
     // though its own chain may be clean.
     for d in diverged {
