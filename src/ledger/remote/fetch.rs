@@ -97,8 +97,14 @@ impl Remote<'_> {
             for c in config {
                 cmd.arg("-c").arg(c);
             }
-            cmd.env("LC_ALL", "C").arg("fetch").args(args);
-            let out = run(cmd, shown)?;
+            // `--refmap=`: only the refspecs given here move refs, never one the user
+            // configured for the remote (git's opportunistic remote-tracking update would
+            // move them to commits nothing has verified yet).
+            cmd.env("LC_ALL", "C")
+                .arg("fetch")
+                .arg("--refmap=")
+                .args(args);
+            let out = run(cmd, shown, self.network_timeout)?;
             let stderr = String::from_utf8_lossy(&out.stderr);
             let locked = stderr.contains("cannot lock ref") || stderr.contains(".lock");
             if out.status.success() || !locked || attempt + 1 >= FETCH_LOCK_ATTEMPTS {
@@ -277,7 +283,9 @@ impl Remote<'_> {
         if seen == Some(tip) {
             return Ok(Ok(Some(tip)));
         }
-        let check = verify::verify_segment(store, issue, tip, seen, Judgement::Recorded);
+        let reading = self.ledger.reading();
+        let check =
+            verify::verify_segment(store, issue, tip, seen, Judgement::reader(reading.as_ref()));
         if let Some(first) = check.findings.first() {
             let seen_text = seen.map_or_else(|| "none".to_owned(), |s| s.to_string());
             return Ok(Err(if first.rule == Rule::FastForward {

@@ -62,7 +62,19 @@ pub struct Remote<'a> {
     tracking: String,
     incoming: String,
     attempts: u32,
+    /// How long one fetch or push may take before it is killed (`lease.networkTimeout`;
+    /// `None`: unbounded, set as 0).
+    network_timeout: Option<Duration>,
+    /// Whether the remote's settings leave http's stall limit to us (unset by the user).
+    http_low_speed_unset: bool,
 }
+
+/// How long one fetch or push of a remote may take by default (`lease.networkTimeout`).
+pub const DEFAULT_NETWORK_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// Over http, a transfer slower than one byte a second for this long is given up (git's
+/// `http.lowSpeedLimit` and `http.lowSpeedTime`, unless configured).
+const HTTP_LOW_SPEED_TIME: &str = "30";
 
 impl<'a> Remote<'a> {
     /// Returns the remote `remote` (a configured remote's name, or a URL) of `ledger`'s
@@ -87,7 +99,16 @@ impl<'a> Remote<'a> {
             store.config_string("lease.pushAttempts").as_deref(),
         )?
         .unwrap_or(DEFAULT_ATTEMPTS);
+        let network_timeout = crate::config::duration(
+            "lease.networkTimeout",
+            store.config_string("lease.networkTimeout").as_deref(),
+        )?
+        .unwrap_or(DEFAULT_NETWORK_TIMEOUT);
+        let http_low_speed_unset = store.config_string("http.lowSpeedLimit").is_none()
+            && store.config_string("http.lowSpeedTime").is_none();
         Ok(Remote {
+            network_timeout: (!network_timeout.is_zero()).then_some(network_timeout),
+            http_low_speed_unset,
             ledger,
             remote: remote.to_owned(),
             shown: redact_url(remote),
@@ -127,8 +148,15 @@ impl<'a> Remote<'a> {
         format!("{}{}", self.tracking, issue)
     }
 
+    /// Returns git for a fetch or push of this remote: over http, a stalled transfer is given
+    /// up after [`HTTP_LOW_SPEED_TIME`] seconds unless the user set git's own limits.
     pub(crate) fn git(&self) -> Command {
-        crate::git::command(self.ledger.store().git_dir())
+        let mut cmd = crate::git::command(self.ledger.store().git_dir());
+        if self.http_low_speed_unset {
+            cmd.args(["-c", "http.lowSpeedLimit=1", "-c"])
+                .arg(format!("http.lowSpeedTime={HTTP_LOW_SPEED_TIME}"));
+        }
+        cmd
     }
 
     pub(crate) fn incoming_ref(&self, issue: &IssueId) -> String {
