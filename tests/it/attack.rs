@@ -576,7 +576,7 @@ fn cases(facts: &Facts) -> Vec<Case> {
 
 /// What the server did with one push.
 #[derive(Debug)]
-enum Got {
+pub(crate) enum Got {
     /// Exit 0 and the ref moved to the pushed commit (and `verify` of it is clean).
     Accepted,
     /// Refused by the hook (its line, without the prefix), the ref unchanged.
@@ -588,7 +588,7 @@ enum Got {
 /// The administrator's setup: builds each `(issue, ledger)` in `client` and writes them all
 /// into the served repository with one plain fetch (which runs no hook); returns each issue's
 /// tip.
-fn seed<'a>(
+pub(crate) fn seed<'a>(
     server: &Server,
     client: &TestRepo,
     ledgers: impl IntoIterator<Item = (&'a str, &'a [Value])>,
@@ -638,7 +638,7 @@ fn file_url(server: &Server) -> String {
 }
 
 /// Plain `git push <url> <refspec>` from `client`, never prompting, without `REMOTE_USER`.
-fn push_to(client: &TestRepo, url: &str, refspec: &str) -> Run {
+pub(crate) fn push_to(client: &TestRepo, url: &str, refspec: &str) -> Run {
     client
         .git_cmd()
         .env("GIT_TERMINAL_PROMPT", "0")
@@ -649,7 +649,13 @@ fn push_to(client: &TestRepo, url: &str, refspec: &str) -> Run {
 
 /// Judges what the server did with a push of `commit` to `refname` (`refs/leases/<issue>` or
 /// a branch), which was at `before`.
-fn judge(server: &Server, run: &Run, refname: &str, commit: &str, before: Option<&str>) -> Got {
+pub(crate) fn judge(
+    server: &Server,
+    run: &Run,
+    refname: &str,
+    commit: &str,
+    before: Option<&str>,
+) -> Got {
     let after = server.rev(refname);
     let shown = refname.strip_prefix("refs/leases/").map_or_else(
         || format!("git-lease: refused {refname} at "),

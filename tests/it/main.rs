@@ -39,6 +39,9 @@
 //!   specification of who may push what, and when.
 //! - [`output`]: human output escapes control characters and invisible Unicode from ledgers.
 //! - [`rewound`]: a hookless remote that rewinds, rewrites or deletes a ledger.
+//! - [`trust`]: nothing outside a ledger's objects changes what it means, and what the hook
+//!   accepts every reader accepts: replacement refs, backdated and non-canonical times, steps
+//!   dated ahead of the reader, configured refspecs, silent remotes.
 //! - [`reftable`]: reftable repositories made explicitly: a migrated repository, a held
 //!   reftable lock, a reftable server with the hook. The whole suite also runs with every
 //!   repository reftable (`GIT_DEFAULT_REF_FORMAT=reftable`, `.ci/run`).
@@ -82,4 +85,5 @@ mod servers;
 mod session;
 mod sharing;
 mod snapshots;
+mod trust;
 mod verify;

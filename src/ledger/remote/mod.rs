@@ -208,7 +208,14 @@ impl Backend for Remote<'_> {
         match resolve_among(prefix, local.iter().map(|(n, _)| n.as_str())) {
             Err(Error::NoSuchLease(_)) => {
                 let all = self.fetch_all()?;
-                resolve_among(prefix, all.verified.iter().map(|(n, _)| n.as_str()))
+                let found = resolve_among(prefix, all.verified.iter().map(|(n, _)| n.as_str()));
+                // A ledger the remote has but this clone refused is no unknown issue.
+                match (found, all.diverged.into_iter().find(|d| d.issue == prefix)) {
+                    (Err(Error::NoSuchLease(_)), Some(refused)) => {
+                        Err(refused.into_error(&self.shown))
+                    }
+                    (found, _) => found,
+                }
             }
             other => other,
         }
