@@ -227,7 +227,7 @@ impl Remote<'_> {
         // What was verified is read before the fetch (see `Remote::fetch_one`).
         let seen = issues
             .iter()
-            .map(|issue| store.tip_of(&self.tracking_ref(issue)))
+            .map(|issue| self.seen_tip(issue))
             .collect::<Result<Vec<_>>>()?;
         let out = self.fetch_configured(&["protocol.version=0"], &args, &shown)?;
         if !out.status.success() {

@@ -256,6 +256,12 @@ impl Store {
         self.repo.git_dir()
     }
 
+    /// Returns the repository's common directory: the git dir, or, in a linked work tree,
+    /// the main repository's, where refs and objects shared by every work tree live.
+    pub fn common_dir(&self) -> &Path {
+        self.repo.common_dir()
+    }
+
     /// Returns a string value of the repository's configuration (all scopes).
     pub fn config_string(&self, key: &str) -> Option<String> {
         self.repo

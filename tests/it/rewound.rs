@@ -144,3 +144,31 @@ fn a_legitimate_remote_history_moves_the_verified_copy_forward() {
         server.tip("9").unwrap_or_default()
     );
 }
+
+#[test]
+fn a_clone_whose_tracking_refs_were_pruned_still_refuses_a_rewound_remote() {
+    let (server, alice, chain) = seen_history();
+    // The user mirrors every ref of origin with pruning: the remote has no
+    // refs/lease-remotes/*, so git deletes this clone's.
+    alice.git(&["fetch", "-q", "--prune", "origin", "+refs/*:refs/*"]);
+    assert_eq!(
+        alice.git(&["for-each-ref", "refs/lease-remotes/"]),
+        "",
+        "the prune deleted the tracking refs"
+    );
+    server.git(&["update-ref", "refs/leases/9", &chain[1]]);
+    // What was verified is remembered where no refspec reaches.
+    assert_diverged(
+        &lease(
+            &alice,
+            5,
+            &["acquire", "--remote", "origin", "9", "--holder", "carol"],
+        ),
+        "rewound",
+    );
+    assert_eq!(
+        server.tip("9").as_deref(),
+        Some(chain[1].as_str()),
+        "nothing was pushed"
+    );
+}

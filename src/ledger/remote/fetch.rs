@@ -3,6 +3,8 @@
 //! and only then does `refs/lease-remotes/<remote>/<issue>` move. A ledger the remote rewound
 //! or rewrote is reported ([`Diverged`]), never taken.
 
+use std::collections::BTreeMap;
+
 use gix::ObjectId;
 
 use super::{backoff, run, Remote};
@@ -125,7 +127,7 @@ impl Remote<'_> {
             || {
                 // What was verified is read before the fetch: a command of this clone may
                 // verify newer history meanwhile, which this fetch would not be behind.
-                let seen = self.ledger.store().tip_of(&self.tracking_ref(issue))?;
+                let seen = self.seen_tip(issue)?;
                 let fetched = self.fetch_tip(issue)?;
                 let verdict = self.judge_fetched(issue.as_str(), seen, fetched)?;
                 if let Ok(Some(tip)) = verdict {
@@ -196,7 +198,7 @@ impl Remote<'_> {
     pub(crate) fn fetch_all_once(&self) -> Result<Fetched> {
         let store = self.ledger.store();
         // What was verified is read before the fetch (see `fetch_one`).
-        let seen = self.tracked()?;
+        let seen = self.seen_all()?;
         let refspec = format!("+{REF_PREFIX}*:{}*", self.incoming);
         let shown = format!("git fetch --prune {} {refspec}", self.shown);
         let out = self.fetch(
@@ -321,14 +323,71 @@ impl Remote<'_> {
         if moves.is_empty() {
             return;
         }
+        let recalled = self.recalled.borrow();
         let edits: Vec<(String, ObjectId, Option<ObjectId>)> = moves
             .iter()
-            .map(|(issue, new, seen)| (format!("{}{issue}", self.tracking), *new, *seen))
+            .map(|(issue, new, seen)| {
+                // A tip recalled without its commit has no tracking ref to move from.
+                let seen = seen.filter(|_| !recalled.contains(*issue));
+                (format!("{}{issue}", self.tracking), *new, seen)
+            })
             .collect();
         let _ = self
             .ledger
             .store()
             .move_refs(&edits, &format!("git-lease: verified from {}", self.shown));
+        self.memory
+            .remember(moves.iter().map(|(issue, new, _)| (*issue, *new)));
+    }
+
+    /// Returns the tip of `issue` last verified from this remote: its tracking ref, or, when
+    /// a fetch or prune the user ran deleted that, what the memory kept ([`memory`]).
+    pub(crate) fn seen_tip(&self, issue: &IssueId) -> Result<Option<ObjectId>> {
+        if let Some(tip) = self.ledger.store().tip_of(&self.tracking_ref(issue))? {
+            return Ok(Some(tip));
+        }
+        let recalled = self.memory.recall().remove(issue.as_str());
+        if let Some(tip) = recalled {
+            self.restore(&[(issue.as_str(), tip)]);
+        }
+        Ok(recalled)
+    }
+
+    /// Returns every tip last verified from this remote, as `(issue, tip)` sorted by issue:
+    /// the tracking refs, and what the memory kept of any that are gone.
+    pub(crate) fn seen_all(&self) -> Result<Vec<(String, ObjectId)>> {
+        let mut seen: BTreeMap<String, ObjectId> = self.tracked()?.into_iter().collect();
+        let mut missing = Vec::new();
+        for (issue, tip) in self.memory.recall() {
+            if !seen.contains_key(&issue) {
+                missing.push((issue, tip));
+            }
+        }
+        self.restore(
+            &missing
+                .iter()
+                .map(|(i, t)| (i.as_str(), *t))
+                .collect::<Vec<_>>(),
+        );
+        seen.extend(missing);
+        Ok(seen.into_iter().collect())
+    }
+
+    /// Sets the tracking refs of `recalled` tips again where their commits are still here;
+    /// notes the others, which are judged without a ref to move from.
+    fn restore(&self, recalled: &[(&str, ObjectId)]) {
+        let store = self.ledger.store();
+        let mut edits = Vec::new();
+        for (issue, tip) in recalled {
+            if store.raw_entry(*tip).is_ok() {
+                edits.push((format!("{}{issue}", self.tracking), *tip, None));
+            } else {
+                self.recalled.borrow_mut().insert((*issue).to_owned());
+            }
+        }
+        if !edits.is_empty() {
+            let _ = store.move_refs(&edits, "git-lease: recalled what was verified before");
+        }
     }
 
     /// Returns the tracking refs, as last verified, as `(issue, tip)`.

@@ -22,6 +22,7 @@
 //! `fetch` what it holds, verified, and `push` writing to it.
 
 mod fetch;
+mod memory;
 mod push;
 
 use std::process::Command;
@@ -39,6 +40,7 @@ use crate::liveness::Current;
 use crate::rules::{Claim, Transition};
 use crate::store::Entry;
 pub use fetch::{Diverged, Divergence, Fetched};
+pub use memory::MEMORY_DIR;
 use push::run;
 pub(crate) use push::PushResult;
 pub use push::{hook_verdict, redact_url, redact_urls, HookVerdict};
@@ -67,6 +69,11 @@ pub struct Remote<'a> {
     network_timeout: Option<Duration>,
     /// Whether the remote's settings leave http's stall limit to us (unset by the user).
     http_low_speed_unset: bool,
+    /// What was verified from this remote, kept where no fetch can delete it.
+    memory: memory::Memory,
+    /// The issues whose seen tip was recalled from `memory` without its commit, so without a
+    /// tracking ref to move from.
+    recalled: std::cell::RefCell<std::collections::HashSet<String>>,
 }
 
 /// How long one fetch or push of a remote may take by default (`lease.networkTimeout`).
@@ -107,6 +114,8 @@ impl<'a> Remote<'a> {
         let http_low_speed_unset = store.config_string("http.lowSpeedLimit").is_none()
             && store.config_string("http.lowSpeedTime").is_none();
         Ok(Remote {
+            memory: memory::Memory::of(store, &slug),
+            recalled: Default::default(),
             network_timeout: (!network_timeout.is_zero()).then_some(network_timeout),
             http_low_speed_unset,
             ledger,

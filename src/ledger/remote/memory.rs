@@ -1,0 +1,137 @@
+//! The durable memory of what was verified from each remote, where no refspec reaches.
+//!
+//! The tracking refs (`refs/lease-remotes/<remote>/<issue>`) say what each remote was last
+//! seen to hold, verified; but they are refs, and any fetch a user runs with a broad refspec
+//! and `--prune` (`git fetch --prune origin '+refs/*:refs/*'`) deletes them. A clone that
+//! forgot them would accept a rewound remote and issue a token again that it saw issued. So
+//! every tip a tracking ref is moved to is also appended to a file of the repository's own,
+//! `$GIT_COMMON_DIR/lease-memory/<remote>`, one `<issue> <tip>` line per move, the last line
+//! of an issue winning; and a tracking ref found missing is recalled from it.
+//!
+//! A recalled tip whose commit is no longer in the object database (pruned with the refs)
+//! still judges: the remote's ledger must contain it, and a fetch of a ledger that does
+//! brings it back. The file is written best effort (a failure to append never fails a read),
+//! and compacted when most of its lines are outdated.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::PathBuf;
+
+use gix::ObjectId;
+
+use crate::store::Store;
+
+/// The folder of the memory files, in the repository's common directory.
+pub const MEMORY_DIR: &str = "lease-memory";
+
+/// The memory of one remote.
+pub(crate) struct Memory {
+    path: PathBuf,
+}
+
+impl Memory {
+    /// Returns the memory of the remote whose tracking refs live under `slug`.
+    pub(crate) fn of(store: &Store, slug: &str) -> Memory {
+        Memory {
+            path: store.common_dir().join(MEMORY_DIR).join(slug),
+        }
+    }
+
+    /// Appends `moves` (`(issue, tip)`), best effort.
+    pub(crate) fn remember<'a>(&self, moves: impl IntoIterator<Item = (&'a str, ObjectId)>) {
+        let mut text = String::new();
+        for (issue, tip) in moves {
+            text.push_str(&format!("{} {tip}\n", escape(issue)));
+        }
+        if text.is_empty() {
+            return;
+        }
+        if let Some(dir) = self.path.parent() {
+            let _ = std::fs::create_dir_all(dir);
+        }
+        let _ = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.path)
+            .and_then(|mut file| file.write_all(text.as_bytes()));
+    }
+
+    /// Returns every issue's last remembered tip; rewrites the file without its outdated
+    /// lines when they are most of it.
+    pub(crate) fn recall(&self) -> BTreeMap<String, ObjectId> {
+        let Ok(text) = std::fs::read_to_string(&self.path) else {
+            return BTreeMap::new();
+        };
+        let mut tips = BTreeMap::new();
+        let mut lines = 0usize;
+        for line in text.lines() {
+            lines += 1;
+            let Some((issue, tip)) = line.rsplit_once(' ') else {
+                continue;
+            };
+            if let (Some(issue), Ok(tip)) = (unescape(issue), ObjectId::from_hex(tip.as_bytes())) {
+                tips.insert(issue, tip);
+            }
+        }
+        if lines > 2 * tips.len() + 64 {
+            self.compact(&tips);
+        }
+        tips
+    }
+
+    /// Rewrites the file with one line per issue (a temporary file renamed over it).
+    fn compact(&self, tips: &BTreeMap<String, ObjectId>) {
+        let Some(dir) = self.path.parent() else {
+            return;
+        };
+        let Ok(mut tmp) = tempfile::NamedTempFile::new_in(dir) else {
+            return;
+        };
+        let mut text = String::with_capacity(tips.len() * 64);
+        for (issue, tip) in tips {
+            text.push_str(&format!("{} {tip}\n", escape(issue)));
+        }
+        if tmp.write_all(text.as_bytes()).is_ok() {
+            let _ = tmp.persist(&self.path);
+        }
+    }
+}
+
+/// Issue ids are valid ref names, so they hold no space or newline; percent-escaping keeps
+/// the file one record per line whatever a caller passes.
+fn escape(issue: &str) -> String {
+    let mut out = String::with_capacity(issue.len());
+    for c in issue.chars() {
+        match c {
+            '%' | ' ' | '\n' | '\r' => out.push_str(&format!("%{:02X}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+fn unescape(text: &str) -> Option<String> {
+    let mut out = Vec::with_capacity(text.len());
+    let mut bytes = text.bytes();
+    while let Some(b) = bytes.next() {
+        if b == b'%' {
+            let hex = [bytes.next()?, bytes.next()?];
+            out.push(u8::from_str_radix(std::str::from_utf8(&hex).ok()?, 16).ok()?);
+        } else {
+            out.push(b);
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn issues_round_trip_through_the_escaping() {
+        for issue in ["42", "gh/7", "a%b", "ünï"] {
+            assert_eq!(unescape(&escape(issue)).as_deref(), Some(issue));
+        }
+    }
+}
