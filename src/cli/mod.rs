@@ -409,7 +409,16 @@ fn run(cli: Cli) -> Result<u8, Failure> {
     let stdout = std::io::stdout();
     // Buffered: `list` prints tens of thousands of lines.
     let mut out = std::io::BufWriter::with_capacity(64 * 1024, stdout.lock());
-    let code = dispatch(&ctx, cli.command, &mut out)?;
+    let result = dispatch(&ctx, cli.command, &mut out);
+    // What an operation did beside its answer (a local history kept aside) is said even when
+    // the command then failed.
+    for notice in ctx.ledger.take_notices() {
+        eprintln!(
+            "git lease: warning: {}",
+            git_lease::text::printable(&notice)
+        );
+    }
+    let code = result?;
     out.flush()?;
     Ok(code)
 }

@@ -99,14 +99,22 @@ fn adopt_remote(
     if let Some(first) = check.findings.first() {
         return Ok(Err(format!("the remote's ledger breaks a rule: {first}")));
     }
-    let mut kept = format!("{DIVERGED_PREFIX}{issue}");
-    let mut n = 1;
-    while store.tip_of(&kept)?.is_some() {
-        n += 1;
-        kept = format!("{DIVERGED_PREFIX}{issue}-{n}");
+    // Adopting never goes back over a token this clone saw issued: the next claim would
+    // issue it again.
+    let (here, there) = (
+        store.entry(issue.as_str(), local)?,
+        store.entry(issue.as_str(), remote_tip)?,
+    );
+    if there.lease.token < here.lease.token {
+        return Ok(Err(format!(
+            "the remote's ledger is at token {}, behind token {} seen here: adopting it would issue a token again (tokens never go back); wait until the remote's ledger passes token {}",
+            there.lease.token, here.lease.token, here.lease.token
+        )));
     }
-    store.move_refs(
-        &[(kept.clone(), local, None)],
+    let kept = keep_diverged(
+        store,
+        issue,
+        local,
         "git-lease: sync --adopt keeps the diverged local ledger",
     )?;
     Ok(
@@ -115,6 +123,24 @@ fn adopt_remote(
             Swap::Lost => Err("the local ref moved during the sync; run it again".into()),
         },
     )
+}
+
+/// Keeps the local ledger of `issue` (at `local`) as `refs/lease-diverged/<issue>` (or
+/// `<issue>-2`, `-3`, … when that is taken), before it is replaced; returns the ref.
+pub(crate) fn keep_diverged(
+    store: &crate::store::Store,
+    issue: &IssueId,
+    local: ObjectId,
+    message: &str,
+) -> Result<String> {
+    let mut kept = format!("{DIVERGED_PREFIX}{issue}");
+    let mut n = 1;
+    while store.tip_of(&kept)?.is_some() {
+        n += 1;
+        kept = format!("{DIVERGED_PREFIX}{issue}-{n}");
+    }
+    store.move_refs(&[(kept.clone(), local, None)], message)?;
+    Ok(kept)
 }
 
 /// Fetches every lease ref of `remote` in one fetch and moves each local ledger forward to
@@ -186,9 +212,17 @@ pub fn sync(
                     }
                     continue;
                 }
+                // Ahead of the remote, the commits beyond it were never verified from it
+                // (the memory would have refused a rewind): made here, or copied with plain
+                // git from somewhere the remote then went back on.
+                let how = if verify::descends_from(store, l, *remote_tip) {
+                    "it is ahead of the remote's, with commits this clone never verified from the remote: claims made here, or a rewind of history copied here without git-lease"
+                } else {
+                    "it has commits the remote never had (claims made here)"
+                };
                 report.refused.push(refuse(
                     format!(
-                        "this clone's ledger has diverged from {}'s: it has commits the remote never had (claims made here); adopt the remote's with `git lease sync --adopt {issue}`, which keeps this one as {}{issue}",
+                        "this clone's ledger has diverged from {}'s: {how}; adopt the remote's with `git lease sync --adopt {issue}`, which keeps this one as {}{issue}",
                         remote.name(),
                         DIVERGED_PREFIX
                     ),

@@ -103,6 +103,9 @@ pub struct Ledger {
     /// The reader's clock and `lease.maxClockSkew`, when set ([`Ledger::with_reader_clock`]):
     /// history taken from elsewhere is then also judged against what this reader knows.
     clock: std::cell::Cell<Option<(DateTime<Utc>, chrono::Duration)>>,
+    /// What the operations so far did beside their answer that a user must hear of (a local
+    /// history kept aside); see [`Ledger::take_notices`].
+    notices: std::cell::RefCell<Vec<String>>,
 }
 
 impl Ledger {
@@ -122,7 +125,19 @@ impl Ledger {
             store,
             host: None,
             clock: std::cell::Cell::new(None),
+            notices: Default::default(),
         }
+    }
+
+    /// Records something an operation did beside its answer that its user must hear of.
+    pub(crate) fn notice(&self, text: String) {
+        self.notices.borrow_mut().push(text);
+    }
+
+    /// Returns (and forgets) what the operations so far did beside their answers that a user
+    /// must hear of: a command line prints them as warnings.
+    pub fn take_notices(&self) -> Vec<String> {
+        std::mem::take(&mut self.notices.borrow_mut())
     }
 
     /// Judges history taken from elsewhere (a remote's new commits, a mirror's, an audit) also

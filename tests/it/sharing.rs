@@ -88,3 +88,52 @@ fn a_diverged_local_ledger_is_named_as_such_and_can_adopt_the_remotes() {
     // From now on the clone follows the remote.
     lease(&carol, 4, &["sync"]).ok().stdout_has("0 refused");
 }
+
+#[test]
+fn a_remote_claim_over_a_diverged_local_ledger_keeps_the_local_one() {
+    let (server, carol) = bob_holds_8_for_carol();
+    carol.git(&["config", "advice.leaseLocal", "false"]);
+    // carol's clone has a tenure of its own that the remote never had ...
+    lease(&carol, 1, &["acquire", "8"]).ok();
+    let hers = carol.tip("8").expect("carol's local ledger");
+    let bob = server.client("bob");
+    lease(&bob, 2, &["release", "--remote", "origin", "8"]).ok();
+    // ... and claims through the remote: the local ledger follows the remote's, and hers is
+    // kept, and said so.
+    lease(&carol, 3, &["acquire", "--remote", "origin", "8"])
+        .ok()
+        .stdout_has("token 2")
+        .stderr_has("kept as refs/lease-diverged/8");
+    assert_eq!(carol.tip("8"), server.tip("8"));
+    assert_eq!(carol.git(&["rev-parse", "refs/lease-diverged/8"]), hers);
+    // A claim on top of what it already had keeps nothing more.
+    let run = lease(&carol, 4, &["renew", "--remote", "origin", "8"]);
+    run.ok();
+    assert!(!run.stderr.contains("kept as"), "{run}");
+}
+
+#[test]
+fn adopting_never_goes_back_over_a_token_seen_here() {
+    let (server, carol) = bob_holds_8_for_carol();
+    carol.git(&["config", "advice.leaseLocal", "false"]);
+    // Three local tenures: token 3 was issued here; the remote is at token 1.
+    for (min, args) in [
+        (1, &["acquire", "8"][..]),
+        (2, &["release", "8"]),
+        (3, &["acquire", "8"]),
+        (4, &["release", "8"]),
+        (5, &["acquire", "8"]),
+    ] {
+        lease(&carol, min, args).ok();
+    }
+    let hers = carol.tip("8").expect("carol's local ledger");
+    lease(&carol, 6, &["sync", "--adopt", "8"])
+        .code(1)
+        .stdout_has("tokens never go back");
+    assert_eq!(
+        carol.tip("8").as_deref(),
+        Some(hers.as_str()),
+        "nothing moved"
+    );
+    assert!(server.tip("8").is_some());
+}

@@ -203,6 +203,26 @@ impl Remote<'_> {
         let store = self.ledger.store();
         let message = format!("git-lease: {} via {}", lease.event, self.shown);
         let _ = store.move_refs(&[(self.tracking_ref(issue), commit, parent)], &message);
+        self.memory.remember([(issue.as_str(), commit)]);
+        // The local ledger follows the remote, but no history of its own is lost: one the
+        // new tip does not descend from (claims made here) is kept aside first, and said so.
+        let local = store.tip_of(&issue.ref_name()).ok().flatten();
+        if let Some(local) = local.filter(|l| !crate::verify::descends_from(store, commit, *l)) {
+            let why = format!("git-lease: kept before {} via {}", lease.event, self.shown);
+            match crate::mirror::keep_diverged(store, issue, local, &why) {
+                Ok(kept) => self.ledger.notice(format!(
+                    "the local ledger of {issue} had history {} lacks; it is kept as {kept}, and refs/leases/{issue} now follows {}",
+                    self.shown, self.shown
+                )),
+                Err(e) => {
+                    self.ledger.notice(format!(
+                        "the local ledger of {issue} had history {} lacks and could not be kept aside ({e}); it was left as it is",
+                        self.shown
+                    ));
+                    return;
+                }
+            }
+        }
         let _ = store.set_ref(&issue.ref_name(), commit, &message);
     }
 
