@@ -184,6 +184,10 @@ impl std::fmt::Display for Refusal {
 }
 
 /// Checks every update of one push; returns every refusal (empty: accept).
+///
+/// A fenced update it accepts is also recorded as approved ([`FENCE_APPROVALS_DIR`]): with
+/// which tenure's token and for which pusher, so that the ref transaction that lands the push,
+/// seconds later perhaps, checks the fence again ([`check_transaction`]).
 pub fn check_push(
     store: &Store,
     policy: &Policy,
@@ -193,6 +197,7 @@ pub fn check_push(
     now: DateTime<Utc>,
 ) -> Vec<Refusal> {
     let mut refusals = Vec::new();
+    let mut approvals = Vec::new();
     for update in updates {
         if update.name.starts_with(REPLACE_PREFIX) {
             refusals.push(Refusal {
@@ -206,7 +211,8 @@ pub fn check_push(
         } else if update.name.starts_with(REF_PREFIX) {
             check_lease_update(store, policy, pusher, update, now, &mut refusals);
         } else if let Some(issue) = fenced_issue(&policy.fences, &update.name) {
-            check_fenced_update(
+            let before = refusals.len();
+            let token = check_fenced_update(
                 store,
                 policy,
                 pusher,
@@ -216,9 +222,169 @@ pub fn check_push(
                 now,
                 &mut refusals,
             );
+            if let Some(token) = token.filter(|_| refusals.len() == before) {
+                approvals.push(Approval {
+                    update: update.clone(),
+                    token,
+                    pusher: match pusher {
+                        Pusher::Known(who) => Some(who.clone()),
+                        _ => None,
+                    },
+                });
+            }
+        }
+    }
+    if refusals.is_empty() {
+        if let Err(e) = record_approvals(store, &approvals) {
+            // Without its record, the transaction could not check the fence again: refuse.
+            for a in &approvals {
+                refusals.push(Refusal {
+                    name: a.update.name.clone(),
+                    commit: a.update.new.to_string(),
+                    rule: "fence".into(),
+                    detail: format!("cannot record the fence's approval for the ref transaction: {e}"),
+                });
+            }
         }
     }
     refusals
+}
+
+/// Where, in the served repository's git dir, the push check leaves one file per fenced
+/// update it approved, for the ref transaction that lands it ([`check_transaction`]).
+pub const FENCE_APPROVALS_DIR: &str = "lease-fence-approvals";
+
+/// How long an approval no transaction took stays (a push refused after the check, by
+/// another hook or a lost connection, leaves its approvals behind).
+const APPROVAL_LIFETIME: std::time::Duration = std::time::Duration::from_secs(24 * 3600);
+
+/// A fenced update the push check accepted: in the tenure of `token`, by `pusher`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Approval {
+    update: RefUpdate,
+    token: u64,
+    pusher: Option<String>,
+}
+
+fn approval_path(store: &Store, update: &RefUpdate) -> std::path::PathBuf {
+    let key = format!("{} {} {}", update.name, update.old, update.new);
+    store.git_dir().join(FENCE_APPROVALS_DIR).join(format!(
+        "{:016x}",
+        crate::cache::fnv1a(key.as_bytes())
+    ))
+}
+
+fn record_approvals(store: &Store, approvals: &[Approval]) -> std::io::Result<()> {
+    if approvals.is_empty() {
+        return Ok(());
+    }
+    let dir = store.git_dir().join(FENCE_APPROVALS_DIR);
+    std::fs::create_dir_all(&dir)?;
+    // Forget approvals no transaction took.
+    if let Ok(entries) = std::fs::read_dir(&dir) {
+        for entry in entries.flatten() {
+            let old = entry
+                .metadata()
+                .and_then(|m| m.modified())
+                .ok()
+                .and_then(|t| t.elapsed().ok())
+                .is_some_and(|age| age > APPROVAL_LIFETIME);
+            if old {
+                let _ = std::fs::remove_file(entry.path());
+            }
+        }
+    }
+    for a in approvals {
+        let text = format!(
+            "{} {} {}\n{}\n{}\n",
+            a.update.name,
+            a.update.old,
+            a.update.new,
+            a.token,
+            a.pusher.as_deref().unwrap_or("")
+        );
+        let mut tmp = tempfile::NamedTempFile::new_in(&dir)?;
+        std::io::Write::write_all(&mut tmp, text.as_bytes())?;
+        tmp.persist(approval_path(store, &a.update))
+            .map_err(|e| e.error)?;
+    }
+    Ok(())
+}
+
+fn read_approval(store: &Store, update: &RefUpdate) -> Option<Approval> {
+    let text = std::fs::read_to_string(approval_path(store, update)).ok()?;
+    let mut lines = text.lines();
+    let head = lines.next()?;
+    if head != format!("{} {} {}", update.name, update.old, update.new) {
+        return None;
+    }
+    let token = lines.next()?.parse().ok()?;
+    let pusher = lines.next().filter(|p| !p.is_empty()).map(str::to_owned);
+    Some(Approval {
+        update: update.clone(),
+        token,
+        pusher,
+    })
+}
+
+/// Checks, as the ref transaction that lands a push is prepared (git's
+/// `reference-transaction` hook, state `prepared`: every ref locked, nothing written yet),
+/// every fenced update the push check approved, again, at `now`: the issue must still be in
+/// the very tenure approved (its token), held by the same pusher, and live. A takeover or a
+/// revoke that landed while the rest of the push was being checked refuses the stale work.
+/// Updates without an approval (a transaction of the server's own, not a push) pass.
+pub fn check_transaction(store: &Store, policy: &Policy, updates: &[RefUpdate], now: DateTime<Utc>) -> Vec<Refusal> {
+    let mut refusals = Vec::new();
+    for update in updates {
+        let Some(issue) = fenced_issue(&policy.fences, &update.name) else {
+            continue;
+        };
+        let Some(approval) = read_approval(store, update) else {
+            continue;
+        };
+        let current = IssueId::new(&issue)
+            .ok()
+            .and_then(|id| store.current(&id).ok().flatten());
+        let live = current
+            .as_ref()
+            .filter(|e| is_live(e.current(), now))
+            .map(|e| &e.lease);
+        let problem = match live {
+            None => Some(format!(
+                "issue {issue} is no longer held (it was in tenure {} when this push was checked); the work was not landed",
+                approval.token
+            )),
+            Some(lease) if lease.token != approval.token => Some(format!(
+                "issue {issue} moved to tenure {} held by {} while this push was checked (in tenure {}); the work was not landed",
+                lease.token,
+                lease.holder.as_deref().unwrap_or("nobody"),
+                approval.token
+            )),
+            Some(lease) => match &approval.pusher {
+                Some(who) if lease.holder.as_deref() != Some(who.as_str()) => Some(format!(
+                    "issue {issue} is held by {} now, not by {who}",
+                    lease.holder.as_deref().unwrap_or("nobody")
+                )),
+                _ => None,
+            },
+        };
+        if let Some(detail) = problem {
+            refusals.push(Refusal {
+                name: update.name.clone(),
+                commit: update.new.to_string(),
+                rule: "fence".into(),
+                detail,
+            });
+        }
+    }
+    refusals
+}
+
+/// Forgets the approvals of `updates` once their transaction is over (committed or aborted).
+pub fn forget_approvals(store: &Store, updates: &[RefUpdate]) {
+    for update in updates {
+        let _ = std::fs::remove_file(approval_path(store, update));
+    }
 }
 
 fn check_lease_update(
@@ -287,7 +453,7 @@ fn check_fenced_update(
     issue: &str,
     now: DateTime<Utc>,
     refusals: &mut Vec<Refusal>,
-) {
+) -> Option<u64> {
     let commit = if update.new.is_null() {
         update.old
     } else {
@@ -320,13 +486,13 @@ fn check_fenced_update(
                 update.name
             ),
         );
-        return;
+        return None;
     };
     let holder = lease.holder.as_deref().unwrap_or_default();
     match pusher {
         Pusher::Unauthenticated(why) => {
             refuse("identity", why.clone());
-            return;
+            return None;
         }
         Pusher::Known(who) if who != holder => {
             refuse(
@@ -336,7 +502,7 @@ fn check_fenced_update(
                     lease.token
                 ),
             );
-            return;
+            return None;
         }
         _ => {}
     }
@@ -371,6 +537,7 @@ fn check_fenced_update(
         ),
         None => {}
     }
+    Some(lease.token)
 }
 
 /// Reads the push options git gives a pre-receive hook (`GIT_PUSH_OPTION_COUNT`,

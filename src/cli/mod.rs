@@ -152,6 +152,11 @@ pub(crate) enum HookKind {
     },
     /// git's pre-receive hook: check every `<old> <new> <ref>` line on stdin before any lands
     PreReceive,
+    /// git's reference-transaction hook: check fenced updates again as they land
+    ReferenceTransaction {
+        /// The transaction's state: preparing, prepared, committed or aborted
+        state: String,
+    },
 }
 
 /// The options that choose where leases are (`--remote`, `--local`), which mean nothing to the

@@ -53,28 +53,47 @@ pub(crate) fn hook(ctx: &Context, kind: &HookKind) -> Result<u8, Failure> {
             new: id(new)?,
         })
     };
-    let (updates, options) = match kind {
-        HookKind::Update { refname, old, new } => (vec![parse(refname, old, new)?], None),
-        HookKind::PreReceive => {
-            let mut updates = Vec::new();
-            for line in std::io::stdin().lock().lines() {
-                let line = line.map_err(|e| Error::Io {
-                    context: "cannot read the hook's input".into(),
-                    source: e,
-                })?;
-                let fields: Vec<&str> = line.split_whitespace().collect();
-                match fields.as_slice() {
-                    [] => continue,
-                    [old, new, name] => updates.push(parse(name, old, new)?),
-                    _ => {
-                        return Err(Error::InvalidInput(format!(
-                            "pre-receive input line {line:?} is not `<old> <new> <ref>`"
-                        ))
-                        .into())
-                    }
+    let stdin_updates = || -> Result<Vec<RefUpdate>, Error> {
+        let mut updates = Vec::new();
+        for line in std::io::stdin().lock().lines() {
+            let line = line.map_err(|e| Error::Io {
+                context: "cannot read the hook's input".into(),
+                source: e,
+            })?;
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            match fields.as_slice() {
+                [] => continue,
+                [old, new, name] => updates.push(parse(name, old, new)?),
+                _ => {
+                    return Err(Error::InvalidInput(format!(
+                        "hook input line {line:?} is not `<old> <new> <ref>`"
+                    )))
                 }
             }
-            (updates, Some(hook::push_options_from_env()))
+        }
+        Ok(updates)
+    };
+    let (updates, options) = match kind {
+        HookKind::Update { refname, old, new } => (vec![parse(refname, old, new)?], None),
+        HookKind::PreReceive => (stdin_updates()?, Some(hook::push_options_from_env())),
+        HookKind::ReferenceTransaction { state } => {
+            let updates = stdin_updates()?;
+            let refusals = match state.as_str() {
+                "prepared" => hook::check_transaction(store, &policy, &updates, ctx.now),
+                "committed" | "aborted" => {
+                    hook::forget_approvals(store, &updates);
+                    Vec::new()
+                }
+                _ => Vec::new(),
+            };
+            for r in &refusals {
+                eprintln!("{r}");
+            }
+            return Ok(if refusals.is_empty() {
+                exit::OK
+            } else {
+                exit::FAILURE
+            });
         }
     };
     let refusals = hook::check_push(
