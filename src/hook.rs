@@ -242,7 +242,9 @@ pub fn check_push(
                     name: a.update.name.clone(),
                     commit: a.update.new.to_string(),
                     rule: "fence".into(),
-                    detail: format!("cannot record the fence's approval for the ref transaction: {e}"),
+                    detail: format!(
+                        "cannot record the fence's approval for the ref transaction: {e}"
+                    ),
                 });
             }
         }
@@ -268,10 +270,10 @@ struct Approval {
 
 fn approval_path(store: &Store, update: &RefUpdate) -> std::path::PathBuf {
     let key = format!("{} {} {}", update.name, update.old, update.new);
-    store.git_dir().join(FENCE_APPROVALS_DIR).join(format!(
-        "{:016x}",
-        crate::cache::fnv1a(key.as_bytes())
-    ))
+    store
+        .git_dir()
+        .join(FENCE_APPROVALS_DIR)
+        .join(format!("{:016x}", crate::cache::fnv1a(key.as_bytes())))
 }
 
 fn record_approvals(store: &Store, approvals: &[Approval]) -> std::io::Result<()> {
@@ -333,7 +335,12 @@ fn read_approval(store: &Store, update: &RefUpdate) -> Option<Approval> {
 /// the very tenure approved (its token), held by the same pusher, and live. A takeover or a
 /// revoke that landed while the rest of the push was being checked refuses the stale work.
 /// Updates without an approval (a transaction of the server's own, not a push) pass.
-pub fn check_transaction(store: &Store, policy: &Policy, updates: &[RefUpdate], now: DateTime<Utc>) -> Vec<Refusal> {
+pub fn check_transaction(
+    store: &Store,
+    policy: &Policy,
+    updates: &[RefUpdate],
+    now: DateTime<Utc>,
+) -> Vec<Refusal> {
     let mut refusals = Vec::new();
     for update in updates {
         let Some(issue) = fenced_issue(&policy.fences, &update.name) else {

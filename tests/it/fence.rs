@@ -257,3 +257,80 @@ fn a_fenced_branchs_issue_is_what_the_star_matched_slashes_included() {
         .code(2)
         .stderr_has("not a fenced issue branch");
 }
+
+/// Waits (a bounded poll) until `path` exists.
+#[track_caller]
+fn wait_for(path: &std::path::Path, what: &str) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !path.exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{what} never happened"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn a_fenced_push_is_judged_again_when_its_ref_lands() {
+    // alice holds issue 7 until +400 and pushes work with her token just before that; the
+    // checking of her push takes long (an update hook of the server's, after git-lease's
+    // check, waits for a gate), and meanwhile her lease expires and bob takes issue 7.
+    let server = fenced_server(0);
+    let alice = server.client("alice");
+    let bob = server.client("bob");
+    alice
+        .run_at(
+            &at(-200),
+            &["--remote", "origin", "acquire", "7", "--ttl", "10m"],
+        )
+        .ok();
+    let (reached, gate) = (server.root().join("reached"), server.root().join("gate"));
+    let hook = server.bare().join("hooks/update");
+    std::fs::write(
+        &hook,
+        format!(
+            "#!/bin/sh\ncase \"$1\" in refs/heads/issue/*)\n\ttouch '{}'\n\ti=0\n\twhile [ ! -e '{}' ] && [ $i -lt 1200 ]; do sleep 0.05; i=$((i+1)); done\nesac\nexit 0\n",
+            reached.display(),
+            gate.display()
+        ),
+    )
+    .expect("write the slow update hook");
+    std::fs::set_permissions(&hook, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+        .expect("make the hook executable");
+    alice.git(&["switch", "-q", "-c", "issue/7"]);
+    let late = work(&alice, "alice: late work");
+    let pushing = alice
+        .lease()
+        .now(&at(390))
+        .args(["push"])
+        .command()
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start alice's push");
+    wait_for(&reached, "alice's push reaching the slow check");
+    // The server's clock moves past alice's expiry; bob takes issue 7 (token 2).
+    server.config("lease.hookNow", &at(1000));
+    bob.run_at(&at(1000), &["--remote", "origin", "acquire", "7"])
+        .ok()
+        .stdout_has("token 2");
+    std::fs::write(&gate, "").expect("open the gate");
+    let run = Run::from_output(
+        "git lease push (alice, token 1)",
+        pushing.wait_with_output().expect("alice's push ends"),
+    );
+    assert_fenced(&run, "issue/7", &["tenure 2"]);
+    assert_ne!(
+        server.rev("refs/heads/issue/7").as_deref(),
+        Some(late.as_str()),
+        "alice's stale work must not land"
+    );
+    assert!(
+        std::fs::read_dir(server.bare().join("lease-fence-approvals"))
+            .map(|d| d.count())
+            .unwrap_or(0)
+            == 0,
+        "the approval is forgotten once its transaction is over"
+    );
+}
