@@ -30,7 +30,10 @@ pub struct HolderProcess {
     pub boot_id: String,
     /// The PID namespace `pid` is numbered in: the inode of `/proc/self/ns/pid` of the process
     /// that recorded it. `None` in records written before it was recorded: their namespace is
-    /// unknown, so no reader ever takes their process for gone.
+    /// unknown, so no reader ever takes their process for gone. The kernel numbers live
+    /// namespaces uniquely and may give a freed number to a new one; a record whose namespace
+    /// has ended names a process that has ended with it, so that reuse never makes a live
+    /// process look gone.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pid_ns: Option<u64>,
     /// The process's start time in clock ticks since boot (field 22 of `/proc/<pid>/stat`).

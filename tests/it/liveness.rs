@@ -1,6 +1,9 @@
 //! Local liveness: a lease that records its holder process is not live on this machine once
 //! that process is gone, and the takeover is recorded as such; on other machines only the TTL
-//! counts. Real processes live and die here; everything else runs at fixed instants.
+//! counts. Real processes live and die here; everything else runs at fixed instants. Holders
+//! a reader cannot see (another PID namespace, a hidden `/proc`) are in [`namespaces`].
+
+mod namespaces;
 
 use serde_json::{json, Value};
 
