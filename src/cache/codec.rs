@@ -11,8 +11,9 @@ use crate::store::Entry;
 pub(super) const MAGIC: &[u8; 8] = b"GLLCACHE";
 /// The version of the file layout above; bump it when the layout changes, or when the
 /// ledger's rules refuse what an earlier build accepted (its records would vouch for it). 2: a
-/// `lease.json` must be mode 100644 and at most [`lease::MAX_LEASE_JSON_BYTES`].
-pub(super) const CACHE_FORMAT: u32 = 2;
+/// `lease.json` must be mode 100644 and at most [`lease::MAX_LEASE_JSON_BYTES`]. 3: a process
+/// records its PID namespace (`pid_ns`), which earlier builds dropped from their records.
+pub(super) const CACHE_FORMAT: u32 = 3;
 pub(super) const HEADER_LEN: usize = 48;
 const FLAG_PARENT: u8 = 1;
 const FLAG_JSON: u8 = 2;
@@ -459,6 +460,7 @@ mod tests {
         odd.lease.process = Some(crate::liveness::HolderProcess {
             pid: 7,
             boot_id: "b".into(),
+            pid_ns: Some(11),
             start_ticks: 9,
         });
         let entries = vec![entry("a", 1, false), odd, entry("c/d", 3, true)];

@@ -173,7 +173,8 @@ impl Ledger {
     }
 
     /// Applies local liveness ([`crate::liveness`]) to every state this ledger reads: a lease
-    /// whose holder process is gone from this machine is not live. Without it (the default
+    /// whose holder process this reader establishes is gone (same boot, same PID namespace,
+    /// nothing hidden) is not live. Without it (the default
     /// for library users), only the TTL decides.
     pub fn with_local_liveness(mut self) -> Ledger {
         self.host = LocalHost::detect();

@@ -1,13 +1,21 @@
 //! Local liveness: a lease whose holder process is gone from this machine is not live.
 //!
 //! Programs that hold leases crash and get restarted; waiting out a TTL after a crash wastes
-//! the TTL. A lease may record the holding process (pid, the machine's boot id, and the
-//! process's start time, so a recycled pid is not mistaken for the holder). On the same
-//! machine (same boot id), a reader that finds that process gone says so in its
-//! [`Observation`] ([`crate::Ledger::observe`]), and [`crate::rules::is_live`], the one
-//! liveness rule, takes that observation as an input and treats the lease as not live. The
-//! observation is never stored: another reader, on another machine or a moment later, may see
-//! otherwise. On other machines only the TTL applies.
+//! the TTL. A lease may record the holding process: its pid, the machine's boot id, the PID
+//! namespace the pid is numbered in, and the process's start time, so a recycled pid is not
+//! mistaken for the holder. A reader in the same boot *and* the same PID namespace that can
+//! establish that process's absence says so in its [`Observation`]
+//! ([`crate::Ledger::observe`]), and [`crate::rules::is_live`], the one liveness rule, takes
+//! that observation as an input and treats the lease as not live. The observation is never
+//! stored: another reader, on another machine or a moment later, may see otherwise.
+//!
+//! Containers on one kernel share the boot id, and a `/proc` mounted with `hidepid` hides
+//! other users' processes: in both cases a live holder would look gone. So a process is
+//! [`ProcessState::Gone`] only when the reader can prove it ([`decide`]): anything it cannot
+//! see (another boot, another or an unrecorded PID namespace, a hidden or unreadable `/proc`
+//! entry) is [`ProcessState::Unknown`], and an unknown holder stays live until its expiry.
+
+use std::os::unix::fs::MetadataExt;
 
 use serde::{Deserialize, Serialize};
 
@@ -16,21 +24,35 @@ use crate::lease::Lease;
 /// The process that holds a lease, as recorded in `lease.json`.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
 pub struct HolderProcess {
-    /// The process id.
+    /// The process id, as numbered in [`HolderProcess::pid_ns`].
     pub pid: u32,
     /// The machine's boot id (`/proc/sys/kernel/random/boot_id`).
     pub boot_id: String,
+    /// The PID namespace `pid` is numbered in: the inode of `/proc/self/ns/pid` of the process
+    /// that recorded it. `None` in records written before it was recorded: their namespace is
+    /// unknown, so no reader ever takes their process for gone. The kernel numbers live
+    /// namespaces uniquely and may give a freed number to a new one; a record whose namespace
+    /// has ended names a process that has ended with it, so that reuse never makes a live
+    /// process look gone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pid_ns: Option<u64>,
     /// The process's start time in clock ticks since boot (field 22 of `/proc/<pid>/stat`).
     pub start_ticks: u64,
 }
 
 impl HolderProcess {
-    /// Describes process `pid` on this machine, if it exists and the machine has a boot id.
+    /// Describes process `pid` (numbered in this process's PID namespace) on this machine, if
+    /// it runs and this machine can place it ([`LocalHost::detect`]).
     pub fn of(pid: u32) -> Option<HolderProcess> {
+        let host = LocalHost::detect()?;
+        let Probe::Running(start_ticks) = probe(pid) else {
+            return None;
+        };
         Some(HolderProcess {
             pid,
-            boot_id: boot_id()?,
-            start_ticks: start_ticks(pid)?,
+            boot_id: host.boot_id,
+            pid_ns: Some(host.pid_ns),
+            start_ticks,
         })
     }
 }
@@ -39,7 +61,8 @@ impl HolderProcess {
 /// the record.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Observation {
-    /// The holder process the record names ran on this reader's machine and is gone.
+    /// The holder process the record names ran in this reader's boot and PID namespace, and
+    /// the reader established that it is gone ([`ProcessState::Gone`]).
     pub process_gone: bool,
 }
 
@@ -70,36 +93,89 @@ impl<'a> Current<'a> {
     }
 }
 
-/// What this machine can see of holder processes.
+/// What a reader's `/proc` says of one pid.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Probe {
+    /// A running (not zombie) process, started at these clock ticks since boot.
+    Running(u64),
+    /// A process that has ended and is not reaped yet (a zombie, or dead).
+    Ended,
+    /// No `/proc/<pid>` entry. `all_visible` says whether this `/proc` shows every process
+    /// (no `hidepid` in force, and `/proc/1` readable): only then does a missing entry prove
+    /// the process absent.
+    Missing {
+        /// This `/proc` hides no process from this reader.
+        all_visible: bool,
+    },
+    /// An entry the reader cannot read or make sense of (`hidepid=1`, no permission, a
+    /// process ending while it is read, a garbled line).
+    Unreadable,
+}
+
+/// What a reader can tell of a recorded holder process.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ProcessState {
+    /// It runs: the pid is there with the recorded start time.
+    Alive,
+    /// It is gone, and the reader can prove it: in its boot and PID namespace the pid is a
+    /// zombie, another process, or absent from a `/proc` that hides nothing.
+    Gone,
+    /// The reader cannot tell: another boot, another (or an unrecorded) PID namespace, or an
+    /// entry it cannot see. The holder then counts as live until its expiry.
+    Unknown,
+}
+
+/// Decides what a reader in boot `boot_id` and PID namespace `pid_ns` can tell of `record`:
+/// the one rule of local liveness. `probe` looks the recorded pid up in the reader's `/proc`;
+/// it is asked only when the record is of the reader's own boot and namespace.
+pub fn decide(
+    record: &HolderProcess,
+    boot_id: &str,
+    pid_ns: u64,
+    probe: impl FnOnce(u32) -> Probe,
+) -> ProcessState {
+    if record.boot_id != boot_id || record.pid_ns != Some(pid_ns) {
+        return ProcessState::Unknown;
+    }
+    match probe(record.pid) {
+        Probe::Running(ticks) if ticks == record.start_ticks => ProcessState::Alive,
+        // The pid belongs to another process now, so the recorded one has ended.
+        Probe::Running(_) | Probe::Ended => ProcessState::Gone,
+        Probe::Missing { all_visible: true } => ProcessState::Gone,
+        Probe::Missing { all_visible: false } | Probe::Unreadable => ProcessState::Unknown,
+    }
+}
+
+/// Where this reader stands: its boot and its PID namespace.
 #[derive(Clone, Debug)]
 pub struct LocalHost {
     boot_id: String,
+    pid_ns: u64,
 }
 
 impl LocalHost {
-    /// Returns this machine's view, or `None` where there is no `/proc` boot id.
+    /// Returns this reader's place, or `None` where it cannot be established: no `/proc` boot
+    /// id, or a `/proc` that is not of this process's PID namespace (its pids would be another
+    /// namespace's numbers), or no namespace to read there.
     pub fn detect() -> Option<LocalHost> {
         Some(LocalHost {
             boot_id: boot_id()?,
+            pid_ns: own_pid_ns()?,
         })
     }
 
-    /// Returns true if `process` ran on this machine since its last boot and is gone now
-    /// (no such pid, a zombie, or a different process under a recycled pid).
-    pub fn is_gone(&self, process: &HolderProcess) -> bool {
-        process.boot_id == self.boot_id && start_ticks(process.pid) != Some(process.start_ticks)
+    /// Returns what this reader can tell of `process` ([`decide`], on this machine's `/proc`).
+    pub fn state(&self, process: &HolderProcess) -> ProcessState {
+        decide(process, &self.boot_id, self.pid_ns, probe)
     }
 
-    /// Returns true if `process` is running on this machine now: this boot, and the same
-    /// process under its pid (its start time matches).
-    pub fn sees_running(&self, process: &HolderProcess) -> bool {
-        process.boot_id == self.boot_id && start_ticks(process.pid) == Some(process.start_ticks)
-    }
-
-    /// Returns what this machine sees beside `lease`: whether the process it records is gone.
+    /// Returns what this reader sees beside `lease`: whether the process it records is gone.
     pub fn observe(&self, lease: &Lease) -> Observation {
         Observation {
-            process_gone: lease.process.as_ref().is_some_and(|p| self.is_gone(p)),
+            process_gone: lease
+                .process
+                .as_ref()
+                .is_some_and(|p| self.state(p) == ProcessState::Gone),
         }
     }
 }
@@ -111,40 +187,226 @@ fn boot_id() -> Option<String> {
         .filter(|s| !s.is_empty())
 }
 
-/// Returns the start time of a running (not zombie) process, from `/proc/<pid>/stat`.
-fn start_ticks(pid: u32) -> Option<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The command name (field 2) is in parentheses and may hold spaces: split after it.
-    let rest = &stat[stat.rfind(')')? + 2..];
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    // `rest` starts at field 3 (state); the start time is field 22.
-    if matches!(fields.first(), Some(&"Z") | Some(&"X")) {
+/// Returns the inode of this process's PID namespace, if `/proc` is of that namespace: the
+/// `NSpid` line of `/proc/self/status` lists a process's pid in the namespace of the `/proc`
+/// mount and in each one below it down to its own, so it is one number, this process's pid,
+/// exactly when the two are the same.
+fn own_pid_ns() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let nspid = status.lines().find_map(|l| l.strip_prefix("NSpid:"))?;
+    let pids: Vec<&str> = nspid.split_whitespace().collect();
+    if pids != [std::process::id().to_string()] {
         return None;
     }
-    fields.get(22 - 3)?.parse().ok()
+    Some(std::fs::metadata("/proc/self/ns/pid").ok()?.ino())
+}
+
+/// Looks `pid` up in `/proc/<pid>/stat`.
+fn probe(pid: u32) -> Probe {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => parse_stat(&stat),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Probe::Missing {
+            all_visible: proc_shows_every_process(),
+        },
+        Err(_) => Probe::Unreadable,
+    }
+}
+
+/// Reads a `/proc/<pid>/stat` line: the state (field 3) and the start time (field 22).
+fn parse_stat(stat: &str) -> Probe {
+    // The command name (field 2) is in parentheses and may hold spaces: split after it.
+    let Some(rest) = stat.rfind(')').and_then(|i| stat.get(i + 2..)) else {
+        return Probe::Unreadable;
+    };
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // `rest` starts at field 3 (state).
+    if matches!(fields.first(), Some(&"Z") | Some(&"X") | Some(&"x")) {
+        return Probe::Ended;
+    }
+    match fields.get(22 - 3).and_then(|t| t.parse().ok()) {
+        Some(ticks) => Probe::Running(ticks),
+        None => Probe::Unreadable,
+    }
+}
+
+/// Returns true if `/proc` hides no process from this reader: the topmost mount at `/proc` is
+/// a proc file system without `hidepid`, and `/proc/1` (which every PID namespace has) can be
+/// read.
+fn proc_shows_every_process() -> bool {
+    let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    // The last mount at `/proc` is the one on top, the one paths reach.
+    mounts.lines().rev().find_map(proc_mount_options) == Some(false)
+        && std::fs::read_to_string("/proc/1/stat").is_ok()
+}
+
+/// For a line of `/proc/self/mountinfo` that mounts something at `/proc`: `Some(true)` if it
+/// may hide processes (`hidepid` in force, not a whole proc file system), `Some(false)` if not.
+fn proc_mount_options(line: &str) -> Option<bool> {
+    // `id parent dev root mountpoint options [optional fields...] - fstype source superoptions`
+    let (mount, fs) = line.split_once(" - ")?;
+    let mut mount = mount.split(' ').skip(3);
+    let (root, point) = (mount.next()?, mount.next()?);
+    if point != "/proc" {
+        return None;
+    }
+    let mut fs = fs.split(' ');
+    let (fstype, super_options) = (fs.next()?, fs.nth(1).unwrap_or(""));
+    let hides = super_options.split(',').any(|o| {
+        o.strip_prefix("hidepid=")
+            .is_some_and(|v| v != "0" && v != "off")
+    });
+    Some(fstype != "proc" || root != "/" || hides)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    const BOOT: &str = "0b7e7b4e-0000-4000-8000-000000000001";
+    const NS: u64 = 4026531836;
+
+    fn record(pid_ns: Option<u64>) -> HolderProcess {
+        HolderProcess {
+            pid: 42,
+            boot_id: BOOT.into(),
+            pid_ns,
+            start_ticks: 1000,
+        }
+    }
+
+    /// `decide` for `record` from a reader in `BOOT` and `NS` whose `/proc` says `seen`.
+    fn seen_as(record: &HolderProcess, seen: Probe) -> ProcessState {
+        decide(record, BOOT, NS, |pid| {
+            assert_eq!(pid, 42, "the recorded pid is looked up");
+            seen
+        })
+    }
+
+    #[test]
+    fn in_the_same_boot_and_namespace_only_what_is_proven_is_gone() {
+        let r = record(Some(NS));
+        assert_eq!(seen_as(&r, Probe::Running(1000)), ProcessState::Alive);
+        assert_eq!(
+            seen_as(&r, Probe::Running(1001)),
+            ProcessState::Gone,
+            "a recycled pid"
+        );
+        assert_eq!(seen_as(&r, Probe::Ended), ProcessState::Gone, "a zombie");
+        assert_eq!(
+            seen_as(&r, Probe::Missing { all_visible: true }),
+            ProcessState::Gone
+        );
+        assert_eq!(
+            seen_as(&r, Probe::Missing { all_visible: false }),
+            ProcessState::Unknown,
+            "hidepid may hide it"
+        );
+        assert_eq!(seen_as(&r, Probe::Unreadable), ProcessState::Unknown);
+    }
+
+    #[test]
+    fn another_boot_another_namespace_or_none_recorded_is_unknown_without_looking() {
+        let never =
+            |_: u32| -> Probe { panic!("no lookup for a process this reader cannot place") };
+        let elsewhere = HolderProcess {
+            boot_id: "another-machine".into(),
+            ..record(Some(NS))
+        };
+        assert_eq!(decide(&elsewhere, BOOT, NS, never), ProcessState::Unknown);
+        let container = record(Some(NS + 1));
+        assert_eq!(decide(&container, BOOT, NS, never), ProcessState::Unknown);
+        let older = record(None);
+        assert_eq!(decide(&older, BOOT, NS, never), ProcessState::Unknown);
+    }
+
+    #[test]
+    fn an_unknown_process_is_never_observed_gone() {
+        let host = LocalHost {
+            boot_id: BOOT.into(),
+            pid_ns: NS,
+        };
+        let issue = crate::issue::IssueId::new("42").expect("an id");
+        let alice = crate::holder::Holder::new("alice").expect("a holder");
+        let at = chrono::DateTime::from_timestamp(1_800_000_000, 0).expect("an instant");
+        let mut lease = Lease::tenure(&issue, &alice, 1, at, None);
+        for process in [record(None), record(Some(NS + 1))] {
+            lease.process = Some(process);
+            assert_eq!(host.observe(&lease), Observation::NONE);
+        }
+    }
+
+    #[test]
+    fn stat_lines_are_read_after_the_last_parenthesis() {
+        let line = |state: &str| {
+            format!("7 (a) b) c) {state} 1 7 7 0 -1 4194560 100 0 0 0 0 0 0 0 20 0 1 0 1234 5 6\n")
+        };
+        assert_eq!(parse_stat(&line("S")), Probe::Running(1234));
+        assert_eq!(parse_stat(&line("Z")), Probe::Ended);
+        assert_eq!(parse_stat(&line("X")), Probe::Ended);
+        assert_eq!(parse_stat("7 (short) S 1 2\n"), Probe::Unreadable);
+        assert_eq!(parse_stat("garbage"), Probe::Unreadable);
+        assert_eq!(parse_stat(")"), Probe::Unreadable);
+    }
+
+    #[test]
+    fn a_proc_mount_with_hidepid_may_hide_processes() {
+        let at_proc = |fs: &str| format!("66 48 0:40 / /proc rw,relatime - {fs}");
+        assert_eq!(proc_mount_options(&at_proc("proc proc rw")), Some(false));
+        assert_eq!(
+            proc_mount_options(&at_proc("proc proc rw,hidepid=off")),
+            Some(false)
+        );
+        assert_eq!(
+            proc_mount_options(&at_proc("proc proc rw,hidepid=0")),
+            Some(false)
+        );
+        for hidden in ["invisible", "noaccess", "ptraceable", "1", "2"] {
+            let line = at_proc(&format!("proc proc rw,hidepid={hidden},gid=4"));
+            assert_eq!(proc_mount_options(&line), Some(true), "{line}");
+        }
+        assert_eq!(
+            proc_mount_options(&at_proc("tmpfs none rw")),
+            Some(true),
+            "not a proc file system"
+        );
+        assert_eq!(
+            proc_mount_options("66 48 0:21 /sys /proc rw - proc proc rw"),
+            Some(true),
+            "a part of a proc file system bound at /proc"
+        );
+        assert_eq!(
+            proc_mount_options("36 35 98:0 / /proc/sys/fs/binfmt_misc rw - binfmt_misc x rw"),
+            None
+        );
+        assert_eq!(
+            proc_mount_options("22 1 0:21 / /proc rw shared:12 - proc proc rw"),
+            Some(false),
+            "optional fields before the separator"
+        );
+    }
+
     #[test]
     fn this_process_is_alive_and_a_recycled_pid_is_not_the_holder() {
         let Some(host) = LocalHost::detect() else {
-            return; // no /proc: nothing to observe
+            return; // no /proc of this namespace: nothing to observe
         };
         let me = HolderProcess::of(std::process::id()).expect("this process exists");
-        assert!(!host.is_gone(&me));
+        assert_eq!(me.pid_ns, Some(host.pid_ns));
+        assert_eq!(host.state(&me), ProcessState::Alive);
         let recycled = HolderProcess {
             start_ticks: me.start_ticks + 1,
             ..me.clone()
         };
-        assert!(host.is_gone(&recycled));
+        assert_eq!(host.state(&recycled), ProcessState::Gone);
         let elsewhere = HolderProcess {
             boot_id: "another-machine".into(),
             start_ticks: 0,
             ..me
         };
-        assert!(!host.is_gone(&elsewhere), "other machines: TTL only");
+        assert_eq!(
+            host.state(&elsewhere),
+            ProcessState::Unknown,
+            "other machines: TTL only"
+        );
     }
 }

@@ -14,7 +14,7 @@ use chrono::{DateTime, Duration, Utc};
 use serde::Serialize;
 
 use crate::lease::{Event, Lease, Takeover};
-use crate::liveness::{Current, LocalHost};
+use crate::liveness::{Current, LocalHost, ProcessState};
 use crate::rules::is_live;
 use crate::time::{format_instant, short_duration};
 
@@ -54,7 +54,8 @@ pub enum Rule {
     Identity,
     /// Only an administrator (`lease.admins`) may revoke.
     Admin,
-    /// A takeover the server cannot check (a holder process on another machine).
+    /// A takeover the server cannot check (a holder process on another machine or in another
+    /// PID namespace, or one hidden from it).
     Unverifiable,
 }
 
@@ -113,7 +114,7 @@ pub struct Arrival<'a> {
     pub pusher: &'a Pusher,
     /// The identities that may revoke (`lease.admins`), each a whole identity.
     pub admins: &'a [String],
-    /// What the server can see of holder processes on its own machine.
+    /// Where the server stands (its boot and PID namespace), to see holder processes there.
     pub host: Option<&'a LocalHost>,
 }
 
@@ -239,7 +240,7 @@ fn check_seen_process(
     let Some(process) = prev.process.as_ref() else {
         return;
     };
-    if host.is_some_and(|h| h.sees_running(process)) {
+    if host.is_some_and(|h| h.state(process) == ProcessState::Alive) {
         found.push((
             Rule::HolderChange,
             format!(
@@ -264,8 +265,9 @@ fn check_first(next: &Lease, found: &mut Vec<Violation>) {
 }
 
 /// Returns true if `next` takes over from a holder process that `prev` recorded and that is
-/// gone: as recorded, for an audit; only if the server sees the process gone on its own
-/// machine, for an arrival.
+/// gone: as recorded, for an audit; only if the server establishes that the process is gone
+/// ([`crate::liveness::ProcessState::Gone`]: its own boot and PID namespace, nothing hidden
+/// from it), for an arrival.
 fn process_gone_takeover(prev: &Lease, next: &Lease, arrival: Option<&Arrival<'_>>) -> bool {
     if prev.process.is_none() || next.takeover != Some(Takeover::ProcessGone) {
         return false;
@@ -328,7 +330,7 @@ fn check_transition(
                     found.push((
                         Rule::Unverifiable,
                         format!(
-                            "the takeover says {}'s process is gone, which this server cannot check (it ran on another machine, or is running); wait until {} or ask an administrator to revoke",
+                            "the takeover says {}'s process is gone, which this server cannot check (it ran on another machine or in another PID namespace, is hidden from the server, or is running); wait until {} or ask an administrator to revoke",
                             prev.holder.as_deref().unwrap_or("nobody"),
                             until()
                         ),
@@ -662,6 +664,7 @@ mod tests {
         prev.process = Some(crate::liveness::HolderProcess {
             pid: 1,
             boot_id: "another-machine".into(),
+            pid_ns: Some(1),
             start_ticks: 1,
         });
         let seen_gone = Current {

@@ -23,8 +23,10 @@
 //! - freeing an expired lease: anyone, recording themselves as `by` (the previous holder may
 //!   leave `by` out);
 //! - revoke: an administrator only;
-//! - a takeover the server cannot verify (`process_gone` of a process on another machine,
-//!   while the TTL runs) is refused; one it can verify (this machine, the process gone) is not;
+//! - a takeover the server cannot verify (`process_gone` of a process on another machine, in
+//!   another PID namespace of the server's machine, or of a record without its namespace,
+//!   while the TTL runs) is refused; one it can verify (this machine and PID namespace, the
+//!   process gone) is not;
 //! - liveness and takeovers are judged at the server's clock, never the pushed `at`, and an
 //!   `at` further than `lease.maxClockSkew` from the server's clock is refused;
 //! - without an authenticated pusher every lease push is refused.
@@ -41,7 +43,7 @@ use serde_json::{json, Value};
 use crate::env::{at, rfc3339, t0, Run, TestRepo};
 use crate::forge::{self, acquired, freed, with};
 use crate::server::Server;
-use crate::session::{boot_id, start_ticks};
+use crate::session::{boot_id, pid_ns, start_ticks};
 
 /// The holder of every prior lease.
 const HOLDER: &str = "alice";
@@ -73,11 +75,14 @@ struct Facts {
     admins: Vec<String>,
     /// Its `/proc/sys/kernel/random/boot_id`.
     boot_id: Option<String>,
+    /// Its PID namespace (the inode of `/proc/self/ns/pid`).
+    pid_ns: Option<u64>,
 }
 
 impl Facts {
     /// Whether `lease` is live by the server's clock: held, not expired, and its recorded
-    /// process not verifiably gone (it ran on the server's machine and is no longer there).
+    /// process not verifiably gone (it ran on the server's machine, in its PID namespace, and
+    /// is no longer there).
     fn is_live(&self, lease: &Value) -> bool {
         lease["holder"].is_string()
             && lease["expires_at"]
@@ -86,16 +91,20 @@ impl Facts {
             && !self.verifiably_gone(&lease["process"])
     }
 
-    /// Whether the server can see that `process` (a `lease.json` `process` object) is gone.
+    /// Whether the server can see that `process` (a `lease.json` `process` object) is gone:
+    /// only in its own boot and PID namespace (a record without its namespace is unknown).
     fn verifiably_gone(&self, process: &Value) -> bool {
-        let (Some(boot), Some(pid), Some(ticks)) = (
+        let (Some(boot), Some(ns), Some(pid), Some(ticks)) = (
             process["boot_id"].as_str(),
+            process["pid_ns"].as_u64(),
             process["pid"].as_u64(),
             process["start_ticks"].as_u64(),
         ) else {
             return false;
         };
-        self.boot_id.as_deref() == Some(boot) && start_ticks(pid as u32) != Some(ticks)
+        self.boot_id.as_deref() == Some(boot)
+            && self.pid_ns == Some(ns)
+            && start_ticks(pid as u32) != Some(ticks)
     }
 }
 
@@ -352,12 +361,18 @@ enum Variant {
     /// on another machine.
     Unverifiable,
     /// The `process_gone` takeover or release of alice's lease whose process ran on the
-    /// server's own machine and is gone: something the server can verify.
+    /// server's own machine and PID namespace and is gone: something the server can verify.
     VerifiedGone,
+    /// The same takeover or release, of a process recorded on the server's machine (its boot
+    /// id) but in another PID namespace (another container's): its pid says nothing here.
+    OtherNamespace,
+    /// The same, of a process recorded on the server's machine without its PID namespace (a
+    /// record from before it was recorded): unknown, never gone.
+    NoNamespace,
 }
 
 impl Variant {
-    const ALL: [Variant; 7] = [
+    const ALL: [Variant; 9] = [
         Variant::Honest,
         Variant::Impersonating,
         Variant::ForgedBy,
@@ -365,6 +380,8 @@ impl Variant {
         Variant::BeyondSkew,
         Variant::Unverifiable,
         Variant::VerifiedGone,
+        Variant::OtherNamespace,
+        Variant::NoNamespace,
     ];
 
     fn name(self) -> &'static str {
@@ -376,6 +393,8 @@ impl Variant {
             Variant::BeyondSkew => "beyond-skew",
             Variant::Unverifiable => "unverifiable",
             Variant::VerifiedGone => "verified-gone",
+            Variant::OtherNamespace => "other-pid-namespace",
+            Variant::NoNamespace => "no-pid-namespace",
         }
     }
 
@@ -389,7 +408,7 @@ impl Variant {
                 Event::AcquireExpired | Event::ReleaseExpired | Event::Reacquire | Event::Renew
             ),
             Variant::Unverifiable => event == Event::ReleaseExpired,
-            Variant::VerifiedGone => {
+            Variant::VerifiedGone | Variant::OtherNamespace | Variant::NoNamespace => {
                 matches!(event, Event::AcquireProcessGone | Event::ReleaseExpired)
             }
         }
@@ -419,20 +438,25 @@ impl Case {
     }
 }
 
-/// A `process` object of `lease.json`.
-fn process(boot_id: &str, pid: u32, start_ticks: u64) -> Value {
-    json!({ "pid": pid, "boot_id": boot_id, "start_ticks": start_ticks })
+/// A `process` object of `lease.json` (without `pid_ns` where `pid_ns` is `None`).
+fn process(boot_id: &str, pid_ns: Option<u64>, pid: u32, start_ticks: u64) -> Value {
+    let mut p = json!({ "pid": pid, "boot_id": boot_id, "start_ticks": start_ticks });
+    if let Some(ns) = pid_ns {
+        p["pid_ns"] = json!(ns);
+    }
+    p
 }
 
 /// A holder process on another machine: the server cannot tell whether it is gone.
 fn process_elsewhere() -> Value {
-    process("another-machine", 4242, 1)
+    process("another-machine", Some(1), 4242, 1)
 }
 
-/// A holder process on the server's machine that is verifiably gone: this test's own pid with
-/// another start time (a recycled pid).
-fn process_gone_here(boot_id: &str) -> Value {
-    process(boot_id, std::process::id(), 1)
+/// A holder process on the server's machine, in the PID namespace `pid_ns`, that looks gone
+/// by this namespace's pids: this test's own pid with another start time (a recycled pid).
+/// Verifiably gone in the server's own namespace only.
+fn process_gone_here(boot_id: &str, pid_ns: Option<u64>) -> Value {
+    process(boot_id, pid_ns, std::process::id(), 1)
 }
 
 /// The ledger the server has before the case's push.
@@ -450,8 +474,14 @@ fn prior_ledger(issue: &str, event: Event, variant: Variant, facts: &Facts) -> V
         (Event::Reacquire | Event::Renew, Variant::Misdated) => {
             vec![acquired(issue, HOLDER, 1, -400, Some(340))]
         }
-        (_, Variant::VerifiedGone) => {
-            live_with(process_gone_here(facts.boot_id.as_deref().unwrap_or("?")))
+        (_, Variant::VerifiedGone | Variant::OtherNamespace | Variant::NoNamespace) => {
+            let boot = facts.boot_id.as_deref().unwrap_or("?");
+            let ns = match variant {
+                Variant::VerifiedGone => facts.pid_ns,
+                Variant::OtherNamespace => facts.pid_ns.map(|ns| ns + 1),
+                _ => None,
+            };
+            live_with(process_gone_here(boot, ns))
         }
         (Event::AcquireProcessGone, _) | (_, Variant::Unverifiable) => {
             live_with(process_elsewhere())
@@ -502,8 +532,13 @@ fn pushed_step(
     };
     let previous = prior.and_then(|p| p["holder"].as_str());
     let token = prior.map_or(0, |p| p["token"].as_u64().expect("token"));
-    let takeover_kind = if matches!(variant, Variant::Unverifiable | Variant::VerifiedGone)
-        || event == Event::AcquireProcessGone
+    let takeover_kind = if matches!(
+        variant,
+        Variant::Unverifiable
+            | Variant::VerifiedGone
+            | Variant::OtherNamespace
+            | Variant::NoNamespace
+    ) || event == Event::AcquireProcessGone
     {
         "process_gone"
     } else {
@@ -549,7 +584,8 @@ fn cases(facts: &Facts) -> Vec<Case> {
         for role in Role::ALL {
             for variant in Variant::ALL {
                 if !variant.applies(event, role)
-                    || (variant == Variant::VerifiedGone && facts.boot_id.is_none())
+                    || (matches!(variant, Variant::VerifiedGone | Variant::OtherNamespace)
+                        && (facts.boot_id.is_none() || facts.pid_ns.is_none()))
                 {
                     continue;
                 }
@@ -730,6 +766,7 @@ fn forged_pushes_get_exactly_the_verdicts_of_the_spec() {
         max_skew_s: SKEW_S,
         admins: vec![ADMIN.into(), "root".into()],
         boot_id: Some(boot_id()),
+        pid_ns: Some(pid_ns()),
     };
     let cases = cases(&facts);
     let client = TestRepo::new();

@@ -1,13 +1,16 @@
 //! Local liveness: a lease that records its holder process is not live on this machine once
 //! that process is gone, and the takeover is recorded as such; on other machines only the TTL
-//! counts. Real processes live and die here; everything else runs at fixed instants.
+//! counts. Real processes live and die here; everything else runs at fixed instants. Holders
+//! a reader cannot see (another PID namespace, a hidden `/proc`) are in [`namespaces`].
+
+mod namespaces;
 
 use serde_json::{json, Value};
 
 use crate::env::{assert_fields, at_min, issues, jrun, TestRepo};
 use crate::session::{
-    assert_secret_shape, assert_verify_clean, boot_id, dead_pid, forge, start_ticks, Sleeper,
-    ALICE, BOB,
+    assert_secret_shape, assert_verify_clean, boot_id, dead_pid, forge, pid_ns, start_ticks,
+    Sleeper, ALICE, BOB,
 };
 
 #[test]
@@ -28,6 +31,7 @@ fn a_gone_holder_process_frees_the_lease_at_once_on_this_machine() {
     let stored = repo.lease_json("7");
     assert_eq!(stored["process"]["pid"], json!(pid), "{stored}");
     assert_eq!(stored["process"]["boot_id"], json!(boot_id()), "{stored}");
+    assert_eq!(stored["process"]["pid_ns"], json!(pid_ns()), "{stored}");
     assert_eq!(
         stored["process"]["start_ticks"],
         json!(start_ticks(pid).expect("the sleeper runs")),
@@ -173,7 +177,7 @@ fn a_process_recorded_on_another_machine_is_judged_by_the_ttl_only() {
         "this-box",
         &forged_lease(
             "this-box",
-            json!({"pid": gone, "boot_id": ours, "start_ticks": 1}),
+            json!({"pid": gone, "boot_id": ours, "pid_ns": pid_ns(), "start_ticks": 1}),
         ),
     );
     assert_verify_clean(&repo, 0);

@@ -20,7 +20,9 @@
 //! - [`perf`]: the list cache, packing, fsync mode and batches never change an answer.
 //! - [`session`]: session secrets, stored only as hashes and needed by every step of their
 //!   tenure.
-//! - [`liveness`]: a lease whose holder process is gone is not live on its machine.
+//! - [`liveness`]: a lease whose holder process is gone is not live on its machine; one whose
+//!   process its reader cannot see (another PID namespace, `hidepid`) stays live until its
+//!   expiry.
 //! - [`end_states`]: `complete` and `abandon`, and the note and task of a claim.
 //! - [`run`]: `run` and `wait`, on real time.
 //! - [`server`]: a served bare repository per test (`git daemon`, or `git http-backend` behind

@@ -129,6 +129,15 @@ pub(crate) fn boot_id() -> String {
         .to_owned()
 }
 
+/// This process's PID namespace: the inode of `/proc/self/ns/pid` (the test binary and the
+/// binary under test share it).
+pub(crate) fn pid_ns() -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata("/proc/self/ns/pid")
+        .expect("this test needs /proc/self/ns/pid")
+        .ino()
+}
+
 /// Field 22 of `/proc/<pid>/stat` (the start time in clock ticks), read independently of the
 /// product.
 pub(crate) fn start_ticks(pid: u32) -> Option<u64> {

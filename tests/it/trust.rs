@@ -16,7 +16,7 @@ use crate::attack::{judge, push_to, seed, Got};
 use crate::env::{at, TestRepo};
 use crate::forge::{self, acquired, freed, renewed, with};
 use crate::server::{lease, Server};
-use crate::session::{boot_id, start_ticks};
+use crate::session::{boot_id, pid_ns, start_ticks};
 
 /// The holder of every prior lease, and another user.
 const ALICE: &str = "alice";
@@ -285,7 +285,7 @@ fn a_reader_refuses_a_takeover_of_a_process_it_sees_running() {
     let held = with(
         acquired("42", ALICE, 1, 0, Some(3600)),
         "process",
-        json!({"pid": me, "boot_id": boot_id(), "start_ticks": ticks}),
+        json!({"pid": me, "boot_id": boot_id(), "pid_ns": pid_ns(), "start_ticks": ticks}),
     );
     let tip = forge::build_ledger(server.repo(), "42", &[held])[0].clone();
     let takeover = with(

@@ -64,7 +64,7 @@ pub(crate) fn run(ctx: &Context, args: Args, out: &mut dyn Write) -> Result<u8, 
         None => None,
         Some(pid) => Some(git_lease::liveness::HolderProcess::of(pid).ok_or_else(|| {
             Error::InvalidInput(format!(
-                "--pid {pid}: no such process on this machine (or no /proc to record it)"
+                "--pid {pid}: no such process on this machine (or no /proc of this PID namespace to record it)"
             ))
         })?),
     };

@@ -81,8 +81,8 @@ pub struct LeaseView {
     /// What the claim recorded beside its holder.
     #[serde(flatten)]
     pub claim: ClaimView,
-    /// True when a reader on the holder's machine found that process gone (the lease is then
-    /// not live).
+    /// True when this reader, in the holding process's boot and PID namespace, established that
+    /// it is gone (the lease is then not live).
     pub process_gone: bool,
     /// True when the tenure was taken with a session (its secret is needed to renew or free it).
     pub session: bool,
