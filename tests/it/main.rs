@@ -39,6 +39,9 @@
 //! - [`fleet`]: `acquire --any` and `run --any` racing through a daemon, and `watch`.
 //! - [`attack`]: the forged-push matrix (every event x pusher x forged data) against the
 //!   specification of who may push what, and when.
+//! - [`adversary`]: generated sequences of honest and forged pushes through a real server,
+//!   and the properties every accepted push must keep (verify, a following client, tokens,
+//!   one live tenure at a time).
 //! - [`output`]: human output escapes control characters and invisible Unicode from ledgers.
 //! - [`rewound`]: a hookless remote that rewinds, rewrites or deletes a ledger.
 //! - [`trust`]: nothing outside a ledger's objects changes what it means, and what the hook
@@ -50,6 +53,7 @@
 
 pub mod env;
 
+mod adversary;
 mod attack;
 mod bad_input;
 mod cgi;
