@@ -20,6 +20,7 @@
 pub mod durability;
 mod files;
 pub(crate) mod loose;
+pub mod nofollow;
 mod objects;
 pub(crate) mod pack;
 mod refdb;
