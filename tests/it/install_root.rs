@@ -389,6 +389,11 @@ fn install_hook_as_root_follows_no_link_the_owner_planted_and_gives_only_what_it
     h.refused("a bad lease.fence", &[], &["lease.fence"]);
     h.owner_config("lease.fence", None);
 
+    // lease.identity=env without the variable's name: a hook that would refuse every push.
+    h.owner_config("lease.identity", Some("env"));
+    h.refused("lease.identity=env", &[], &["lease.pusherEnv is not set"]);
+    h.owner_config("lease.identity", None);
+
     // A clean install: nothing outside the repository changes; what it wrote is the owner's,
     // the configuration file with the mode it had.
     let config_mode = std::fs::metadata(&config).expect("stat").mode() & 0o7777;
