@@ -65,6 +65,24 @@ pub enum Error {
         /// What was expected.
         expected: &'static str,
     },
+    /// A setting that another one needs is unset or empty.
+    #[error("{key} is not set (or is empty), but {needed}")]
+    ConfigMissing {
+        /// The key that is missing.
+        key: String,
+        /// What needs it, and what it should hold.
+        needed: &'static str,
+    },
+    /// A path in a repository that is not used as it is: a symbolic link where a file or
+    /// directory is read or written (none is followed there), something other than the file or
+    /// directory expected, or a hooks directory outside the repository.
+    #[error("{}: {reason}", path.display())]
+    UnsafePath {
+        /// The path.
+        path: PathBuf,
+        /// What is wrong with it, and what to do.
+        reason: String,
+    },
     /// Some other invalid input, described in full.
     #[error("{0}")]
     InvalidInput(String),
@@ -208,6 +226,8 @@ impl Error {
             | Error::InvalidTime { .. }
             | Error::InvalidInput(_)
             | Error::Config { .. }
+            | Error::ConfigMissing { .. }
+            | Error::UnsafePath { .. }
             | Error::RefClash { .. }
             | Error::RefStorage { .. }
             | Error::NotARepository { .. } => ErrorKind::Usage,

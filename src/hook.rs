@@ -65,11 +65,33 @@ impl Policy {
     pub fn from_config(store: &Store) -> Result<Policy, crate::Error> {
         let max_skew =
             crate::config::max_clock_skew(store.config_string("lease.maxClockSkew").as_deref())?;
+        let pusher_env = store.config_string("lease.pusherEnv");
         let identity = match store.config_string("lease.identity").as_deref() {
             Some("push-cert") => Identity::PushCert,
-            Some("env") | None => match store.config_string("lease.pusherEnv") {
+            // Fails closed: a server told to read the pusher from the environment, but not from
+            // which variable, knows nobody; the hook refuses every push until that is fixed.
+            Some("env") => match pusher_env {
                 Some(var) if !var.is_empty() => Identity::Env(var),
-                _ => Identity::None,
+                _ => {
+                    return Err(crate::Error::ConfigMissing {
+                        key: "lease.pusherEnv".into(),
+                        needed: "lease.identity=env needs it: the name of the variable the \
+                                 server sets to the authenticated pusher (REMOTE_USER, GL_USER, \
+                                 ...)",
+                    })
+                }
+            },
+            None => match pusher_env {
+                Some(var) if var.is_empty() => {
+                    return Err(crate::Error::Config {
+                        key: "lease.pusherEnv".into(),
+                        value: var,
+                        expected: "the name of the variable the server sets to the \
+                                   authenticated pusher (REMOTE_USER, GL_USER, ...)",
+                    })
+                }
+                Some(var) => Identity::Env(var),
+                None => Identity::None,
             },
             Some(other) => {
                 return Err(crate::Error::Config {
@@ -79,11 +101,11 @@ impl Policy {
                 })
             }
         };
-        // One identity per value, taken whole: "Ops Team" is one identity, not two.
+        // One identity per value, taken whole and exactly as written: "Ops Team" is one
+        // identity, not two, and "ops " is not "ops". An empty value names nobody.
         let admins = store
             .config_strings("lease.admins")
             .into_iter()
-            .map(|a| a.trim().to_owned())
             .filter(|a| !a.is_empty())
             .collect();
         let require_token = crate::config::boolean(
@@ -110,29 +132,40 @@ impl Policy {
 }
 
 /// Establishes the pusher from the hook's environment under `identity`.
+///
+/// The value is the identity exactly as the server set it, never trimmed or otherwise
+/// normalised: `"ops "` is not the administrator `ops`, and `" alice"` is not `alice`. An empty
+/// (or unset) value is no identity.
 pub fn pusher_from_env(identity: &Identity) -> Pusher {
     match identity {
         Identity::None => Pusher::Unknown,
         Identity::PushCert => {
             let status = std::env::var("GIT_PUSH_CERT_STATUS").unwrap_or_default();
-            let signer = std::env::var("GIT_PUSH_CERT_SIGNER").unwrap_or_default();
             if status != "G" {
-                Pusher::Unauthenticated(if status.is_empty() {
+                return Pusher::Unauthenticated(if status.is_empty() {
                     "the push is not signed (use git push --signed)".into()
                 } else {
                     format!("the push certificate's status is {status}, not G (good)")
-                })
-            } else if signer.trim().is_empty() {
-                Pusher::Unauthenticated(
+                });
+            }
+            match std::env::var("GIT_PUSH_CERT_SIGNER") {
+                Ok(signer) if !signer.is_empty() => Pusher::Known(signer),
+                Ok(_) | Err(std::env::VarError::NotPresent) => Pusher::Unauthenticated(
                     "the push certificate's key is not in the allowed signers".into(),
-                )
-            } else {
-                Pusher::Known(signer.trim().to_owned())
+                ),
+                Err(std::env::VarError::NotUnicode(_)) => Pusher::Unauthenticated(
+                    "the push certificate's signer is not valid UTF-8".into(),
+                ),
             }
         }
         Identity::Env(var) => match std::env::var(var) {
-            Ok(v) if !v.trim().is_empty() => Pusher::Known(v.trim().to_owned()),
-            _ => Pusher::Unauthenticated(format!("the server did not set {var}")),
+            Ok(v) if !v.is_empty() => Pusher::Known(v),
+            Ok(_) | Err(std::env::VarError::NotPresent) => {
+                Pusher::Unauthenticated(format!("the server did not set {var}"))
+            }
+            Err(std::env::VarError::NotUnicode(_)) => {
+                Pusher::Unauthenticated(format!("the server set {var} to text that is not UTF-8"))
+            }
         },
     }
 }

@@ -373,9 +373,11 @@ fn run(cli: Cli) -> Result<u8, Failure> {
         source: e,
     })?;
     let ledger = match &cli.command {
-        Command::InstallHook(commands::install_hook::Args {
-            repo: Some(repo), ..
-        }) => Ledger::open(repo)?,
+        // It may run as root in a repository someone else owns: no configuration file is read
+        // through a link.
+        Command::InstallHook(commands::install_hook::Args { repo, .. }) => Ledger::from_store(
+            git_lease::Store::open_unfollowed(repo.as_deref().unwrap_or(&cwd), repo.is_some())?,
+        ),
         // A hook reads the pushed objects from git's quarantine as well.
         Command::Hook(_) => {
             Ledger::from_store(git_lease::Store::discover(&cwd)?.with_push_quarantine()?)

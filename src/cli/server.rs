@@ -8,6 +8,7 @@ use std::process::Stdio;
 use git_lease::backend::Backend;
 use git_lease::hook::{self, Policy, RefUpdate};
 use git_lease::remote::{hook_verdict, redact_url, redact_urls, HookVerdict, Remote};
+use git_lease::store::nofollow::{self, Dir, Placement};
 use git_lease::{Error, IssueId};
 
 use super::{exit, output, Context, Failure, HolderArg, HookKind};
@@ -114,24 +115,30 @@ pub(crate) fn hook(ctx: &Context, kind: &HookKind) -> Result<u8, Failure> {
     })
 }
 
+/// The hook's name in the hooks directory, the name an existing hook that is not ours is kept
+/// under (it runs first), and the temporary file ours is written to.
+const HOOK: &str = "pre-receive";
+const CHAINED: &str = "pre-receive.before-git-lease";
+const HOOK_TMP: &str = "pre-receive.git-lease-tmp";
+
 /// Installs the pre-receive hook into a repository and enables push options, then checks
 /// what it can of the setup and warns (stderr and output) about each trap: a binary the
 /// repository's owner cannot run, files left owned by someone else, no identity configured,
 /// push options still disabled.
+///
+/// It may run as root in a repository that someone else owns, who may have planted links in
+/// it: every name is reached from the git dir's descriptor without following a link (a link
+/// in the way is refused, exit 2, before anything is written), files are created exclusively,
+/// and root gives the repository's owner only what it created, through their descriptors. A
+/// `core.hooksPath` that leads outside the repository is refused unless `allow_hooks_path`.
 pub(crate) fn install_hook(
     ctx: &Context,
     binary: Option<&Path>,
+    allow_hooks_path: bool,
     out: &mut dyn Write,
 ) -> Result<u8, Failure> {
-    use std::os::unix::fs::MetadataExt;
     // `--repo` was opened as the context's repository.
     let store = ctx.ledger.store();
-    let git_dir = store.git_dir().to_owned();
-    let hooks_dir = match store.config_string("core.hooksPath") {
-        Some(p) if Path::new(&p).is_absolute() => p.into(),
-        Some(p) => git_dir.join(p),
-        None => git_dir.join("hooks"),
-    };
     let io = |context: String| move |source| Error::Io { context, source };
     let exe = match binary {
         Some(path) if path.is_absolute() => path.to_owned(),
@@ -151,13 +158,17 @@ pub(crate) fn install_hook(
         ))
         .into());
     }
-    let owner = git_dir
-        .metadata()
-        .map_err(io(format!("cannot read {}", git_dir.display())))?;
+    // A hook that would refuse every push is not installed: the configuration is fixed first.
+    let policy = Policy::from_config(store)?;
+    let git_dir = store.open_git_dir()?;
+    let owned_by = git_dir.owner()?;
     let owner = Owner {
-        uid: owner.uid(),
-        gid: owner.gid(),
+        uid: owned_by.uid,
+        gid: owned_by.gid,
     };
+    let me = nofollow::effective_uid();
+    // Root installs for the repository's owner: what it creates there becomes the owner's.
+    let give = (me == 0 && owner.uid != 0).then_some(owned_by);
     let mut warnings = Vec::new();
     if let Err(why) = runnable_by(&exe, owner) {
         warnings.push(format!(
@@ -166,23 +177,35 @@ pub(crate) fn install_hook(
              it (e.g. /usr/local/bin) and run install-hook again with --binary PATH",
             exe.display(),
             owner.name(),
-            git_dir.display()
+            git_dir.path().display()
         ));
     }
-    let created_hooks_dir = !hooks_dir.is_dir();
-    std::fs::create_dir_all(&hooks_dir)
-        .map_err(io(format!("cannot create {}", hooks_dir.display())))?;
-    let hook_path = hooks_dir.join("pre-receive");
-    let chained = hooks_dir.join("pre-receive.before-git-lease");
+    // Every name this touches is checked before anything is written (a hooks directory is
+    // created only where no name in it can be in the way).
+    store.check_repository_config(&git_dir)?;
+    let (hooks, created, inside) = hooks_dir(store, &git_dir, allow_hooks_path)?;
+    for name in [HOOK, CHAINED, HOOK_TMP] {
+        hooks.expect_file_or_nothing(name)?;
+    }
+    let given = if inside { give } else { None };
+    if let Some(to) = given {
+        for dir in &created {
+            dir.give(to)?;
+        }
+    }
+    let hook_path = hooks.path().join(HOOK);
+    let chained = hooks.path().join(CHAINED);
     let mut note = String::new();
     let mut moved = false;
     // A hook that is not ours (whether or not it reads as text) keeps running, first.
-    let ours = std::fs::read_to_string(&hook_path).is_ok_and(|text| text.contains(MARKER));
-    if !ours && hook_path.exists() {
-        std::fs::rename(&hook_path, &chained).map_err(io(format!(
-            "cannot move the existing hook {}",
-            hook_path.display()
-        )))?;
+    let existing = hooks.read_linked(HOOK)?;
+    let ours = existing.as_ref().is_some_and(|hook| {
+        hook.bytes
+            .windows(MARKER.len())
+            .any(|w| w == MARKER.as_bytes())
+    });
+    if !ours && existing.is_some() {
+        hooks.rename(HOOK, CHAINED)?;
         note = format!(" (the existing hook runs first, as {})", chained.display());
         moved = true;
     }
@@ -202,55 +225,37 @@ pub(crate) fn install_hook(
          fi\n\
          printf '%s\\n' \"$input\" | exec \"$bin\" hook pre-receive\n"
     );
-    let tmp = hooks_dir.join("pre-receive.git-lease-tmp");
-    std::fs::write(&tmp, script).map_err(io(format!("cannot write {}", tmp.display())))?;
-    set_executable(&tmp)?;
-    // Who we are, as the file system sees it: the owner of what we just wrote.
-    let me = tmp
-        .metadata()
-        .map_err(io(format!("cannot read {}", tmp.display())))?
-        .uid();
-    std::fs::rename(&tmp, &hook_path)
-        .map_err(io(format!("cannot install {}", hook_path.display())))?;
-    store.set_repository_config("receive", "advertisePushOptions", "true")?;
-    let mut written = vec![hook_path.clone(), git_dir.join("config")];
-    if created_hooks_dir {
-        written.push(hooks_dir.clone());
-    }
-    if me != owner.uid {
-        if me == 0 {
-            // Root installs for the repository's owner: what it wrote stays the owner's.
-            for path in &written {
-                std::os::unix::fs::chown(path, Some(owner.uid), Some(owner.gid)).map_err(io(
-                    format!("cannot give {} to {}", path.display(), owner.name()),
-                ))?;
-            }
-            note.push_str(&format!("; its files given to {}", owner.name()));
-        } else {
-            warnings.push(format!(
-                "{} is owned by {}, not by you (uid {me}): {} and {} now belong to you; make \
-                 sure {} can still read them, or run install-hook as that user or as root",
-                git_dir.display(),
-                owner.name(),
-                hook_path.display(),
-                git_dir.join("config").display(),
-                owner.name()
-            ));
+    hooks.create(HOOK_TMP, script.as_bytes(), 0o755, given)?;
+    hooks.rename(HOOK_TMP, HOOK)?;
+    store.set_repository_config(&git_dir, "receive", "advertisePushOptions", "true", give)?;
+    if give.is_some() {
+        note.push_str(&format!("; its files given to {}", owner.name()));
+        if !inside {
+            note.push_str(
+                ", except the hook, outside the repository (--allow-hooks-path), which stays \
+                 root's",
+            );
         }
+    } else if me != owner.uid && me != 0 {
+        warnings.push(format!(
+            "{} is owned by {}, not by you (uid {me}): {} and {} now belong to you; make sure \
+             {} can still read them, or run install-hook as that user or as root",
+            git_dir.path().display(),
+            owner.name(),
+            hook_path.display(),
+            git_dir.path().join("config").display(),
+            owner.name()
+        ));
     }
-    match Policy::from_config(store) {
-        Ok(policy) if policy.identity == hook::Identity::None => warnings.push(
+    if policy.identity == hook::Identity::None {
+        warnings.push(
             "no identity is configured (lease.pusherEnv, or lease.identity=push-cert): the hook \
              cannot tell who pushed, so anyone can act as anyone (renew, release or revoke in \
              another's name, push to another's fenced branch); see docs/SERVER.md"
                 .to_owned(),
-        ),
-        Ok(_) => {}
-        Err(e) => warnings.push(format!(
-            "the hook's configuration is invalid ({e}): it refuses every push until that is fixed"
-        )),
+        );
     }
-    let advertised = git_lease::git::command(&git_dir)
+    let advertised = git_lease::git::command(git_dir.path())
         .args(["config", "--bool", "--get", "receive.advertisePushOptions"])
         .stderr(Stdio::null())
         .output()
@@ -288,6 +293,51 @@ pub(crate) fn install_hook(
         }
     }
     Ok(exit::OK)
+}
+
+/// Opens the hooks directory for `install-hook`, creating what is missing of it: git's
+/// `hooks` in the git dir, or `core.hooksPath` (absolute, or relative to the git dir, where a
+/// bare repository runs its hooks), resolved; a path that leads outside the git dir is refused
+/// unless `allow_outside`. Returns it, the directories created (outermost first), and whether it
+/// is inside the repository.
+fn hooks_dir(
+    store: &git_lease::Store,
+    git_dir: &Dir,
+    allow_outside: bool,
+) -> Result<(Dir, Vec<Dir>, bool), Error> {
+    let Some(setting) = store.config_string("core.hooksPath") else {
+        let (dir, created) = git_dir.descend(&["hooks".into()])?;
+        return Ok((dir, created, true));
+    };
+    if setting.is_empty() || setting.starts_with('~') {
+        return Err(Error::Config {
+            key: "core.hooksPath".into(),
+            value: setting,
+            expected: "a directory, as an absolute path or one relative to the repository \
+                       (install-hook does not expand ~)",
+        });
+    }
+    match git_dir.place(Path::new(&setting))? {
+        Placement::Inside(components) => {
+            let (dir, created) = git_dir.descend(&components)?;
+            Ok((dir, created, true))
+        }
+        Placement::Outside { base, rest } if allow_outside => {
+            let (dir, created) = Dir::open(&base)?.descend(&rest)?;
+            Ok((dir, created, false))
+        }
+        outside => Err(Error::UnsafePath {
+            path: outside.path(git_dir),
+            reason: format!(
+                "core.hooksPath ({setting}) leads outside the repository {}: install-hook \
+                 refuses to write an executable where the repository's configuration (which its \
+                 owner may have written) points; remove the setting, or, if that directory is \
+                 meant to hold this repository's hooks, run install-hook again with \
+                 --allow-hooks-path",
+                git_dir.path().display()
+            ),
+        }),
+    }
 }
 
 /// The owner of a repository: the user its hooks run as.
@@ -393,14 +443,6 @@ fn runnable_by(exe: &Path, owner: Owner) -> Result<(), String> {
         return Err(format!("{} is not executable by that user", exe.display()));
     }
     Ok(())
-}
-
-fn set_executable(path: &Path) -> Result<(), Error> {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).map_err(|e| Error::Io {
-        context: format!("cannot make {} executable", path.display()),
-        source: e,
-    })
 }
 
 /// Pushes an issue branch with the holder's current token as `-o lease-token=<N>`.

@@ -20,6 +20,7 @@
 pub mod durability;
 mod files;
 pub(crate) mod loose;
+pub mod nofollow;
 mod objects;
 pub(crate) mod pack;
 mod refdb;
@@ -131,6 +132,12 @@ fn without_replacements(mut repo: gix::Repository) -> gix::Repository {
     repo
 }
 
+/// The repository's own configuration file, in its git dir.
+const CONFIG: &str = "config";
+/// The temporary file [`Store::set_repository_config`] writes before renaming it over
+/// [`CONFIG`].
+const CONFIG_TMP: &str = "config.git-lease-tmp";
+
 /// How long to wait for a ref lock held by another process before reporting it.
 pub const DEFAULT_LOCK_WAIT: Duration = Duration::from_secs(3);
 
@@ -157,6 +164,34 @@ impl Store {
             message: first_line(&format!("{e}")),
         })?;
         Store::from_repo(repo)
+    }
+
+    /// Opens the repository as [`Store::open`] (`exact`) or [`Store::discover`] does, after
+    /// checking, without following a link, that its git dir is no link and its configuration
+    /// file a regular file of its own ([`nofollow::Dir::read`]): for a command that may run as
+    /// root in a repository someone else owns (`install-hook`), so that git's configuration is
+    /// not read from a file the owner pointed `config` at.
+    pub fn open_unfollowed(path: &Path, exact: bool) -> Result<Store> {
+        let git_dir = if exact {
+            [path.to_owned(), path.join(".git")]
+                .into_iter()
+                .find(|dir| gix::discover::is_git(dir).is_ok())
+        } else if let Some(dir) = std::env::var_os("GIT_DIR") {
+            Some(PathBuf::from(dir))
+        } else {
+            gix::discover::upwards(path)
+                .ok()
+                .map(|(found, _)| found.into_repository_and_work_tree_directories().0)
+        };
+        // Where none is found, opening reports it.
+        if let Some(git_dir) = git_dir {
+            nofollow::Dir::open(&git_dir)?.read(CONFIG)?;
+        }
+        if exact {
+            Store::open(path)
+        } else {
+            Store::discover(path)
+        }
     }
 
     /// Wraps an open repository, with the ref database its `extensions.refStorage` names:
@@ -281,24 +316,51 @@ impl Store {
             .map(|s| s.to_str_lossy().into_owned())
     }
 
-    /// Sets `section.key` to `value` in the repository's own configuration file
-    /// (`$GIT_DIR/config`), replacing the file whole (a temporary file renamed over it).
-    pub fn set_repository_config(&self, section: &str, key: &str, value: &str) -> Result<()> {
-        let path = self.git_dir().join("config");
-        let mut file =
-            gix::config::File::from_path_no_includes(path.clone(), gix::config::Source::Local)
-                .map_err(|e| Error::git(format!("cannot read {}", path.display()), e))?;
+    /// Opens this repository's git dir without following a link ([`nofollow::Dir::open`]): the
+    /// directory that [`Store::set_repository_config`] and `install-hook` work in.
+    pub fn open_git_dir(&self) -> Result<nofollow::Dir> {
+        nofollow::Dir::open(self.git_dir())
+    }
+
+    /// Checks, reading it as [`Store::set_repository_config`] does, that the repository's own
+    /// configuration file in `git_dir` can be replaced: a regular file of its own, and nothing
+    /// but a file left by a stopped run at the name of its temporary file.
+    pub fn check_repository_config(&self, git_dir: &nofollow::Dir) -> Result<()> {
+        git_dir.read(CONFIG)?;
+        git_dir.expect_file_or_nothing(CONFIG_TMP)
+    }
+
+    /// Sets `section.key` to `value` in the repository's own configuration file, `config` in
+    /// `git_dir` (this repository's git dir, from [`Store::open_git_dir`]), replacing the file
+    /// whole, every step relative to the directory's descriptor: the file is read without
+    /// following a link (a link there, or a file with other names, is refused:
+    /// [`Error::UnsafePath`]), and the new one, with the old one's permission bits, is created
+    /// exclusively
+    /// as `config.git-lease-tmp`, given to `owner` when one is given (through its descriptor),
+    /// and renamed over it.
+    pub fn set_repository_config(
+        &self,
+        git_dir: &nofollow::Dir,
+        section: &str,
+        key: &str,
+        value: &str,
+        owner: Option<nofollow::Owner>,
+    ) -> Result<()> {
+        let path = git_dir.path().join(CONFIG);
+        let old = git_dir.read(CONFIG)?.ok_or_else(|| Error::UnsafePath {
+            path: path.clone(),
+            reason: "is missing: the repository has no configuration file".into(),
+        })?;
+        let mut file = gix::config::File::from_bytes_no_includes(
+            &old.bytes,
+            gix::config::file::Metadata::from(gix::config::Source::Local).at(&path),
+            Default::default(),
+        )
+        .map_err(|e| Error::git(format!("cannot read {}", path.display()), e))?;
         file.set_raw_value_by(section, None, key, value)
             .map_err(|e| Error::git(format!("cannot set {section}.{key}"), e))?;
-        let tmp = self.git_dir().join("config.git-lease-tmp");
-        std::fs::write(&tmp, file.to_bstring()).map_err(|e| Error::Io {
-            context: format!("cannot write {}", tmp.display()),
-            source: e,
-        })?;
-        std::fs::rename(&tmp, &path).map_err(|e| Error::Io {
-            context: format!("cannot replace {}", path.display()),
-            source: e,
-        })
+        git_dir.create(CONFIG_TMP, &file.to_bstring(), old.mode & 0o777, owner)?;
+        git_dir.rename(CONFIG_TMP, CONFIG)
     }
 
     /// Returns the names of the configured remotes (those with a `remote.<name>.url`).

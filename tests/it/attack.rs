@@ -1082,6 +1082,116 @@ fn lease_admins_names_whole_identities() {
     );
 }
 
+#[test]
+fn identities_are_compared_exactly_never_trimmed() {
+    // The server authenticates accounts whose names differ from others' only by white space:
+    // "ops " is not the administrator ops, " alice" is not alice, and the administrator value
+    // "admin " names the account "admin ", not "admin".
+    let users = [HOLDER, " alice", ADMIN, "ops ", "admin", "admin "];
+    let mut server = Server::http_builtin(&users);
+    server.config("lease.pusherEnv", "REMOTE_USER");
+    server.config("lease.admins", ADMIN);
+    server.git(&["config", "--add", "lease.admins", "admin "]);
+    server.start_at(&at(0));
+    let client = TestRepo::new();
+    let revoke = |issue: &str, by: &str| {
+        let mut value = freed(issue, "revoke", HOLDER, 1, 0);
+        value["by"] = json!(by);
+        value["reason"] = json!("stuck");
+        value
+    };
+    let renew = |issue: &str| crate::forge::renewed(issue, HOLDER, 1, -60, 0, TTL_S);
+    let release = |issue: &str| freed(issue, "release", HOLDER, 1, 0);
+    // (pusher, issue, the step, accepted?, the rule a refusal must be by)
+    let cases = [
+        // Recording the administrator it would pass for if trimmed.
+        (
+            "ops ",
+            "exact.ops-space",
+            revoke("exact.ops-space", ADMIN),
+            false,
+            "admin",
+        ),
+        (
+            "admin",
+            "exact.admin",
+            revoke("exact.admin", "admin"),
+            false,
+            "admin",
+        ),
+        (
+            "admin ",
+            "exact.admin-space",
+            revoke("exact.admin-space", "admin "),
+            true,
+            "",
+        ),
+        (ADMIN, "exact.ops", revoke("exact.ops", ADMIN), true, ""),
+        (
+            " alice",
+            "exact.renew-space",
+            renew("exact.renew-space"),
+            false,
+            "identity",
+        ),
+        (
+            " alice",
+            "exact.release-space",
+            release("exact.release-space"),
+            false,
+            "identity",
+        ),
+        (HOLDER, "exact.renew", renew("exact.renew"), true, ""),
+    ];
+    let ledgers: Vec<Vec<Value>> = cases
+        .iter()
+        .map(|(_, issue, ..)| vec![acquired(issue, HOLDER, 1, -60, Some(TTL_S))])
+        .collect();
+    let tips = seed(
+        &server,
+        &client,
+        cases
+            .iter()
+            .zip(&ledgers)
+            .map(|((_, issue, ..), l)| (*issue, l.as_slice())),
+    );
+    let mut failures = Vec::new();
+    for (who, issue, value, want, rule) in &cases {
+        let before = tips.get(*issue).map(String::as_str);
+        let commit = forge::lease_commit(&client, value, &[before.expect("a tip")]);
+        let refname = format!("refs/leases/{issue}");
+        let enc = |s: &str| s.replace(' ', "%20");
+        let url = format!(
+            "http://{}:{}@127.0.0.1:{}/leases.git",
+            enc(who),
+            enc(&format!("{who}pw")),
+            server.port()
+        );
+        let run = push_to(&client, &url, &format!("{commit}:{refname}"));
+        let got = judge(&server, &run, &refname, &commit, before);
+        if let Got::Refused(line) = &got {
+            if !line.starts_with(&format!("{rule}: ")) {
+                failures.push(format!(
+                    "{who:?} on {issue}: refused, but not by {rule}: {line}"
+                ));
+            }
+        }
+        let event = value["event"].as_str().unwrap_or_default();
+        expect(
+            &mut failures,
+            &format!("{who:?} pushes a {event} of {issue}"),
+            *want,
+            got,
+        );
+    }
+    assert!(
+        failures.is_empty(),
+        "identities must be compared exactly:\n{}\n\nserver log:\n{}",
+        failures.join("\n"),
+        server.log()
+    );
+}
+
 // ---------------------------------------------------------------------------------------------
 // Helpers
 // ---------------------------------------------------------------------------------------------

@@ -893,6 +893,65 @@ fn with_pusher_env_configured_a_push_without_that_identity_is_refused() {
 }
 
 #[test]
+fn identity_env_without_the_variables_name_refuses_every_push_and_install_hook() {
+    // lease.identity=env without lease.pusherEnv once meant no identity at all: bob could
+    // release alice's live lease in her name. It is a configuration error: the hook refuses
+    // every push saying which setting is missing, and install-hook refuses to install (exit 2).
+    let mut server = Server::with_hook();
+    server.start_at(&at(0));
+    let alice = server.client("alice");
+    let mine = chain_on(&alice, None, &[acquired("7", "alice", 1, -60, Some(600))]);
+    push_accepted(&server, &alice, "7", &mine);
+    let hook_before = std::fs::read(server.bare().join("hooks/pre-receive")).expect("the hook");
+    // Anyone (git daemon authenticates nobody) releasing alice's live lease in her name, with
+    // plain git, from a clone that has her ledger.
+    let release = lease_commit(&alice, &freed("7", "release", "alice", 1, 0), &[&mine[0]]);
+    let bob = server.client("bob");
+    for (setting, value, names) in [
+        ("lease.identity", "env", "lease.pusherEnv is not set"),
+        // Set but empty is no name either.
+        (
+            "lease.pusherEnv",
+            "",
+            "bad config value \"\" for lease.pusherEnv",
+        ),
+    ] {
+        server.config(setting, value);
+        if setting == "lease.pusherEnv" {
+            let _ = server.git_run(&["config", "--unset", "lease.identity"]);
+        }
+        let run = push(&alice, false, &[&format!("{release}:refs/leases/7")]);
+        assert_ne!(
+            run.code, 0,
+            "{setting}={value:?}: the push was accepted\n{run}"
+        );
+        run.stderr_has(names).stderr_has("hook declined");
+        assert_eq!(server.tip("7").as_deref(), Some(mine[0].as_str()));
+        // The tool reports a server that cannot judge as the server's failure (exit 1).
+        let run = bob.run_at(&at(0), &["--remote", "origin", "acquire", "8"]);
+        run.code(1)
+            .stderr_has("the server's hook failed")
+            .stderr_has(names);
+        assert_eq!(server.tip("8"), None);
+        // install-hook refuses, and writes nothing.
+        let run = server.lease(&[
+            "install-hook",
+            "--repo",
+            server.bare().to_str().expect("UTF-8"),
+        ]);
+        run.code(2).stderr_has(names);
+        assert_eq!(
+            std::fs::read(server.bare().join("hooks/pre-receive")).expect("the hook"),
+            hook_before
+        );
+    }
+    // With the variable's name the same push is judged, and refused for what it is.
+    server.config("lease.pusherEnv", "REMOTE_USER");
+    let run = push(&alice, false, &[&format!("{release}:refs/leases/7")]);
+    assert_refused(&run, "7", &release, "identity");
+}
+
+#[test]
 fn the_servers_clock_rules_hold_at_exact_instants() {
     let mut server = Server::with_hook();
     server.start_at(&at(0));

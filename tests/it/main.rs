@@ -34,6 +34,8 @@
 //! - [`reflog`]: reflogs of every ref update without a configured identity.
 //! - [`hook`], [`fence`]: the server hook against forged pushes, and fenced work branches.
 //! - [`http`]: the hook behind a web server, judging the authenticated pusher.
+//! - [`install_root`]: `install-hook` as root in a hostile repository another account owns,
+//!   with links planted: it follows none, and gives the owner only what it made.
 //! - [`servers`]: every common git server set up as docs/SERVER.md says, its traps, and the doc
 //!   itself.
 //! - [`fleet`]: `acquire --any` and `run --any` racing through a daemon, and `watch`.
@@ -69,6 +71,7 @@ mod gc_race;
 mod hook;
 mod http;
 mod human;
+mod install_root;
 mod json;
 mod listing;
 mod liveness;

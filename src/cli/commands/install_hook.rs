@@ -16,10 +16,18 @@ pub(crate) struct Args {
     /// can execute [default: this binary]
     #[arg(long, value_name = "PATH")]
     pub(crate) binary: Option<PathBuf>,
+    /// Install into core.hooksPath even where it leads outside the repository (by default
+    /// refused: the repository's configuration may have been written by someone else)
+    #[arg(long)]
+    pub(crate) allow_hooks_path: bool,
 }
 
 /// Runs `git lease install-hook`.
 pub(crate) fn run(ctx: &Context, args: Args, out: &mut dyn Write) -> Result<u8, Failure> {
-    let Args { binary, .. } = args;
-    crate::cli::server::install_hook(ctx, binary.as_deref(), out)
+    let Args {
+        binary,
+        allow_hooks_path,
+        ..
+    } = args;
+    crate::cli::server::install_hook(ctx, binary.as_deref(), allow_hooks_path, out)
 }

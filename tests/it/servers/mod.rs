@@ -760,7 +760,8 @@ pub fn fill(template: &str, values: &[(&str, &str)]) -> String {
     text
 }
 
-fn is_root() -> bool {
+/// Whether the tests run as root (the uid of a file they create).
+pub fn is_root() -> bool {
     current_account().uid == 0
 }
 
