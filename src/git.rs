@@ -10,8 +10,8 @@ use std::process::{Command, Stdio};
 use crate::error::Error;
 
 /// Returns `git --git-dir <git_dir>`, with `GIT_DIR` removed from its environment, no
-/// standard input, and objects seen as they are: replacement refs (`refs/replace/*`) and
-/// grafts change nothing a ledger means ([`no_replacements`]).
+/// standard input, and objects seen as they are: replacement refs (`refs/replace/*`) change
+/// nothing a ledger means ([`no_replacements`]).
 pub fn command(git_dir: &Path) -> Command {
     let mut cmd = Command::new("git");
     cmd.arg("--git-dir").arg(git_dir);
@@ -21,12 +21,10 @@ pub fn command(git_dir: &Path) -> Command {
 }
 
 /// Makes `cmd`, a git command, see every object as it is: `GIT_NO_REPLACE_OBJECTS` turns
-/// `refs/replace/*` off, and an empty `GIT_GRAFT_FILE` hides `info/grafts`. Anyone who can
-/// push a ref could otherwise change what a ledger commit says to every reader
-/// (docs/SECURITY.md).
+/// `refs/replace/*` off. Anyone who can push a ref could otherwise change what a ledger commit
+/// says to every reader (docs/SECURITY.md).
 pub fn no_replacements(cmd: &mut Command) {
     cmd.env("GIT_NO_REPLACE_OBJECTS", "1")
-        .env("GIT_GRAFT_FILE", "/dev/null")
         .env_remove("GIT_REPLACE_REF_BASE");
 }
 

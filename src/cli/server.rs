@@ -120,6 +120,11 @@ pub(crate) fn hook(ctx: &Context, kind: &HookKind) -> Result<u8, Failure> {
 const HOOK: &str = "pre-receive";
 const CHAINED: &str = "pre-receive.before-git-lease";
 const HOOK_TMP: &str = "pre-receive.git-lease-tmp";
+/// The same for git's `reference-transaction` hook, which checks fenced updates again as they
+/// land.
+const TX_HOOK: &str = "reference-transaction";
+const TX_CHAINED: &str = "reference-transaction.before-git-lease";
+const TX_HOOK_TMP: &str = "reference-transaction.git-lease-tmp";
 
 /// Installs the pre-receive hook into a repository and enables push options, then checks
 /// what it can of the setup and warns (stderr and output) about each trap: a binary the
@@ -184,7 +189,7 @@ pub(crate) fn install_hook(
     // created only where no name in it can be in the way).
     store.check_repository_config(&git_dir)?;
     let (hooks, created, inside) = hooks_dir(store, &git_dir, allow_hooks_path)?;
-    for name in [HOOK, CHAINED, HOOK_TMP] {
+    for name in [HOOK, CHAINED, HOOK_TMP, TX_HOOK, TX_CHAINED, TX_HOOK_TMP] {
         hooks.expect_file_or_nothing(name)?;
     }
     let given = if inside { give } else { None };
@@ -196,37 +201,45 @@ pub(crate) fn install_hook(
     let hook_path = hooks.path().join(HOOK);
     let chained = hooks.path().join(CHAINED);
     let mut note = String::new();
-    let mut moved = false;
-    // A hook that is not ours (whether or not it reads as text) keeps running, first.
-    let existing = hooks.read_linked(HOOK)?;
-    let ours = existing.as_ref().is_some_and(|hook| {
-        hook.bytes
-            .windows(MARKER.len())
-            .any(|w| w == MARKER.as_bytes())
-    });
-    if !ours && existing.is_some() {
-        hooks.rename(HOOK, CHAINED)?;
-        note = format!(" (the existing hook runs first, as {})", chained.display());
-        moved = true;
-    }
     let exe_quoted = exe.display().to_string().replace('\'', r"'\''");
-    let script = format!(
-        "#!/bin/sh\n{MARKER}\n\
-         # Checks pushes to refs/leases/* and to fenced branches (lease.fence).\n\
-         bin='{exe_quoted}'\n\
-         if [ ! -x \"$bin\" ]; then\n\
-         \techo \"git-lease hook: cannot run $bin as user $(id -un 2>/dev/null || id -u): \
-         install git-lease where this user can run it (git lease install-hook --binary PATH)\" >&2\n\
-         \texit 1\n\
-         fi\n\
-         input=$(cat)\n\
-         if [ -x \"$0.before-git-lease\" ]; then\n\
-         \tprintf '%s\\n' \"$input\" | \"$0.before-git-lease\" \"$@\" || exit $?\n\
-         fi\n\
-         printf '%s\\n' \"$input\" | exec \"$bin\" hook pre-receive\n"
-    );
-    hooks.create(HOOK_TMP, script.as_bytes(), 0o755, given)?;
-    hooks.rename(HOOK_TMP, HOOK)?;
+    let script = |what: &str, run: &str| {
+        format!(
+            "#!/bin/sh\n{MARKER}\n\
+             # {what}\n\
+             bin='{exe_quoted}'\n\
+             if [ ! -x \"$bin\" ]; then\n\
+             \techo \"git-lease hook: cannot run $bin as user $(id -un 2>/dev/null || id -u): \
+             install git-lease where this user can run it (git lease install-hook --binary PATH)\" >&2\n\
+             \texit 1\n\
+             fi\n\
+             input=$(cat)\n\
+             if [ -x \"$0.before-git-lease\" ]; then\n\
+             \tprintf '%s\\n' \"$input\" | \"$0.before-git-lease\" \"$@\" || exit $?\n\
+             fi\n\
+             printf '%s\\n' \"$input\" | exec \"$bin\" {run}\n"
+        )
+    };
+    let moved = install_script(
+        &hooks,
+        [HOOK, CHAINED, HOOK_TMP],
+        &script(
+            "Checks pushes to refs/leases/* and to fenced branches (lease.fence).",
+            "hook pre-receive",
+        ),
+        given,
+    )?;
+    if moved {
+        note = format!(" (the existing hook runs first, as {})", chained.display());
+    }
+    install_script(
+        &hooks,
+        [TX_HOOK, TX_CHAINED, TX_HOOK_TMP],
+        &script(
+            "Checks fenced branches (lease.fence) again as a push's refs land.",
+            "hook reference-transaction \"$1\"",
+        ),
+        given,
+    )?;
     store.set_repository_config(&git_dir, "receive", "advertisePushOptions", "true", give)?;
     if give.is_some() {
         note.push_str(&format!("; its files given to {}", owner.name()));
@@ -293,6 +306,31 @@ pub(crate) fn install_hook(
         }
     }
     Ok(exit::OK)
+}
+
+/// Installs `script` as the hook `names[0]` of `hooks`, through the temporary file
+/// `names[2]`; a hook there that is not ours is kept as `names[1]`, which ours runs first.
+/// Returns whether such a hook was moved.
+fn install_script(
+    hooks: &Dir,
+    [name, chained, tmp]: [&str; 3],
+    script: &str,
+    given: Option<nofollow::Owner>,
+) -> Result<bool, Failure> {
+    // A hook that is not ours (whether or not it reads as text) keeps running, first.
+    let existing = hooks.read_linked(name)?;
+    let ours = existing.as_ref().is_some_and(|hook| {
+        hook.bytes
+            .windows(MARKER.len())
+            .any(|w| w == MARKER.as_bytes())
+    });
+    let moved = !ours && existing.is_some();
+    if moved {
+        hooks.rename(name, chained)?;
+    }
+    hooks.create(tmp, script.as_bytes(), 0o755, given)?;
+    hooks.rename(tmp, name)?;
+    Ok(moved)
 }
 
 /// Opens the hooks directory for `install-hook`, creating what is missing of it: git's

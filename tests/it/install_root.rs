@@ -346,17 +346,19 @@ fn install_hook_as_root_follows_no_link_the_owner_planted_and_gives_only_what_it
     let before = state(&h.root, Some(&repo));
     let run = h.install(&["--allow-hooks-path"]);
     run.ok().stdout_has("which stays root's");
-    let hook = elsewhere.join("pre-receive");
-    let meta = std::fs::symlink_metadata(&hook).expect("the hook outside");
-    assert_eq!(
-        (meta.uid(), meta.gid(), meta.mode() & 0o7777),
-        (0, 0, 0o755)
-    );
-    std::fs::remove_file(&hook).expect("rm");
+    for name in ["pre-receive", "reference-transaction"] {
+        let hook = elsewhere.join(name);
+        let meta = std::fs::symlink_metadata(&hook).expect("the hook outside");
+        assert_eq!(
+            (meta.uid(), meta.gid(), meta.mode() & 0o7777),
+            (0, 0, 0o755)
+        );
+        std::fs::remove_file(&hook).expect("rm");
+    }
     assert_eq!(
         diff(&before, &state(&h.root, Some(&repo))),
         Vec::<String>::new(),
-        "--allow-hooks-path changed more outside the repository than its hook\n{run}"
+        "--allow-hooks-path changed more outside the repository than its hooks\n{run}"
     );
     h.owner_config("core.hooksPath", None);
     std::fs::remove_file(repo.join("hooks-link")).expect("rm");
