@@ -3,9 +3,16 @@
 //! runs on the repository it is meant for whatever the caller's environment says; the one
 //! exception, reftable's ref reads and writes, builds its own in `store::refdb` (which also
 //! drops `GIT_NAMESPACE` and reads git in the C locale).
+//!
+//! The commands a remote runs (fetch, push) run through [`output`], so that a command that
+//! must end at once (`watch` on SIGTERM, however long a silent remote keeps git waiting) can
+//! end them: [`stop_commands`].
 
+use std::io::Read;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::{Command, Output, Stdio};
+use std::sync::{Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
 use crate::error::Error;
 
@@ -24,4 +31,139 @@ pub fn spawn_error(shown: &str, e: std::io::Error) -> Error {
         context: format!("cannot run {shown}"),
         source: e,
     }
+}
+
+/// The commands [`output`] runs now, and whether [`stop_commands`] was called.
+struct Running {
+    stopping: bool,
+    pids: Vec<u32>,
+}
+
+static RUNNING: Mutex<Running> = Mutex::new(Running {
+    stopping: false,
+    pids: Vec::new(),
+});
+/// Notified whenever a command leaves [`RUNNING`].
+static ENDED: Condvar = Condvar::new();
+
+fn running() -> MutexGuard<'static, Running> {
+    RUNNING.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Runs `cmd` to its end with its standard output and error captured, as
+/// [`Command::output`] does, unless [`stop_commands`] ends it first (its status then says
+/// it was killed by a signal).
+pub fn output(cmd: &mut Command) -> std::io::Result<Output> {
+    let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn()?;
+    let pid = child.id();
+    {
+        let mut running = running();
+        if running.stopping {
+            signal_tree(pid, libc::SIGTERM);
+        }
+        running.pids.push(pid);
+    }
+    let stderr = child.stderr.take().map(|mut e| {
+        std::thread::spawn(move || {
+            let mut buf = Vec::new();
+            let _ = e.read_to_end(&mut buf);
+            buf
+        })
+    });
+    let mut stdout = Vec::new();
+    if let Some(mut o) = child.stdout.take() {
+        let _ = o.read_to_end(&mut stdout);
+    }
+    let stderr = stderr.and_then(|t| t.join().ok()).unwrap_or_default();
+    // Its id leaves the list before it is reaped, so no signal ever reaches a process that
+    // took the id over.
+    wait_exited(pid);
+    running().pids.retain(|p| *p != pid);
+    ENDED.notify_all();
+    let status = child.wait()?;
+    Ok(Output {
+        status,
+        stdout,
+        stderr,
+    })
+}
+
+/// Waits until the child `pid` has exited, without reaping it.
+fn wait_exited(pid: u32) {
+    let id: libc::id_t = pid;
+    loop {
+        // SAFETY: waitid(2) writes only into `info`, which lives on this stack frame; with
+        // WNOWAIT the child stays waitable for `Child::wait`.
+        let rc = unsafe {
+            let mut info: libc::siginfo_t = std::mem::zeroed();
+            libc::waitid(libc::P_PID, id, &mut info, libc::WEXITED | libc::WNOWAIT)
+        };
+        if rc == 0 || std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
+            return;
+        }
+    }
+}
+
+/// Ends every command [`output`] runs, now and from now on, with what it started: SIGTERM
+/// (git removes its lock files and exits), and SIGKILL for what is still there after
+/// `grace`. Returns once they have all ended, or after the SIGKILL.
+pub fn stop_commands(grace: Duration) {
+    let mut running = running();
+    running.stopping = true;
+    for pid in &running.pids {
+        signal_tree(*pid, libc::SIGTERM);
+    }
+    let deadline = Instant::now() + grace;
+    while !running.pids.is_empty() {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            for pid in &running.pids {
+                signal_tree(*pid, libc::SIGKILL);
+            }
+            return;
+        }
+        running = ENDED
+            .wait_timeout(running, left)
+            .map_or_else(|e| e.into_inner().0, |(r, _)| r);
+    }
+}
+
+/// Returns true once [`stop_commands`] was called: a command that failed then was stopped.
+pub fn stopping() -> bool {
+    running().stopping
+}
+
+/// Sends `sig` to the process `pid` (a child of this one, not reaped yet) and then to its
+/// descendants (on Linux, where `/proc` names them; a transport helper git started, say).
+fn signal_tree(pid: u32, sig: i32) {
+    let Ok(id) = i32::try_from(pid) else {
+        return;
+    };
+    // Read before the signal: once `pid` ends, its children belong to another parent.
+    let descendants = children(pid);
+    // SAFETY: kill(2) has no memory effects. `pid` is an unreaped child of this process, so
+    // never another's id; a descendant read above may have ended since, a small race taken
+    // only on the way out.
+    unsafe {
+        libc::kill(id, sig);
+    }
+    for child in descendants {
+        signal_tree(child, sig);
+    }
+}
+
+/// The children of `pid`, from `/proc/<pid>/task/*/children` (none where it cannot be read).
+fn children(pid: u32) -> Vec<u32> {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return Vec::new();
+    };
+    tasks
+        .flatten()
+        .filter_map(|t| std::fs::read_to_string(t.path().join("children")).ok())
+        .flat_map(|text| {
+            text.split_whitespace()
+                .filter_map(|p| p.parse().ok())
+                .collect::<Vec<u32>>()
+        })
+        .collect()
 }

@@ -187,7 +187,7 @@ fn signal(pid: u32, sig: i32) {
 }
 
 /// The children of `pid`, from `/proc/<pid>/task/*/children`.
-fn children_of(pid: u32) -> Vec<u32> {
+pub(crate) fn children_of(pid: u32) -> Vec<u32> {
     let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
         return Vec::new();
     };

@@ -67,10 +67,11 @@ pub fn hook_verdict(stderr: &str) -> HookVerdict {
     }
 }
 
-/// Runs a git command; its stderr is returned with every URL's credentials removed, since it
-/// ends up in messages.
+/// Runs a git command (through [`crate::git::output`], so that [`crate::git::stop_commands`]
+/// can end it); its stderr is returned with every URL's credentials removed, since it ends up
+/// in messages.
 pub(super) fn run(mut cmd: Command, shown: &str) -> Result<std::process::Output> {
-    let mut out = cmd.output().map_err(|e| Error::Transport {
+    let mut out = crate::git::output(&mut cmd).map_err(|e| Error::Transport {
         command: shown.to_owned(),
         message: format!("cannot run git: {e}"),
     })?;
