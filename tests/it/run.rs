@@ -868,6 +868,98 @@ fn what_the_child_leaves_running_in_its_group_is_killed_before_the_lease_ends() 
 }
 
 #[test]
+fn a_lease_revoked_and_taken_again_under_the_same_name_between_renewals_is_lost() {
+    let repo = TestRepo::new();
+    let cmd = repo
+        .lease()
+        .args(renewing(&["26", "--holder", WORKER], "1h"));
+    let (mut run, ready, marker) = spawn_run(&repo, cmd, &trapping_child("TERM"), "run");
+    wait_held(&repo, "26", WORKER, None);
+    wait_file(&ready);
+    // Between two renewals (the run is stopped meanwhile) an administrator revokes the lease,
+    // and someone elsewhere takes it again under the same holder name, without a session: a
+    // renewal by that name alone would extend the new tenure.
+    pause_outside_the_ref_lock(&repo, run.pid(), "26");
+    let revoked = repo.run(&revoke("26"));
+    let taken = jrun(&repo, &["acquire", "26", "--holder", WORKER, "--ttl", "1h"]);
+    signal(run.pid(), libc::SIGCONT);
+    revoked.ok();
+    taken.outcome(0, "acquired");
+    taken.json_has(&[("token", json!(2)), ("holder", json!(WORKER))]);
+    let theirs = repo.tip("26");
+
+    run.expect_exit(6);
+    assert_child_got(&run, &marker, "TERM");
+    assert!(
+        run.output().contains("its tenure (token 1,"),
+        "run says which tenure it lost\n{}",
+        run.output()
+    );
+    assert_eq!(
+        repo.tip("26"),
+        theirs,
+        "the run wrote nothing on the new tenure"
+    );
+    assert_eq!(
+        events(&repo.chain("26")),
+        vec!["acquire", "revoke", "acquire"]
+    );
+    assert_verify_clean(&repo);
+}
+
+#[test]
+fn a_lease_lost_before_the_child_ended_is_lost_and_nobody_elses_tenure_is_ended() {
+    // The child ends (successfully) after its lease was revoked and taken again, before any
+    // renewal could notice: by bob, and by someone under the run's own holder name.
+    for (issue, taker) in [("27", BOB), ("28", WORKER)] {
+        let repo = TestRepo::new();
+        let cmd = repo.lease().args([
+            "run", issue, "--holder", WORKER, "--ttl", "1h", "--every", "30m",
+        ]);
+        // Ready in $1; exits 0 once $2 exists.
+        let script = "echo $$ > \"$1\"; while [ ! -e \"$2\" ]; do sleep 0.05; done";
+        let (mut run, ready, go) = spawn_run(&repo, cmd, script, taker);
+        wait_held(&repo, issue, WORKER, None);
+        wait_file(&ready);
+        repo.run(&revoke(issue)).ok();
+        jrun(&repo, &["acquire", issue, "--holder", taker, "--ttl", "1h"]).outcome(0, "acquired");
+        let theirs = repo.tip(issue);
+        std::fs::write(&go, "").expect("write the go file");
+
+        run.expect_exit(6);
+        assert!(
+            run.output()
+                .contains("lease lost while sh ran (it exited with 0)"),
+            "{}",
+            run.output()
+        );
+        assert_eq!(repo.tip(issue), theirs, "{taker}'s tenure was left alone");
+        assert_fields(
+            &repo.lease_json(issue),
+            &[("holder", json!(taker)), ("token", json!(2))],
+        );
+    }
+}
+
+#[test]
+fn a_run_whose_lease_never_expires_still_stops_its_child_when_revoked() {
+    let repo = TestRepo::new();
+    // Read every 10s by default: the revoke is found within that.
+    let cmd = repo.lease().args([
+        "run", "29", "--holder", WORKER, "--ttl", "never", "--grace", "1s",
+    ]);
+    let (mut run, ready, marker) = spawn_run(&repo, cmd, &trapping_child("TERM"), "run");
+    wait_held(&repo, "29", WORKER, None);
+    wait_file(&ready);
+    repo.run(&revoke("29")).ok();
+    run.expect_exit(6);
+    assert_child_got(&run, &marker, "TERM");
+    // A lease that never expires is read, not renewed: nothing but the acquire and the revoke.
+    assert_eq!(events(&repo.chain("29")), vec!["acquire", "revoke"]);
+    assert_verify_clean(&repo);
+}
+
+#[test]
 fn a_run_whose_renewals_fail_stops_its_child_before_the_lease_expires_and_exits_6() {
     let server = TestRepo::bare();
     let repo = TestRepo::new();

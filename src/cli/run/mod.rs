@@ -5,6 +5,13 @@
 //! background well before expiry, and when the child ends completes or releases. A worker must
 //! not go on acting after losing its lease, so a refused renewal stops the child.
 //!
+//! `run` follows its *tenure*, not its holder name: every renewal and the final release are
+//! of the tenure it began ([`rules::Tenure`]: token, start, session), so a lease revoked and
+//! taken again between two renewals, even under the same holder name, is lost (exit 6), and a
+//! tenure that was lost by the time the child ended is reported so (exit 6) instead of
+//! passing the child's code through. A lease that never expires is not renewed but read every
+//! `--every` (10s by default), and lost the same way once it is no longer this tenure.
+//!
 //! The child never outlives `run`. It runs in a process group of its own, which receives every
 //! signal `run` forwards and every stop, and whatever is left of that group is killed (SIGKILL)
 //! when `run` ends, before the lease is ended. On Linux the child is also started with
@@ -36,7 +43,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
-use git_lease::rules::{self, Claim, Credentials, Ending, Outcome};
+use git_lease::rules::{self, Claim, Credentials, Ending, Outcome, Tenure};
 use git_lease::{Error, Holder, IssueId, Ledger, Report, Ttl};
 
 mod child;
@@ -204,6 +211,13 @@ impl Handle {
         backend.apply(&self.issue, &mut decide)
     }
 
+    /// Returns the newest entry of the lease (a fetch, through a remote).
+    fn current(&self) -> Result<Option<git_lease::Entry>, Error> {
+        let ledger = Ledger::discover(&self.dir)?.with_local_liveness();
+        let backend = git_lease::backend::open(&ledger, self.remote.as_deref())?;
+        backend.current(&self.issue)
+    }
+
     fn credentials(&self) -> Credentials<'_> {
         Credentials {
             holder: &self.holder,
@@ -255,8 +269,16 @@ pub(crate) fn run(ctx: &Context, args: RunArgs) -> Result<u8, Failure> {
     let issue = handle.issue.clone();
     // Only a tenure of this run's own session is held by it (the same holder's live lease
     // of another session is refused).
-    let lease = match report.lease() {
-        Some(l) if report.outcome == Outcome::Acquired && l.session == claim.session => l.clone(),
+    let (lease, tenure) = match report.lease() {
+        Some(l) if report.outcome == Outcome::Acquired && l.session == claim.session => {
+            match Tenure::of(l) {
+                Some(tenure) => (l.clone(), tenure),
+                None => {
+                    tell(ctx, &report, now, None);
+                    return Ok(exit::REFUSED);
+                }
+            }
+        }
         _ => {
             tell(ctx, &report, now, None);
             return Ok(exit::REFUSED);
@@ -277,7 +299,7 @@ pub(crate) fn run(ctx: &Context, args: RunArgs) -> Result<u8, Failure> {
     supervise(&mut command);
     let mut child = match command.spawn() {
         Ok(child) => child,
-        Err(e) => return not_started(&handle, clock, program, e),
+        Err(e) => return not_started(&handle, &tenure, clock, program, e),
     };
     // The child leads its own process group: its id is the group's.
     let group = child.id();
@@ -294,6 +316,7 @@ pub(crate) fn run(ctx: &Context, args: RunArgs) -> Result<u8, Failure> {
     if let Some(interval) = interval {
         renew_in_background(
             handle.clone(),
+            tenure.clone(),
             interval,
             args.ttl,
             clock,
@@ -323,9 +346,31 @@ pub(crate) fn run(ctx: &Context, args: RunArgs) -> Result<u8, Failure> {
             let now = clock.now();
             let code = child_code(status);
             match handle.apply(|cur| {
-                rules::release(&issue, cur, handle.credentials(), end_as.ending(), now)
+                rules::release_tenure(
+                    &issue,
+                    cur,
+                    &tenure,
+                    handle.credentials(),
+                    end_as.ending(),
+                    now,
+                )
             }) {
-                Ok(report) => tell(ctx, &report, now, Some(code)),
+                Ok(report) if report.outcome == Outcome::Released => {
+                    tell(ctx, &report, now, Some(code))
+                }
+                // Revoked (and perhaps taken again) since the last renewal: the child worked
+                // on without the lease, and its end must not read as a success.
+                Ok(report) => {
+                    tell_lost(
+                        ctx,
+                        &issue,
+                        &format!(
+                            "lease lost while {program} ran (it exited with {code}): {}",
+                            lost_reason(&tenure, &report, now)
+                        ),
+                    );
+                    return Ok(exit::LEASE_LOST);
+                }
                 Err(e) => eprintln!("git lease run: could not end the lease: {e}"),
             }
             Ok(code)
@@ -428,15 +473,17 @@ fn take_lease(
 /// not there and 126 for one that cannot be run.
 fn not_started(
     handle: &Handle,
+    tenure: &Tenure,
     clock: RunningClock,
     program: &str,
     e: std::io::Error,
 ) -> Result<u8, Failure> {
     let now = clock.now();
     let _ = handle.apply(|cur| {
-        rules::release(
+        rules::release_tenure(
             &handle.issue,
             cur,
+            tenure,
             handle.credentials(),
             Ending::Abandon,
             now,
@@ -460,11 +507,59 @@ fn not_started(
     Ok(code)
 }
 
-/// Renews the lease every `interval` on a thread of its own, until told to stop or the lease
-/// is lost; each renewal (or the loss) is sent as an [`Event`]. Attempts start `interval`
-/// apart, however long each takes; a failed one is said on stderr and tried again.
+/// Returns why `tenure` is lost, from the report of a renewal or release that refused it.
+fn lost_reason(tenure: &Tenure, report: &Report, now: DateTime<Utc>) -> String {
+    let line = output::report_line(report, now);
+    match report.lease() {
+        Some(l) if l.holder.is_some() && !tenure.is_recorded_in(l) => format!(
+            "its tenure (token {}, from {}) was ended and another began: {line}",
+            tenure.token,
+            git_lease::time::format_instant(tenure.acquired_at)
+        ),
+        _ => line,
+    }
+}
+
+/// What one renewal (or, for a lease that never expires, one reading) found.
+enum Kept {
+    /// Still this run's tenure; it now expires then.
+    Yes(Option<DateTime<Utc>>),
+    /// Lost, and why.
+    Lost(String),
+}
+
+/// Renews `tenure` at `now`, or for a lease that never expires reads it: still this tenure
+/// and live, or lost.
+fn keep(handle: &Handle, tenure: &Tenure, ttl: Ttl, now: DateTime<Utc>) -> Result<Kept, Error> {
+    let report = match ttl {
+        // Nothing to extend: a renewal would only write the same state again.
+        Ttl::Never => {
+            let entry = handle.current()?;
+            let ours = entry.as_ref().is_some_and(|e| {
+                tenure.is_recorded_in(&e.lease) && git_lease::is_live(e.current(), now)
+            });
+            if ours {
+                return Ok(Kept::Yes(None));
+            }
+            Report::unchanged(Outcome::NotHolder, &handle.issue, entry)
+        }
+        Ttl::For(_) => {
+            handle.apply(|cur| rules::renew_tenure(cur, tenure, handle.credentials(), ttl, now))?
+        }
+    };
+    Ok(match report.outcome {
+        Outcome::Renewed => Kept::Yes(report.lease().and_then(|l| l.expires_at)),
+        _ => Kept::Lost(lost_reason(tenure, &report, now)),
+    })
+}
+
+/// Renews the lease every `interval` on a thread of its own (reads it, for a lease that never
+/// expires), until told to stop or the lease is lost; each renewal (or the loss) is sent as an
+/// [`Event`]. Attempts start `interval` apart, however long each takes; a failed one is said
+/// on stderr and tried again.
 fn renew_in_background(
     handle: Handle,
+    tenure: Tenure,
     interval: Duration,
     ttl: Ttl,
     clock: RunningClock,
@@ -479,14 +574,12 @@ fn renew_in_background(
                 _ => return,
             }
             next = next.checked_add(interval).unwrap_or(next);
-            let now = clock.now();
-            match handle.apply(|cur| rules::renew(cur, handle.credentials(), ttl, now)) {
-                Ok(report) if report.outcome == Outcome::Renewed => {
-                    let expires_at = report.lease().and_then(|l| l.expires_at);
+            match keep(&handle, &tenure, ttl, clock.now()) {
+                Ok(Kept::Yes(expires_at)) => {
                     let _ = events.send(Event::Renewed(expires_at));
                 }
-                Ok(report) => {
-                    let _ = events.send(Event::LeaseLost(output::report_line(&report, now)));
+                Ok(Kept::Lost(why)) => {
+                    let _ = events.send(Event::LeaseLost(why));
                     return;
                 }
                 Err(e) => eprintln!("git lease run: renewing failed, will retry: {e}"),
