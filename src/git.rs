@@ -16,12 +16,19 @@ use std::time::{Duration, Instant};
 
 use crate::error::Error;
 
-/// Returns `git --git-dir <git_dir>`, with `GIT_DIR` removed from its environment and no
-/// standard input.
+/// The variable in the environment of every git command git-lease starts: the id of the
+/// git-lease process that started it. `run` tells its own commands, and what they leave
+/// behind (a detached `git gc --auto`), from the processes of the command it runs.
+pub const STARTED_BY: &str = "GIT_LEASE_STARTED_BY";
+
+/// Returns `git --git-dir <git_dir>`, with `GIT_DIR` removed from its environment, [`STARTED_BY`]
+/// set, and no standard input.
 pub fn command(git_dir: &Path) -> Command {
     let mut cmd = Command::new("git");
     cmd.arg("--git-dir").arg(git_dir);
-    cmd.env_remove("GIT_DIR").stdin(Stdio::null());
+    cmd.env_remove("GIT_DIR")
+        .env(STARTED_BY, std::process::id().to_string())
+        .stdin(Stdio::null());
     cmd
 }
 
