@@ -959,6 +959,142 @@ fn a_run_whose_lease_never_expires_still_stops_its_child_when_revoked() {
     assert_verify_clean(&repo);
 }
 
+/// The parent of `pid` (field 4 of `/proc/<pid>/stat`).
+fn parent_of(pid: u32) -> Option<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat[stat.rfind(')')? + 1..]
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()
+}
+
+/// `$1` with `suffix`: where a grandchild of [`spawn_run`]'s child says its pid.
+fn beside(ready: &Path, suffix: &str) -> PathBuf {
+    PathBuf::from(format!("{}{suffix}", ready.display()))
+}
+
+/// `sh -c` script of a child that traps SIGTERM (writing `got-TERM` to `$2`, exiting 0) or
+/// with `stubborn` ignores it; it starts a worker in its own process group (its pid in
+/// `$1.group`), and a worker that ignores SIGTERM in a session of its own, orphaned at once
+/// (double-forked; its pid in `$1.gone`), then says it is ready in `$1`.
+fn spawning_child(stubborn: bool) -> String {
+    let trap = if stubborn {
+        "trap '' TERM".to_owned()
+    } else {
+        "trap 'echo got-TERM > \"$2\"; exit 0' TERM".to_owned()
+    };
+    format!(
+        "{trap}; sleep 300 & echo $! > \"$1.group\"; \
+         ( setsid sh -c 'trap \"\" TERM; echo $$ > \"$0\"; while :; do sleep 0.1; done' \"$1.gone\" & ); \
+         while [ ! -s \"$1.gone\" ]; do sleep 0.05; done; \
+         echo $$ > \"$1\"; while :; do sleep 0.1; done"
+    )
+}
+
+/// Reads the pid a process wrote to `path`.
+#[track_caller]
+fn pid_in(path: &Path) -> u32 {
+    wait_file(path).trim().parse().expect("a pid")
+}
+
+#[test]
+fn a_grandchild_in_a_session_of_its_own_is_stopped_with_the_child() {
+    // With a cgroup where this machine can make one, and without (the walk of /proc alone).
+    for cgroup in ["1", "0"] {
+        let repo = TestRepo::new();
+        let cmd = repo
+            .lease()
+            .env("GIT_LEASE_RUN_CGROUP", cgroup)
+            .args(renewing(&["30", "--holder", WORKER], "1h"));
+        let (mut run, ready, marker) = spawn_run(&repo, cmd, &spawning_child(false), cgroup);
+        let child = pid_in(&ready);
+        let (group, gone) = (
+            Stray::new(pid_in(&beside(&ready, ".group"))),
+            Stray::new(pid_in(&beside(&ready, ".gone"))),
+        );
+        assert_eq!(
+            process_group(group.pid),
+            Some(child),
+            "the worker is in the child's group"
+        );
+        assert_eq!(process_group(gone.pid), Some(gone.pid), "the other left it");
+        // Its parent ended: it was reparented to run, the subreaper, not to init.
+        poll_until("the orphan reparented to run", || {
+            (parent_of(gone.pid) == Some(run.pid())).then_some(())
+        });
+
+        repo.run(&revoke("30")).ok();
+        run.expect_exit(6);
+        assert_child_got(&run, &marker, "TERM");
+        wait_ended(
+            group.pid,
+            group.ticks,
+            "the worker in the child's group ended",
+        );
+        wait_ended(gone.pid, gone.ticks, "the worker in its own session ended");
+    }
+}
+
+/// The cgroup v2 directory of `pid`: its `0::` line of `/proc/<pid>/cgroup` under the
+/// cgroup2 mount (`None` without one).
+fn cgroup_dir(pid: u32) -> Option<PathBuf> {
+    let own = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
+    let path = own.lines().find_map(|l| l.strip_prefix("0::"))?.to_owned();
+    let mounts = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    let mount = mounts.lines().find_map(|l| {
+        let (left, right) = l.split_once(" - ")?;
+        (right.split_whitespace().next() == Some("cgroup2"))
+            .then(|| left.split_whitespace().nth(4).map(str::to_owned))?
+    })?;
+    Some(Path::new(&mount).join(path.trim_start_matches('/')))
+}
+
+#[test]
+fn a_run_killed_by_sigkill_leaves_nothing_of_its_command_running() {
+    for cgroup in ["1", "0"] {
+        let repo = TestRepo::new();
+        let cmd = repo
+            .lease()
+            .env("GIT_LEASE_RUN_CGROUP", cgroup)
+            .args(["run", "31", "--holder", WORKER, "--ttl", "1h"]);
+        let (mut run, ready, _) = spawn_run(&repo, cmd, &spawning_child(true), cgroup);
+        let child = Stray::new(pid_in(&ready));
+        let group = Stray::new(pid_in(&beside(&ready, ".group")));
+        let gone = Stray::new(pid_in(&beside(&ready, ".gone")));
+        let own = format!("git-lease-run-{}", run.pid());
+        let dir = cgroup_dir(child.pid).filter(|d| d.ends_with(&own));
+        if cgroup == "1" && dir.is_none() {
+            eprintln!(
+                "SKIPPED a_run_killed_by_sigkill_leaves_nothing_of_its_command_running with a \
+                 cgroup: no cgroup v2 can be made here"
+            );
+        }
+        if cgroup == "0" {
+            assert_eq!(dir, None, "GIT_LEASE_RUN_CGROUP=0 makes no cgroup");
+        }
+
+        let status = run.kill_and_reap();
+        assert_eq!(status.signal(), Some(libc::SIGKILL), "{status:?}");
+        wait_ended(child.pid, child.ticks, "the child of the killed run ended");
+        wait_ended(
+            group.pid,
+            group.ticks,
+            "the worker in the child's group ended",
+        );
+        if let Some(dir) = &dir {
+            wait_ended(gone.pid, gone.ticks, "the worker in its own session ended");
+            poll_until("the cgroup removed", || (!dir.exists()).then_some(()));
+        }
+        // Without a cgroup, the worker that left the child's session runs on (README, "What
+        // holds after kill -9"); it is killed when `gone` is dropped.
+
+        let taken = jrun(&repo, &["acquire", "31", "--holder", BOB, "--ttl", "1h"]);
+        taken.outcome(0, "acquired");
+        assert_eq!(repo.lease_json("31")["takeover"], json!("process_gone"));
+    }
+}
+
 #[test]
 fn a_run_whose_renewals_fail_stops_its_child_before_the_lease_expires_and_exits_6() {
     let server = TestRepo::bare();

@@ -12,13 +12,16 @@
 //! passing the child's code through. A lease that never expires is not renewed but read every
 //! `--every` (10s by default), and lost the same way once it is no longer this tenure.
 //!
-//! The child never outlives `run`. It runs in a process group of its own, which receives every
-//! signal `run` forwards and every stop, and whatever is left of that group is killed (SIGKILL)
-//! when `run` ends, before the lease is ended. On Linux the child is also started with
-//! `PR_SET_PDEATHSIG` = SIGKILL, so the kernel kills it if `run` dies without a chance to act
-//! (`kill -9`): the lease records `run`'s process id, so it is free on this machine the moment
-//! `run` is gone, and its child must be gone by then too. (That signal reaches the child
-//! itself; its own descendants are its business, or the group's when `run` ends normally.)
+//! The child never outlives `run`, nor does anything it started ([`tree`]): it runs in a
+//! process group of its own, which receives every signal `run` forwards, and where one can be
+//! made in a cgroup of its own; `run` is a child subreaper, so that descendants that leave the
+//! group stay findable. Every stop, and `run`'s end, stops the whole tree before the lease is
+//! ended. On Linux the child is also started with `PR_SET_PDEATHSIG` = SIGKILL, so the kernel
+//! kills it if `run` dies without a chance to act (`kill -9`), and a guard process kills the
+//! child's group and its cgroup then: the lease records `run`'s process id, so it is free on
+//! this machine the moment `run` is gone, and its command must be gone by then too. (Without
+//! a cgroup, a descendant that left the child's process group survives a `kill -9` of `run`;
+//! see [`tree`].)
 //!
 //! Renewals that keep failing (an unreachable remote, an unreadable repository) must not let
 //! the child work past the lease's expiry, when someone else may take the issue. So, as in
@@ -34,8 +37,8 @@
 //! computed.
 //!
 //! Here: the lease's side (acquire, renew, end) and the loop that waits on child and lease;
-//! [`child`] the child's process group and signals; [`renewal`] the renew interval and the
-//! stop window; [`wait`](mod@wait) `git lease wait`.
+//! [`child`] the child's process group and signals; [`tree`] everything the child starts;
+//! [`renewal`] the renew interval and the stop window; [`wait`](mod@wait) `git lease wait`.
 
 use std::path::PathBuf;
 use std::process::{Command as Process, ExitStatus};
@@ -48,10 +51,52 @@ use git_lease::{Error, Holder, IssueId, Ledger, Report, Ttl};
 
 mod child;
 mod renewal;
+#[cfg(target_os = "linux")]
+mod tree;
 mod wait;
 
+/// Where there is no `/proc`, subreaper or cgroup: the child's process group is its tree.
+#[cfg(not(target_os = "linux"))]
+mod tree {
+    use super::child::signal_group;
+
+    pub(super) struct Tree {
+        group: Option<u32>,
+    }
+
+    impl Tree {
+        pub(super) fn prepare() -> Tree {
+            Tree { group: None }
+        }
+
+        pub(super) fn join_fd(&self) -> Option<std::os::fd::RawFd> {
+            None
+        }
+
+        pub(super) fn started(&mut self, child: u32) {
+            self.group = Some(child);
+        }
+
+        pub(super) fn signal(&mut self, sig: i32) {
+            if let Some(group) = self.group {
+                signal_group(group, sig);
+            }
+        }
+
+        pub(super) fn kill(&mut self) {
+            self.signal(libc::SIGKILL);
+        }
+    }
+
+    impl Drop for Tree {
+        fn drop(&mut self) {
+            self.kill();
+        }
+    }
+}
+
 use super::{exit, output, Context, Failure};
-use child::{catch_signals, child_code, forward_signals, signal_group, stop_child, supervise};
+use child::{catch_signals, child_code, forward_signals, stop_child, supervise};
 use renewal::{renew_interval, StopWindow};
 pub(crate) use wait::wait;
 
@@ -286,23 +331,28 @@ pub(crate) fn run(ctx: &Context, args: RunArgs) -> Result<u8, Failure> {
     };
     tell(ctx, &report, now, None);
 
+    // The tree is prepared before signals are caught, so that its guard starts with
+    // `run`'s own dispositions.
+    let mut tree = tree::Tree::prepare();
     // Catch signals before the child exists, so none is lost between spawn and forwarding;
     // the child starts with default dispositions, as exec resets caught signals.
     let signals = catch_signals()?;
     let mut command = Process::new(program);
     command
         .args(program_args)
+        .env_remove(git_lease::git::STARTED_BY)
         .env("GIT_LEASE_ISSUE", issue.as_str())
         .env("GIT_LEASE_TOKEN", lease.token.to_string())
         .env("GIT_LEASE_HOLDER", args.holder.as_str())
         .env("GIT_LEASE_SECRET", &secret);
-    supervise(&mut command);
+    supervise(&mut command, tree.join_fd());
     let mut child = match command.spawn() {
         Ok(child) => child,
         Err(e) => return not_started(&handle, &tenure, clock, program, e),
     };
     // The child leads its own process group: its id is the group's.
     let group = child.id();
+    tree.started(group);
 
     let (events, inbox) = mpsc::channel::<Event>();
     let (stop_renewing, renewer_stop) = mpsc::channel::<()>();
@@ -332,8 +382,9 @@ pub(crate) fn run(ctx: &Context, args: RunArgs) -> Result<u8, Failure> {
     let _ = stop_renewing.send(());
     match stop {
         Stop::Exited(status) => {
-            // Nothing the child left running may go on once the lease is ended.
-            signal_group(group, libc::SIGKILL);
+            // Nothing the child left running may go on once the lease is ended: the tree is
+            // killed, its cgroup removed, its guard told.
+            drop(tree);
             let status = status.map_err(|e| Error::Io {
                 context: format!("cannot wait for {program}"),
                 source: e,
@@ -381,7 +432,7 @@ pub(crate) fn run(ctx: &Context, args: RunArgs) -> Result<u8, Failure> {
                 &issue,
                 &format!("lease lost, stopping {program}: {why}"),
             );
-            stop_child(group, after(args.grace), &inbox);
+            stop_child(&mut tree, after(args.grace), &inbox);
             Ok(exit::LEASE_LOST)
         }
         Stop::Deadline(w) => {
@@ -395,7 +446,7 @@ pub(crate) fn run(ctx: &Context, args: RunArgs) -> Result<u8, Failure> {
             );
             // The grace period ends by the window's SIGKILL instant, sooner if need be.
             let kill_at = after(args.grace.min(clock.until(w.kill_by)));
-            stop_child(group, kill_at, &inbox);
+            stop_child(&mut tree, kill_at, &inbox);
             Ok(exit::LEASE_LOST)
         }
     }
