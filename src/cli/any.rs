@@ -46,6 +46,8 @@ pub(crate) fn claim(
     claim: &Claim,
     now: chrono::DateTime<chrono::Utc>,
 ) -> Result<AnyReport, Error> {
+    // A round of `run --any --wait` judges a remote's new commits at its own instant.
+    ctx.ledger.set_reader_clock(now);
     ctx.backend()?
         .acquire_any(candidates, claim, now, &mut fresh_rng())
 }

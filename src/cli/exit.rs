@@ -17,8 +17,8 @@ pub const REFUSED: u8 = 3;
 pub const NOT_FOUND: u8 = 4;
 /// Lost the compare-and-swap race repeatedly; nothing changed and it is safe to retry.
 pub const LOST_RACE: u8 = 5;
-/// `run`: the lease was lost while the child ran (renewal refused, revoked, expired); the
-/// child was stopped.
+/// `run`: the lease was lost while the child ran (renewal refused, revoked, revoked and taken
+/// again, expired); the child was stopped, or had already ended.
 pub const LEASE_LOST: u8 = 6;
 
 /// Returns the exit code of an error.

@@ -6,7 +6,9 @@
 //! computed on this command's clock: its one reading of now (`GIT_LEASE_NOW` allowed), then
 //! the machine's monotonic clock. It never writes to a ledger (a remote's fetches only move
 //! its verified tracking copies), and it ends with exit 0 on SIGINT, SIGTERM or SIGHUP and
-//! as soon as its standard output is closed.
+//! as soon as its standard output is closed. A signal ends it at once even while a fetch
+//! waits on a remote that never answers: that `git fetch` is ended (SIGTERM, SIGKILL a
+//! second later) and waited for, so nothing of the watch is left behind.
 
 use std::collections::HashSet;
 use std::io::Write;
@@ -28,6 +30,8 @@ use super::{exit, parse_duration, Context, Failure};
 /// How often the local refs are read again when no notification came (a file system that
 /// does not deliver them, a missed event).
 const LOCAL_FALLBACK: Duration = Duration::from_secs(2);
+/// How long a fetch that a signal interrupts has between SIGTERM and SIGKILL.
+const FETCH_GRACE: Duration = Duration::from_secs(1);
 /// How often a remote is fetched by default.
 const REMOTE_INTERVAL: Duration = Duration::from_secs(3);
 /// The longest wait between two fetches while a remote keeps failing.
@@ -89,7 +93,11 @@ pub(crate) fn watch(ctx: &Context, args: WatchArgs, out: &mut dyn Write) -> Resu
 
     let store = ctx.ledger.store();
     let mut reported = Reported::default();
-    let tips = read_tips(&source, &mut reported)?;
+    let tips = match read_tips(&source, &mut reported) {
+        // A signal ended the fetch: end, as for a signal at any other moment.
+        Err(_) if git_lease::git::stopping() => return Ok(exit::OK),
+        read => read?,
+    };
     let now = clock.now();
     let mut follower = match since {
         Some(since) => {
@@ -130,6 +138,8 @@ pub(crate) fn watch(ctx: &Context, args: WatchArgs, out: &mut dyn Write) -> Resu
                 .next_expiry()
                 .is_some_and(|e| clock.until(e).is_zero());
         if matches!(source, Source::Local(_)) || remote_due {
+            // A remote's new commits are judged at the running clock, not the start's.
+            ctx.ledger.set_reader_clock(clock.now());
             match read_tips(&source, &mut reported) {
                 Ok(tips) => {
                     failures = 0;
@@ -139,6 +149,7 @@ pub(crate) fn watch(ctx: &Context, args: WatchArgs, out: &mut dyn Write) -> Resu
                         eprintln!("git lease watch: {e}");
                     }
                 }
+                Err(_) if git_lease::git::stopping() => return Ok(exit::OK),
                 Err(e) => {
                     failures = failures.saturating_add(1);
                     eprintln!("git lease watch: {e}");
@@ -252,7 +263,8 @@ fn line(e: &WatchEvent) -> String {
     text
 }
 
-/// Sends [`Wake::Stop`] on SIGINT, SIGTERM or SIGHUP.
+/// Sends [`Wake::Stop`] on SIGINT, SIGTERM or SIGHUP, and ends the git command a remote's
+/// fetch may be waiting on (the loop then finds it failed, and ends).
 fn stop_on_signals(wake: mpsc::Sender<Wake>) -> Result<(), Error> {
     use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
     let mut signals =
@@ -263,6 +275,7 @@ fn stop_on_signals(wake: mpsc::Sender<Wake>) -> Result<(), Error> {
     std::thread::spawn(move || {
         if signals.forever().next().is_some() {
             let _ = wake.send(Wake::Stop);
+            git_lease::git::stop_commands(FETCH_GRACE);
         }
     });
     Ok(())

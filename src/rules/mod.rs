@@ -315,6 +315,79 @@ pub fn renew<'a>(
     }
 }
 
+/// One tenure as its holder knows it: the holder, the token, when it began and its session.
+///
+/// A revoke followed by a new acquire begins another tenure, even under the same holder name,
+/// and a tenure without a session can be renewed or released by its holder's name alone. A
+/// holder that must act only on the tenure it began (`run`) names it: [`renew_tenure`] and
+/// [`release_tenure`] refuse any other.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Tenure {
+    /// The holder.
+    pub holder: String,
+    /// The fencing token of the tenure.
+    pub token: u64,
+    /// When it began.
+    pub acquired_at: DateTime<Utc>,
+    /// The hash of its session secret, if it has one.
+    pub session: Option<String>,
+}
+
+impl Tenure {
+    /// Returns the tenure `lease` records, or `None` for a free lease.
+    pub fn of(lease: &Lease) -> Option<Tenure> {
+        Some(Tenure {
+            holder: lease.holder.clone()?,
+            token: lease.token,
+            acquired_at: lease.acquired_at?,
+            session: lease.session.clone(),
+        })
+    }
+
+    /// Returns true if `lease` records this tenure (live or not).
+    pub fn is_recorded_in(&self, lease: &Lease) -> bool {
+        lease.holder.as_deref() == Some(self.holder.as_str())
+            && lease.token == self.token
+            && lease.acquired_at == Some(self.acquired_at)
+            && lease.session == self.session
+    }
+}
+
+/// Decides a renew of `tenure` only: as [`renew`], and [`Outcome::NotHolder`] (nothing
+/// written) when the lease records no longer that tenure but another, or none.
+pub fn renew_tenure<'a>(
+    current: Option<Current<'_>>,
+    tenure: &Tenure,
+    who: impl Into<Credentials<'a>>,
+    ttl: Ttl,
+    now: DateTime<Utc>,
+) -> Transition {
+    match current {
+        Some(c) if tenure.is_recorded_in(c.lease) => renew(current, who, ttl, now),
+        _ => Transition::answer(Outcome::NotHolder),
+    }
+}
+
+/// Decides a release (or complete, or abandon) of `tenure` only: as [`release`] while the
+/// lease records that tenure or is free ([`Outcome::NotHeld`]), and [`Outcome::NotHolder`]
+/// (nothing written) when it records another tenure, live or not: that one is not the
+/// caller's to end.
+pub fn release_tenure<'a>(
+    issue: &IssueId,
+    current: Option<Current<'_>>,
+    tenure: &Tenure,
+    who: impl Into<Credentials<'a>>,
+    ending: Ending,
+    now: DateTime<Utc>,
+) -> Transition {
+    match current {
+        Some(c) if c.lease.holder.is_some() && !tenure.is_recorded_in(c.lease) => {
+            Transition::answer(Outcome::NotHolder)
+        }
+        _ => release(issue, current, who, ending, now),
+    }
+}
+
 /// How a tenure is ended by its holder.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Ending {
@@ -506,6 +579,58 @@ mod tests {
             !is_live(seen_gone, t(1)),
             "the reader saw the holder process gone"
         );
+    }
+
+    #[test]
+    fn a_tenure_is_its_token_and_start_not_its_holder_name() {
+        let ours = held("a", 1, 0, None);
+        let tenure = Tenure::of(&ours).unwrap();
+        let renewed = renew_tenure(rec(&ours), &tenure, &h("a"), Ttl::Never, t(5));
+        assert_eq!(renewed.outcome, Outcome::Renewed);
+        // Revoked, then taken again under the same name (no session): `renew` by the name
+        // alone extends the new tenure; `renew_tenure` of the old one refuses.
+        let again = held("a", 2, 6, None);
+        assert_eq!(
+            renew(rec(&again), &h("a"), Ttl::Never, t(7)).outcome,
+            Outcome::Renewed
+        );
+        assert_eq!(
+            renew_tenure(rec(&again), &tenure, &h("a"), Ttl::Never, t(7)),
+            Transition::answer(Outcome::NotHolder)
+        );
+        assert_eq!(
+            release_tenure(&id(), rec(&again), &tenure, &h("a"), Ending::Complete, t(7)),
+            Transition::answer(Outcome::NotHolder)
+        );
+        // Even expired, another tenure is not this one's to free.
+        let expired = held("b", 2, 6, Some(8));
+        assert_eq!(
+            release_tenure(
+                &id(),
+                rec(&expired),
+                &tenure,
+                &h("a"),
+                Ending::Release,
+                t(9)
+            ),
+            Transition::answer(Outcome::NotHolder)
+        );
+        let mut revoked = Lease::freed(&id(), Event::Revoke, t(6), 1);
+        revoked.previous_holder = Some("a".into());
+        assert_eq!(
+            release_tenure(
+                &id(),
+                rec(&revoked),
+                &tenure,
+                &h("a"),
+                Ending::Release,
+                t(7)
+            ),
+            Transition::answer(Outcome::NotHeld)
+        );
+        let ended = release_tenure(&id(), rec(&ours), &tenure, &h("a"), Ending::Complete, t(7));
+        assert_eq!(ended.outcome, Outcome::Released);
+        assert_eq!(Tenure::of(&revoked), None);
     }
 
     #[test]

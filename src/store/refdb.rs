@@ -113,6 +113,7 @@ impl GitRefs {
             .env_remove("GIT_DIR")
             .env_remove("GIT_NAMESPACE")
             .env("LC_ALL", "C")
+            .env(crate::git::STARTED_BY, std::process::id().to_string())
             .stdin(Stdio::null());
         crate::git::no_replacements(&mut cmd);
         cmd

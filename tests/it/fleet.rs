@@ -7,15 +7,17 @@
 //! printed or on the process's state, never a sleep that decides an outcome.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Read};
+use std::net::{TcpListener, TcpStream};
 use std::process::Stdio;
-use std::sync::{Arc, Barrier};
+use std::sync::{mpsc, Arc, Barrier};
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
 use crate::env::{at, Cmd, Run, TestRepo, Watch, BOUND, T0};
 use crate::server::Server;
+use crate::session::start_ticks;
 
 const ALICE: &str = "alice@example.com";
 const BOB: &str = "bob@example.com";
@@ -618,6 +620,82 @@ fn watch_remote_sees_a_claim_made_from_another_clone() {
     assert_eq!(watch.wait_exit().code(), Some(0), "{}", watch.stderr());
     // Only the verified remote-tracking copies moved: the watcher's own ledger did not.
     assert_eq!(watcher.lease_refs(), before);
+}
+
+#[test]
+fn watch_remote_ends_on_a_signal_while_a_silent_remote_keeps_its_fetch_waiting() {
+    // A remote that accepts every connection and never says a word.
+    let listener = TcpListener::bind("127.0.0.1:0").expect("listen on 127.0.0.1");
+    let url = format!(
+        "git://127.0.0.1:{}/x",
+        listener
+            .local_addr()
+            .expect("the listener's address")
+            .port()
+    );
+    let (accepted, connections) = mpsc::channel::<TcpStream>();
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(conn) = conn else { return };
+            if accepted.send(conn).is_err() {
+                return;
+            }
+        }
+    });
+    let repo = TestRepo::new();
+    for sig in ["TERM", "INT"] {
+        let mut watch = Watch::spawn(
+            &repo,
+            repo.lease().arg_json().args(["watch", "--remote", &url]),
+        );
+        // Its fetch is connected, and waits for an answer that never comes.
+        let mut conn = connections
+            .recv_timeout(BOUND)
+            .unwrap_or_else(|_| panic!("the fetch never connected\n{}", watch.stderr()));
+        let fetch = poll_children(watch.child.id());
+        let fetch_ticks = start_ticks(fetch);
+        assert!(fetch_ticks.is_some(), "the fetch runs");
+
+        watch.signal(sig);
+        let status = watch.wait_exit();
+        assert_eq!(
+            status.code(),
+            Some(0),
+            "SIG{sig}: {status:?}\n{}",
+            watch.stderr()
+        );
+        // The fetch ended with it and was reaped by it: not running, not even a zombie.
+        assert_ne!(
+            start_ticks(fetch),
+            fetch_ticks,
+            "SIG{sig}: git fetch (pid {fetch}) outlived the watch"
+        );
+        // And the connection it held is closed.
+        conn.set_read_timeout(Some(BOUND)).expect("a read timeout");
+        let mut buf = Vec::new();
+        conn.read_to_end(&mut buf)
+            .unwrap_or_else(|e| panic!("SIG{sig}: the fetch's connection is still open: {e}"));
+        assert!(
+            String::from_utf8_lossy(&buf).contains("git-upload-pack /x"),
+            "the fetch asked for the repository: {buf:?}"
+        );
+    }
+}
+
+/// Polls (bounded) until `pid` has a child; returns the first.
+#[track_caller]
+fn poll_children(pid: u32) -> u32 {
+    let deadline = Instant::now() + BOUND;
+    loop {
+        if let Some(child) = crate::run::children_of(pid).first() {
+            return *child;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{pid} started no child within {BOUND:?}"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
 }
 
 #[test]

@@ -187,7 +187,7 @@ fn signal(pid: u32, sig: i32) {
 }
 
 /// The children of `pid`, from `/proc/<pid>/task/*/children`.
-fn children_of(pid: u32) -> Vec<u32> {
+pub(crate) fn children_of(pid: u32) -> Vec<u32> {
     let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
         return Vec::new();
     };
@@ -865,6 +865,234 @@ fn what_the_child_leaves_running_in_its_group_is_killed_before_the_lease_ends() 
     // run killed it before it completed the lease; it may still await reaping by its new parent.
     wait_ended(left, stray.ticks, "the child's background worker ended");
     assert_eq!(events(&repo.chain("24")), vec!["acquire", "complete"]);
+}
+
+#[test]
+fn a_lease_revoked_and_taken_again_under_the_same_name_between_renewals_is_lost() {
+    let repo = TestRepo::new();
+    let cmd = repo
+        .lease()
+        .args(renewing(&["26", "--holder", WORKER], "1h"));
+    let (mut run, ready, marker) = spawn_run(&repo, cmd, &trapping_child("TERM"), "run");
+    wait_held(&repo, "26", WORKER, None);
+    wait_file(&ready);
+    // Between two renewals (the run is stopped meanwhile) an administrator revokes the lease,
+    // and someone elsewhere takes it again under the same holder name, without a session: a
+    // renewal by that name alone would extend the new tenure.
+    pause_outside_the_ref_lock(&repo, run.pid(), "26");
+    let revoked = repo.run(&revoke("26"));
+    let taken = jrun(&repo, &["acquire", "26", "--holder", WORKER, "--ttl", "1h"]);
+    signal(run.pid(), libc::SIGCONT);
+    revoked.ok();
+    taken.outcome(0, "acquired");
+    taken.json_has(&[("token", json!(2)), ("holder", json!(WORKER))]);
+    let theirs = repo.tip("26");
+
+    run.expect_exit(6);
+    assert_child_got(&run, &marker, "TERM");
+    assert!(
+        run.output().contains("its tenure (token 1,"),
+        "run says which tenure it lost\n{}",
+        run.output()
+    );
+    assert_eq!(
+        repo.tip("26"),
+        theirs,
+        "the run wrote nothing on the new tenure"
+    );
+    assert_eq!(
+        events(&repo.chain("26")),
+        vec!["acquire", "revoke", "acquire"]
+    );
+    assert_verify_clean(&repo);
+}
+
+#[test]
+fn a_lease_lost_before_the_child_ended_is_lost_and_nobody_elses_tenure_is_ended() {
+    // The child ends (successfully) after its lease was revoked and taken again, before any
+    // renewal could notice: by bob, and by someone under the run's own holder name.
+    for (issue, taker) in [("27", BOB), ("28", WORKER)] {
+        let repo = TestRepo::new();
+        let cmd = repo.lease().args([
+            "run", issue, "--holder", WORKER, "--ttl", "1h", "--every", "30m",
+        ]);
+        // Ready in $1; exits 0 once $2 exists.
+        let script = "echo $$ > \"$1\"; while [ ! -e \"$2\" ]; do sleep 0.05; done";
+        let (mut run, ready, go) = spawn_run(&repo, cmd, script, taker);
+        wait_held(&repo, issue, WORKER, None);
+        wait_file(&ready);
+        repo.run(&revoke(issue)).ok();
+        jrun(&repo, &["acquire", issue, "--holder", taker, "--ttl", "1h"]).outcome(0, "acquired");
+        let theirs = repo.tip(issue);
+        std::fs::write(&go, "").expect("write the go file");
+
+        run.expect_exit(6);
+        assert!(
+            run.output()
+                .contains("lease lost while sh ran (it exited with 0)"),
+            "{}",
+            run.output()
+        );
+        assert_eq!(repo.tip(issue), theirs, "{taker}'s tenure was left alone");
+        assert_fields(
+            &repo.lease_json(issue),
+            &[("holder", json!(taker)), ("token", json!(2))],
+        );
+    }
+}
+
+#[test]
+fn a_run_whose_lease_never_expires_still_stops_its_child_when_revoked() {
+    let repo = TestRepo::new();
+    // Read every 10s by default: the revoke is found within that.
+    let cmd = repo.lease().args([
+        "run", "29", "--holder", WORKER, "--ttl", "never", "--grace", "1s",
+    ]);
+    let (mut run, ready, marker) = spawn_run(&repo, cmd, &trapping_child("TERM"), "run");
+    wait_held(&repo, "29", WORKER, None);
+    wait_file(&ready);
+    repo.run(&revoke("29")).ok();
+    run.expect_exit(6);
+    assert_child_got(&run, &marker, "TERM");
+    // A lease that never expires is read, not renewed: nothing but the acquire and the revoke.
+    assert_eq!(events(&repo.chain("29")), vec!["acquire", "revoke"]);
+    assert_verify_clean(&repo);
+}
+
+/// The parent of `pid` (field 4 of `/proc/<pid>/stat`).
+fn parent_of(pid: u32) -> Option<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat[stat.rfind(')')? + 1..]
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()
+}
+
+/// `$1` with `suffix`: where a grandchild of [`spawn_run`]'s child says its pid.
+fn beside(ready: &Path, suffix: &str) -> PathBuf {
+    PathBuf::from(format!("{}{suffix}", ready.display()))
+}
+
+/// `sh -c` script of a child that traps SIGTERM (writing `got-TERM` to `$2`, exiting 0) or
+/// with `stubborn` ignores it; it starts a worker in its own process group (its pid in
+/// `$1.group`), and a worker that ignores SIGTERM in a session of its own, orphaned at once
+/// (double-forked; its pid in `$1.gone`), then says it is ready in `$1`.
+fn spawning_child(stubborn: bool) -> String {
+    let trap = if stubborn {
+        "trap '' TERM".to_owned()
+    } else {
+        "trap 'echo got-TERM > \"$2\"; exit 0' TERM".to_owned()
+    };
+    format!(
+        "{trap}; sleep 300 & echo $! > \"$1.group\"; \
+         ( setsid sh -c 'trap \"\" TERM; echo $$ > \"$0\"; while :; do sleep 0.1; done' \"$1.gone\" & ); \
+         while [ ! -s \"$1.gone\" ]; do sleep 0.05; done; \
+         echo $$ > \"$1\"; while :; do sleep 0.1; done"
+    )
+}
+
+/// Reads the pid a process wrote to `path`.
+#[track_caller]
+fn pid_in(path: &Path) -> u32 {
+    wait_file(path).trim().parse().expect("a pid")
+}
+
+#[test]
+fn a_grandchild_in_a_session_of_its_own_is_stopped_with_the_child() {
+    // With a cgroup where this machine can make one, and without (the walk of /proc alone).
+    for cgroup in ["1", "0"] {
+        let repo = TestRepo::new();
+        let cmd = repo
+            .lease()
+            .env("GIT_LEASE_RUN_CGROUP", cgroup)
+            .args(renewing(&["30", "--holder", WORKER], "1h"));
+        let (mut run, ready, marker) = spawn_run(&repo, cmd, &spawning_child(false), cgroup);
+        let child = pid_in(&ready);
+        let (group, gone) = (
+            Stray::new(pid_in(&beside(&ready, ".group"))),
+            Stray::new(pid_in(&beside(&ready, ".gone"))),
+        );
+        assert_eq!(
+            process_group(group.pid),
+            Some(child),
+            "the worker is in the child's group"
+        );
+        assert_eq!(process_group(gone.pid), Some(gone.pid), "the other left it");
+        // Its parent ended: it was reparented to run, the subreaper, not to init.
+        poll_until("the orphan reparented to run", || {
+            (parent_of(gone.pid) == Some(run.pid())).then_some(())
+        });
+
+        repo.run(&revoke("30")).ok();
+        run.expect_exit(6);
+        assert_child_got(&run, &marker, "TERM");
+        wait_ended(
+            group.pid,
+            group.ticks,
+            "the worker in the child's group ended",
+        );
+        wait_ended(gone.pid, gone.ticks, "the worker in its own session ended");
+    }
+}
+
+/// The cgroup v2 directory of `pid`: its `0::` line of `/proc/<pid>/cgroup` under the
+/// cgroup2 mount (`None` without one).
+fn cgroup_dir(pid: u32) -> Option<PathBuf> {
+    let own = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
+    let path = own.lines().find_map(|l| l.strip_prefix("0::"))?.to_owned();
+    let mounts = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    let mount = mounts.lines().find_map(|l| {
+        let (left, right) = l.split_once(" - ")?;
+        (right.split_whitespace().next() == Some("cgroup2"))
+            .then(|| left.split_whitespace().nth(4).map(str::to_owned))?
+    })?;
+    Some(Path::new(&mount).join(path.trim_start_matches('/')))
+}
+
+#[test]
+fn a_run_killed_by_sigkill_leaves_nothing_of_its_command_running() {
+    for cgroup in ["1", "0"] {
+        let repo = TestRepo::new();
+        let cmd = repo
+            .lease()
+            .env("GIT_LEASE_RUN_CGROUP", cgroup)
+            .args(["run", "31", "--holder", WORKER, "--ttl", "1h"]);
+        let (mut run, ready, _) = spawn_run(&repo, cmd, &spawning_child(true), cgroup);
+        let child = Stray::new(pid_in(&ready));
+        let group = Stray::new(pid_in(&beside(&ready, ".group")));
+        let gone = Stray::new(pid_in(&beside(&ready, ".gone")));
+        let own = format!("git-lease-run-{}", run.pid());
+        let dir = cgroup_dir(child.pid).filter(|d| d.ends_with(&own));
+        if cgroup == "1" && dir.is_none() {
+            eprintln!(
+                "SKIPPED a_run_killed_by_sigkill_leaves_nothing_of_its_command_running with a \
+                 cgroup: no cgroup v2 can be made here"
+            );
+        }
+        if cgroup == "0" {
+            assert_eq!(dir, None, "GIT_LEASE_RUN_CGROUP=0 makes no cgroup");
+        }
+
+        let status = run.kill_and_reap();
+        assert_eq!(status.signal(), Some(libc::SIGKILL), "{status:?}");
+        wait_ended(child.pid, child.ticks, "the child of the killed run ended");
+        wait_ended(
+            group.pid,
+            group.ticks,
+            "the worker in the child's group ended",
+        );
+        if let Some(dir) = &dir {
+            wait_ended(gone.pid, gone.ticks, "the worker in its own session ended");
+            poll_until("the cgroup removed", || (!dir.exists()).then_some(()));
+        }
+        // Without a cgroup, the worker that left the child's session runs on (README, "What
+        // holds after kill -9"); it is killed when `gone` is dropped.
+
+        let taken = jrun(&repo, &["acquire", "31", "--holder", BOB, "--ttl", "1h"]);
+        taken.outcome(0, "acquired");
+        assert_eq!(repo.lease_json("31")["takeover"], json!("process_gone"));
+    }
 }
 
 #[test]

@@ -19,8 +19,8 @@ pub(crate) struct Args {
     pub(crate) holder: HolderArg,
     #[command(flatten)]
     pub(crate) ttl: TtlArg,
-    /// How often to renew [default: a third of the TTL (less under 3s); never for --ttl
-    /// never]
+    /// How often to renew; with --ttl never, how often to read the lease, to stop the command
+    /// once it is revoked [default: a third of the TTL (less under 3s); 10s for --ttl never]
     #[arg(long, value_name = "DURATION")]
     pub(crate) every: Option<String>,
     /// How long the child gets between SIGTERM and SIGKILL once the lease is lost (less when

@@ -1,6 +1,7 @@
-//! The child of `git lease run`: a process group of its own, every signal `run` catches
-//! forwarded to it, stopped with SIGTERM, then SIGKILL; on Linux the kernel kills the child
-//! itself if `run` dies.
+//! The child of `git lease run`: a process group of its own (and, where one can be made, a
+//! cgroup: see [`super::tree`]), every signal `run` catches forwarded to it, stopped with its
+//! whole tree with SIGTERM, then SIGKILL; on Linux the kernel kills the child itself if `run`
+//! dies.
 
 use std::process::{Command as Process, ExitStatus};
 use std::sync::mpsc;
@@ -8,24 +9,31 @@ use std::time::{Duration, Instant};
 
 use git_lease::Error;
 
+use super::tree::Tree;
 use super::Event;
 
 /// Makes the child a process group of its own and, on Linux, has the kernel kill it
-/// (SIGKILL) if `run` dies first.
-pub(super) fn supervise(command: &mut Process) {
+/// (SIGKILL) if `run` dies first, and has it join its cgroup by writing `0` to the
+/// `cgroup.procs` open at `join` before it execs (a join refused leaves it outside, where
+/// the process group and the walk of [`super::tree`] still find its tree).
+pub(super) fn supervise(command: &mut Process, join: Option<std::os::fd::RawFd>) {
     use std::os::unix::process::CommandExt;
     command.process_group(0);
     #[cfg(target_os = "linux")]
     {
         let parent = std::process::id();
-        // SAFETY: between fork and exec the closure calls only prctl(2) and getppid(2), which
-        // are async-signal-safe, and allocates nothing. The death signal is tied to the thread
-        // that forks, which is `run`'s main thread: it lives as long as `run` does.
+        // SAFETY: between fork and exec the closure calls only prctl(2), write(2) and
+        // getppid(2), which are async-signal-safe, and allocates nothing. The death signal is
+        // tied to the thread that forks, which is `run`'s main thread: it lives as long as
+        // `run` does. `join` stays open in `run` until the child has started.
         unsafe {
             command.pre_exec(move || {
                 let sigkill = libc::SIGKILL as libc::c_ulong;
                 if libc::prctl(libc::PR_SET_PDEATHSIG, sigkill, 0, 0, 0) != 0 {
                     return Err(std::io::Error::last_os_error());
+                }
+                if let Some(fd) = join {
+                    libc::write(fd, b"0".as_ptr().cast(), 1);
                 }
                 // `run` died before the line above: no signal will come, so do not start.
                 if u32::try_from(libc::getppid()).ok() != Some(parent) {
@@ -35,12 +43,14 @@ pub(super) fn supervise(command: &mut Process) {
             });
         }
     }
+    #[cfg(not(target_os = "linux"))]
+    let _ = join;
 }
 
-/// Sends SIGTERM to the child's group, waits until `kill_at` for the child to exit, then
-/// SIGKILL; whatever is left of the group is killed in any case.
-pub(super) fn stop_child(group: u32, kill_at: Instant, inbox: &mpsc::Receiver<Event>) {
-    signal_group(group, libc::SIGTERM);
+/// Sends SIGTERM to the child's whole tree, waits until `kill_at` for the child to exit,
+/// then SIGKILL; whatever is left of the tree is killed in any case.
+pub(super) fn stop_child(tree: &mut Tree, kill_at: Instant, inbox: &mpsc::Receiver<Event>) {
+    tree.signal(libc::SIGTERM);
     let exited = loop {
         let left = kill_at.saturating_duration_since(Instant::now());
         match inbox.recv_timeout(left) {
@@ -49,7 +59,7 @@ pub(super) fn stop_child(group: u32, kill_at: Instant, inbox: &mpsc::Receiver<Ev
             Err(_) => break false,
         }
     };
-    signal_group(group, libc::SIGKILL);
+    tree.kill();
     if exited {
         return;
     }

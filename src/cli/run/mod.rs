@@ -5,13 +5,23 @@
 //! background well before expiry, and when the child ends completes or releases. A worker must
 //! not go on acting after losing its lease, so a refused renewal stops the child.
 //!
-//! The child never outlives `run`. It runs in a process group of its own, which receives every
-//! signal `run` forwards and every stop, and whatever is left of that group is killed (SIGKILL)
-//! when `run` ends, before the lease is ended. On Linux the child is also started with
-//! `PR_SET_PDEATHSIG` = SIGKILL, so the kernel kills it if `run` dies without a chance to act
-//! (`kill -9`): the lease records `run`'s process id, so it is free on this machine the moment
-//! `run` is gone, and its child must be gone by then too. (That signal reaches the child
-//! itself; its own descendants are its business, or the group's when `run` ends normally.)
+//! `run` follows its *tenure*, not its holder name: every renewal and the final release are
+//! of the tenure it began ([`rules::Tenure`]: token, start, session), so a lease revoked and
+//! taken again between two renewals, even under the same holder name, is lost (exit 6), and a
+//! tenure that was lost by the time the child ended is reported so (exit 6) instead of
+//! passing the child's code through. A lease that never expires is not renewed but read every
+//! `--every` (10s by default), and lost the same way once it is no longer this tenure.
+//!
+//! The child never outlives `run`, nor does anything it started ([`tree`]): it runs in a
+//! process group of its own, which receives every signal `run` forwards, and where one can be
+//! made in a cgroup of its own; `run` is a child subreaper, so that descendants that leave the
+//! group stay findable. Every stop, and `run`'s end, stops the whole tree before the lease is
+//! ended. On Linux the child is also started with `PR_SET_PDEATHSIG` = SIGKILL, so the kernel
+//! kills it if `run` dies without a chance to act (`kill -9`), and a guard process kills the
+//! child's group and its cgroup then: the lease records `run`'s process id, so it is free on
+//! this machine the moment `run` is gone, and its command must be gone by then too. (Without
+//! a cgroup, a descendant that left the child's process group survives a `kill -9` of `run`;
+//! see [`tree`].)
 //!
 //! Renewals that keep failing (an unreachable remote, an unreadable repository) must not let
 //! the child work past the lease's expiry, when someone else may take the issue. So, as in
@@ -27,8 +37,8 @@
 //! computed.
 //!
 //! Here: the lease's side (acquire, renew, end) and the loop that waits on child and lease;
-//! [`child`] the child's process group and signals; [`renewal`] the renew interval and the
-//! stop window; [`wait`](mod@wait) `git lease wait`.
+//! [`child`] the child's process group and signals; [`tree`] everything the child starts;
+//! [`renewal`] the renew interval and the stop window; [`wait`](mod@wait) `git lease wait`.
 
 use std::path::PathBuf;
 use std::process::{Command as Process, ExitStatus};
@@ -36,15 +46,57 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
-use git_lease::rules::{self, Claim, Credentials, Ending, Outcome};
+use git_lease::rules::{self, Claim, Credentials, Ending, Outcome, Tenure};
 use git_lease::{Error, Holder, IssueId, Ledger, Report, Ttl};
 
 mod child;
 mod renewal;
+#[cfg(target_os = "linux")]
+mod tree;
 mod wait;
 
+/// Where there is no `/proc`, subreaper or cgroup: the child's process group is its tree.
+#[cfg(not(target_os = "linux"))]
+mod tree {
+    use super::child::signal_group;
+
+    pub(super) struct Tree {
+        group: Option<u32>,
+    }
+
+    impl Tree {
+        pub(super) fn prepare() -> Tree {
+            Tree { group: None }
+        }
+
+        pub(super) fn join_fd(&self) -> Option<std::os::fd::RawFd> {
+            None
+        }
+
+        pub(super) fn started(&mut self, child: u32) {
+            self.group = Some(child);
+        }
+
+        pub(super) fn signal(&mut self, sig: i32) {
+            if let Some(group) = self.group {
+                signal_group(group, sig);
+            }
+        }
+
+        pub(super) fn kill(&mut self) {
+            self.signal(libc::SIGKILL);
+        }
+    }
+
+    impl Drop for Tree {
+        fn drop(&mut self) {
+            self.kill();
+        }
+    }
+}
+
 use super::{exit, output, Context, Failure};
-use child::{catch_signals, child_code, forward_signals, signal_group, stop_child, supervise};
+use child::{catch_signals, child_code, forward_signals, stop_child, supervise};
 use renewal::{renew_interval, StopWindow};
 pub(crate) use wait::wait;
 
@@ -195,13 +247,29 @@ struct Handle {
 }
 
 impl Handle {
+    /// Opens the ledger again for one step at `now`, which is also the reader's clock for
+    /// what a remote's new commits may say.
+    fn ledger(&self, now: DateTime<Utc>) -> Result<Ledger, Error> {
+        Ledger::discover(&self.dir)?
+            .with_local_liveness()
+            .with_reader_clock(now)
+    }
+
     fn apply(
         &self,
+        now: DateTime<Utc>,
         mut decide: impl FnMut(Option<rules::Current<'_>>) -> rules::Transition,
     ) -> Result<Report, Error> {
-        let ledger = Ledger::discover(&self.dir)?.with_local_liveness();
+        let ledger = self.ledger(now)?;
         let backend = git_lease::backend::open(&ledger, self.remote.as_deref())?;
         backend.apply(&self.issue, &mut decide)
+    }
+
+    /// Returns the newest entry of the lease at `now` (a fetch, through a remote).
+    fn current(&self, now: DateTime<Utc>) -> Result<Option<git_lease::Entry>, Error> {
+        let ledger = self.ledger(now)?;
+        let backend = git_lease::backend::open(&ledger, self.remote.as_deref())?;
+        backend.current(&self.issue)
     }
 
     fn credentials(&self) -> Credentials<'_> {
@@ -255,8 +323,16 @@ pub(crate) fn run(ctx: &Context, args: RunArgs) -> Result<u8, Failure> {
     let issue = handle.issue.clone();
     // Only a tenure of this run's own session is held by it (the same holder's live lease
     // of another session is refused).
-    let lease = match report.lease() {
-        Some(l) if report.outcome == Outcome::Acquired && l.session == claim.session => l.clone(),
+    let (lease, tenure) = match report.lease() {
+        Some(l) if report.outcome == Outcome::Acquired && l.session == claim.session => {
+            match Tenure::of(l) {
+                Some(tenure) => (l.clone(), tenure),
+                None => {
+                    tell(ctx, &report, now, None);
+                    return Ok(exit::REFUSED);
+                }
+            }
+        }
         _ => {
             tell(ctx, &report, now, None);
             return Ok(exit::REFUSED);
@@ -264,23 +340,28 @@ pub(crate) fn run(ctx: &Context, args: RunArgs) -> Result<u8, Failure> {
     };
     tell(ctx, &report, now, None);
 
+    // The tree is prepared before signals are caught, so that its guard starts with
+    // `run`'s own dispositions.
+    let mut tree = tree::Tree::prepare();
     // Catch signals before the child exists, so none is lost between spawn and forwarding;
     // the child starts with default dispositions, as exec resets caught signals.
     let signals = catch_signals()?;
     let mut command = Process::new(program);
     command
         .args(program_args)
+        .env_remove(git_lease::git::STARTED_BY)
         .env("GIT_LEASE_ISSUE", issue.as_str())
         .env("GIT_LEASE_TOKEN", lease.token.to_string())
         .env("GIT_LEASE_HOLDER", args.holder.as_str())
         .env("GIT_LEASE_SECRET", &secret);
-    supervise(&mut command);
+    supervise(&mut command, tree.join_fd());
     let mut child = match command.spawn() {
         Ok(child) => child,
-        Err(e) => return not_started(&handle, clock, program, e),
+        Err(e) => return not_started(&handle, &tenure, clock, program, e),
     };
     // The child leads its own process group: its id is the group's.
     let group = child.id();
+    tree.started(group);
 
     let (events, inbox) = mpsc::channel::<Event>();
     let (stop_renewing, renewer_stop) = mpsc::channel::<()>();
@@ -294,6 +375,7 @@ pub(crate) fn run(ctx: &Context, args: RunArgs) -> Result<u8, Failure> {
     if let Some(interval) = interval {
         renew_in_background(
             handle.clone(),
+            tenure.clone(),
             interval,
             args.ttl,
             clock,
@@ -309,8 +391,9 @@ pub(crate) fn run(ctx: &Context, args: RunArgs) -> Result<u8, Failure> {
     let _ = stop_renewing.send(());
     match stop {
         Stop::Exited(status) => {
-            // Nothing the child left running may go on once the lease is ended.
-            signal_group(group, libc::SIGKILL);
+            // Nothing the child left running may go on once the lease is ended: the tree is
+            // killed, its cgroup removed, its guard told.
+            drop(tree);
             let status = status.map_err(|e| Error::Io {
                 context: format!("cannot wait for {program}"),
                 source: e,
@@ -322,10 +405,32 @@ pub(crate) fn run(ctx: &Context, args: RunArgs) -> Result<u8, Failure> {
             };
             let now = clock.now();
             let code = child_code(status);
-            match handle.apply(|cur| {
-                rules::release(&issue, cur, handle.credentials(), end_as.ending(), now)
+            match handle.apply(now, |cur| {
+                rules::release_tenure(
+                    &issue,
+                    cur,
+                    &tenure,
+                    handle.credentials(),
+                    end_as.ending(),
+                    now,
+                )
             }) {
-                Ok(report) => tell(ctx, &report, now, Some(code)),
+                Ok(report) if report.outcome == Outcome::Released => {
+                    tell(ctx, &report, now, Some(code))
+                }
+                // Revoked (and perhaps taken again) since the last renewal: the child worked
+                // on without the lease, and its end must not read as a success.
+                Ok(report) => {
+                    tell_lost(
+                        ctx,
+                        &issue,
+                        &format!(
+                            "lease lost while {program} ran (it exited with {code}): {}",
+                            lost_reason(&tenure, &report, now)
+                        ),
+                    );
+                    return Ok(exit::LEASE_LOST);
+                }
                 Err(e) => eprintln!("git lease run: could not end the lease: {e}"),
             }
             Ok(code)
@@ -336,7 +441,7 @@ pub(crate) fn run(ctx: &Context, args: RunArgs) -> Result<u8, Failure> {
                 &issue,
                 &format!("lease lost, stopping {program}: {why}"),
             );
-            stop_child(group, after(args.grace), &inbox);
+            stop_child(&mut tree, after(args.grace), &inbox);
             Ok(exit::LEASE_LOST)
         }
         Stop::Deadline(w) => {
@@ -350,7 +455,7 @@ pub(crate) fn run(ctx: &Context, args: RunArgs) -> Result<u8, Failure> {
             );
             // The grace period ends by the window's SIGKILL instant, sooner if need be.
             let kill_at = after(args.grace.min(clock.until(w.kill_by)));
-            stop_child(group, kill_at, &inbox);
+            stop_child(&mut tree, kill_at, &inbox);
             Ok(exit::LEASE_LOST)
         }
     }
@@ -400,7 +505,7 @@ fn take_lease(
         } else {
             let issue = IssueId::new(args.issues.first().map_or("", String::as_str))?;
             let handle = handle(&issue);
-            let report = handle.apply(|cur| rules::acquire(&issue, cur, claim, now))?;
+            let report = handle.apply(now, |cur| rules::acquire(&issue, cur, claim, now))?;
             let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
             let give_up = args.wait.is_none() || left.is_some_and(|l| l.is_zero());
             // Any other answer, or the last one, is reported by the caller.
@@ -428,15 +533,17 @@ fn take_lease(
 /// not there and 126 for one that cannot be run.
 fn not_started(
     handle: &Handle,
+    tenure: &Tenure,
     clock: RunningClock,
     program: &str,
     e: std::io::Error,
 ) -> Result<u8, Failure> {
     let now = clock.now();
-    let _ = handle.apply(|cur| {
-        rules::release(
+    let _ = handle.apply(now, |cur| {
+        rules::release_tenure(
             &handle.issue,
             cur,
+            tenure,
             handle.credentials(),
             Ending::Abandon,
             now,
@@ -460,11 +567,59 @@ fn not_started(
     Ok(code)
 }
 
-/// Renews the lease every `interval` on a thread of its own, until told to stop or the lease
-/// is lost; each renewal (or the loss) is sent as an [`Event`]. Attempts start `interval`
-/// apart, however long each takes; a failed one is said on stderr and tried again.
+/// Returns why `tenure` is lost, from the report of a renewal or release that refused it.
+fn lost_reason(tenure: &Tenure, report: &Report, now: DateTime<Utc>) -> String {
+    let line = output::report_line(report, now);
+    match report.lease() {
+        Some(l) if l.holder.is_some() && !tenure.is_recorded_in(l) => format!(
+            "its tenure (token {}, from {}) was ended and another began: {line}",
+            tenure.token,
+            git_lease::time::format_instant(tenure.acquired_at)
+        ),
+        _ => line,
+    }
+}
+
+/// What one renewal (or, for a lease that never expires, one reading) found.
+enum Kept {
+    /// Still this run's tenure; it now expires then.
+    Yes(Option<DateTime<Utc>>),
+    /// Lost, and why.
+    Lost(String),
+}
+
+/// Renews `tenure` at `now`, or for a lease that never expires reads it: still this tenure
+/// and live, or lost.
+fn keep(handle: &Handle, tenure: &Tenure, ttl: Ttl, now: DateTime<Utc>) -> Result<Kept, Error> {
+    let report = match ttl {
+        // Nothing to extend: a renewal would only write the same state again.
+        Ttl::Never => {
+            let entry = handle.current(now)?;
+            let ours = entry.as_ref().is_some_and(|e| {
+                tenure.is_recorded_in(&e.lease) && git_lease::is_live(e.current(), now)
+            });
+            if ours {
+                return Ok(Kept::Yes(None));
+            }
+            Report::unchanged(Outcome::NotHolder, &handle.issue, entry)
+        }
+        Ttl::For(_) => handle.apply(now, |cur| {
+            rules::renew_tenure(cur, tenure, handle.credentials(), ttl, now)
+        })?,
+    };
+    Ok(match report.outcome {
+        Outcome::Renewed => Kept::Yes(report.lease().and_then(|l| l.expires_at)),
+        _ => Kept::Lost(lost_reason(tenure, &report, now)),
+    })
+}
+
+/// Renews the lease every `interval` on a thread of its own (reads it, for a lease that never
+/// expires), until told to stop or the lease is lost; each renewal (or the loss) is sent as an
+/// [`Event`]. Attempts start `interval` apart, however long each takes; a failed one is said
+/// on stderr and tried again.
 fn renew_in_background(
     handle: Handle,
+    tenure: Tenure,
     interval: Duration,
     ttl: Ttl,
     clock: RunningClock,
@@ -479,14 +634,12 @@ fn renew_in_background(
                 _ => return,
             }
             next = next.checked_add(interval).unwrap_or(next);
-            let now = clock.now();
-            match handle.apply(|cur| rules::renew(cur, handle.credentials(), ttl, now)) {
-                Ok(report) if report.outcome == Outcome::Renewed => {
-                    let expires_at = report.lease().and_then(|l| l.expires_at);
+            match keep(&handle, &tenure, ttl, clock.now()) {
+                Ok(Kept::Yes(expires_at)) => {
                     let _ = events.send(Event::Renewed(expires_at));
                 }
-                Ok(report) => {
-                    let _ = events.send(Event::LeaseLost(output::report_line(&report, now)));
+                Ok(Kept::Lost(why)) => {
+                    let _ = events.send(Event::LeaseLost(why));
                     return;
                 }
                 Err(e) => eprintln!("git lease run: renewing failed, will retry: {e}"),

@@ -45,12 +45,20 @@ impl StopWindow {
     }
 }
 
+/// How often a lease that never expires is read by default, to find it revoked.
+pub(super) const NEVER_EVERY: Duration = Duration::from_secs(10);
+
 /// Returns how often to renew: `every`, or a third of the TTL (half the renew deadline for TTLs
-/// under 3s); none for a lease that never expires unless asked. An
-/// interval that cannot renew before the renew deadline is refused.
+/// under 3s); for a lease that never expires, how often to read it (`every`, or
+/// [`NEVER_EVERY`]). An interval that cannot renew before the renew deadline is refused.
 pub(super) fn renew_interval(ttl: Ttl, every: Option<Duration>) -> Result<Option<Duration>, Error> {
     let Ttl::For(ttl) = ttl else {
-        return Ok(every);
+        return match every.unwrap_or(NEVER_EVERY) {
+            every if every.is_zero() => {
+                Err(Error::InvalidInput("--every must be longer than 0s".into()))
+            }
+            every => Ok(Some(every)),
+        };
     };
     let deadline = StopWindow::renew_deadline(ttl);
     if deadline <= chrono::Duration::zero() {
@@ -121,6 +129,10 @@ mod tests {
         );
         assert!(renew_interval(Ttl::For(chrono::Duration::seconds(1)), None).is_err());
         assert!(renew_interval(Ttl::For(hour), Some(Duration::from_secs(2400))).is_err());
-        assert_eq!(renew_interval(Ttl::Never, None).ok().flatten(), None);
+        assert_eq!(
+            renew_interval(Ttl::Never, None).ok().flatten(),
+            Some(NEVER_EVERY)
+        );
+        assert!(renew_interval(Ttl::Never, Some(Duration::ZERO)).is_err());
     }
 }

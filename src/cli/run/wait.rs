@@ -25,6 +25,7 @@ pub(crate) fn wait(
     let mut pause = Duration::from_millis(50);
     loop {
         let now = clock.now();
+        ctx.ledger.set_reader_clock(now);
         let current = backend.current(&issue)?;
         let live = current
             .as_ref()

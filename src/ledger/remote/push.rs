@@ -68,8 +68,9 @@ pub fn hook_verdict(stderr: &str) -> HookVerdict {
 }
 
 /// Runs a git command of a remote (a fetch or a push) for at most `limit` (`None`: as long as
-/// it takes); its stderr is returned with every URL's credentials removed, since it ends up in
-/// messages. A command still running at the limit is killed and reported as a transport
+/// it takes), through [`crate::git::output_within`], so that [`crate::git::stop_commands`]
+/// can end it; its stderr is returned with every URL's credentials removed, since it ends up
+/// in messages. A command still running at the limit is killed and reported as a transport
 /// failure: a remote that accepts a connection and never answers must not hold a claim, or
 /// the agent behind it, forever.
 pub(super) fn run(
@@ -77,70 +78,20 @@ pub(super) fn run(
     shown: &str,
     limit: Option<std::time::Duration>,
 ) -> Result<std::process::Output> {
-    use std::io::Read;
-    use std::process::Stdio;
     let transport = |message: String| Error::Transport {
         command: shown.to_owned(),
         message,
     };
-    let cannot_run = |e: std::io::Error| transport(format!("cannot run git: {e}"));
-    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
-    let mut child = cmd.spawn().map_err(cannot_run)?;
-    // Each pipe is read to its end on a thread of its own; both ends reached means git is
-    // done (or dying), and waiting for it then takes no time.
-    let (closed, pipes_closed) = std::sync::mpsc::channel();
-    let readers: Vec<_> = [
-        child
-            .stdout
-            .take()
-            .map(|p| Box::new(p) as Box<dyn Read + Send>),
-        child
-            .stderr
-            .take()
-            .map(|p| Box::new(p) as Box<dyn Read + Send>),
-    ]
-    .into_iter()
-    .map(|pipe| {
-        let closed = closed.clone();
-        std::thread::spawn(move || {
-            let mut bytes = Vec::new();
-            if let Some(mut pipe) = pipe {
-                let _ = pipe.read_to_end(&mut bytes);
-            }
-            let _ = closed.send(());
-            bytes
-        })
-    })
-    .collect();
-    drop(closed);
-    let deadline = limit.map(|limit| (std::time::Instant::now() + limit, limit));
-    for _ in 0..readers.len() {
-        let in_time = match deadline {
-            None => pipes_closed.recv().is_ok(),
-            Some((at, _)) => pipes_closed
-                .recv_timeout(at.saturating_duration_since(std::time::Instant::now()))
-                .is_ok(),
-        };
-        if !in_time {
-            let _ = child.kill();
-            let _ = child.wait();
-            let limit = deadline.map_or_else(String::new, |(_, l)| {
-                humantime::format_duration(l).to_string()
-            });
-            return Err(transport(format!(
-                "no answer within {limit} (lease.networkTimeout): the remote is unreachable or stalled"
-            )));
-        }
+    let (mut out, timed_out) = crate::git::output_within(&mut cmd, limit)
+        .map_err(|e| transport(format!("cannot run git: {e}")))?;
+    if timed_out {
+        let limit = limit.map_or_else(String::new, |l| humantime::format_duration(l).to_string());
+        return Err(transport(format!(
+            "no answer within {limit} (lease.networkTimeout): the remote is unreachable or stalled"
+        )));
     }
-    let status = child.wait().map_err(cannot_run)?;
-    let mut parts = readers.into_iter().map(|r| r.join().unwrap_or_default());
-    let stdout = parts.next().unwrap_or_default();
-    let stderr = parts.next().unwrap_or_default();
-    Ok(std::process::Output {
-        status,
-        stdout,
-        stderr: redact_urls(&String::from_utf8_lossy(&stderr)).into_bytes(),
-    })
+    out.stderr = redact_urls(&String::from_utf8_lossy(&out.stderr)).into_bytes();
+    Ok(out)
 }
 
 /// Returns `url` without credentials, as git shows remotes: `https://alice:secret@host/r`
