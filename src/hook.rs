@@ -14,6 +14,7 @@ use chrono::{DateTime, Duration, Utc};
 use gix::ObjectId;
 
 use crate::issue::{IssueId, REF_PREFIX};
+use crate::lease::Lease;
 use crate::liveness::LocalHost;
 use crate::rules::is_live;
 pub use crate::step::Pusher;
@@ -382,14 +383,8 @@ pub fn check_transaction(
         let Some(approval) = read_approval(store, update) else {
             continue;
         };
-        let current = IssueId::new(&issue)
-            .ok()
-            .and_then(|id| store.current(&id).ok().flatten());
-        let live = current
-            .as_ref()
-            .filter(|e| is_live(e.current(), now))
-            .map(|e| &e.lease);
-        let problem = match live {
+        let current = fenced_entry(store, &issue);
+        let problem = match live_lease(current.as_ref(), now) {
             None => Some(format!(
                 "issue {issue} is no longer held (it was in tenure {} when this push was checked); the work was not landed",
                 approval.token
@@ -469,6 +464,21 @@ fn check_lease_update(
     }
 }
 
+/// Returns the newest entry of the issue a fenced ref belongs to (`None`: never leased, or
+/// not a valid id).
+fn fenced_entry(store: &Store, issue: &str) -> Option<crate::store::Entry> {
+    IssueId::new(issue)
+        .ok()
+        .and_then(|id| store.current(&id).ok().flatten())
+}
+
+/// Returns the lease of `current` if it is live at `now`.
+fn live_lease(current: Option<&crate::store::Entry>, now: DateTime<Utc>) -> Option<&Lease> {
+    current
+        .filter(|e| is_live(e.current(), now))
+        .map(|e| &e.lease)
+}
+
 /// Returns the issue a fenced ref belongs to: what the `*` of the first matching glob of
 /// `fences` matched, slashes included (`refs/heads/issue/*` makes `refs/heads/issue/gh/123`
 /// a branch of issue `gh/123`).
@@ -507,14 +517,8 @@ fn check_fenced_update(
             detail,
         })
     };
-    let current = IssueId::new(issue)
-        .ok()
-        .and_then(|id| store.current(&id).ok().flatten());
-    let live = current
-        .as_ref()
-        .filter(|e| is_live(e.current(), now))
-        .map(|e| &e.lease);
-    let Some(lease) = live else {
+    let current = fenced_entry(store, issue);
+    let Some(lease) = live_lease(current.as_ref(), now) else {
         refuse(
             "fence",
             format!(

@@ -49,6 +49,19 @@ fn push_step(
     judge(server, &run, &refname, &commit, before.as_deref())
 }
 
+/// Seeds the served repository with alice's tenure of 42 from `since_s` for 600 seconds;
+/// returns the client that forged it and the ledger's tip.
+fn alice_holds_42(server: &Server, since_s: i64) -> (TestRepo, String) {
+    let client = TestRepo::new();
+    let tips = seed(
+        server,
+        &client,
+        [("42", &[acquired("42", ALICE, 1, since_s, Some(600))][..])],
+    );
+    let tip = tips["42"].clone();
+    (client, tip)
+}
+
 #[track_caller]
 fn assert_refused(got: Got, rule: &str, what: &str) {
     match got {
@@ -129,13 +142,7 @@ fn a_replacement_ref_cannot_make_anyone_the_holder() {
 fn a_step_dated_inside_an_expired_tenure_is_refused() {
     // alice held 42 from 0 to 600; the server's clock is at 700, and the skew allows 300.
     let server = hooked_server(700);
-    let client = TestRepo::new();
-    let tips = seed(
-        &server,
-        &client,
-        [("42", &[acquired("42", ALICE, 1, 0, Some(600))][..])],
-    );
-    let tip = tips["42"].clone();
+    let (client, tip) = alice_holds_42(&server, 0);
     // Dated 500, inside alice's tenure: legitimate by the server's clock, not by its own
     // time, which is how every reader judges it afterwards.
     assert_refused(
@@ -189,13 +196,7 @@ type Spelling = fn(&str) -> String;
 #[test]
 fn only_canonical_times_are_accepted() {
     let server = hooked_server(60);
-    let client = TestRepo::new();
-    let tips = seed(
-        &server,
-        &client,
-        [("42", &[acquired("42", ALICE, 1, 0, Some(600))][..])],
-    );
-    let tip = tips["42"].clone();
+    let (client, tip) = alice_holds_42(&server, 0);
     let honest = renewed("42", ALICE, 1, 0, 60, 600);
     // Every other way RFC 3339 allows to spell the same instant.
     let spellings: [(&str, Spelling); 5] = [
