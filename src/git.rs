@@ -74,9 +74,12 @@ pub fn output(cmd: &mut Command) -> std::io::Result<Output> {
     output_within(cmd, None).map(|(out, _)| out)
 }
 
+/// How long a command stopped for its time limit has to end after SIGTERM, before SIGKILL.
+const KILL_GRACE: Duration = Duration::from_secs(1);
+
 /// Runs `cmd` as [`output`] does, for at most `limit` (`None`: as long as it takes): a
-/// command still running then is killed with what it started. Returns its output, and true
-/// if it was killed for the limit.
+/// command still running then is stopped with what it started (SIGTERM, then SIGKILL after a
+/// second). Returns its output, and true if it was stopped for the limit.
 pub fn output_within(
     cmd: &mut Command,
     limit: Option<Duration>,
@@ -127,8 +130,13 @@ pub fn output_within(
                 .is_ok(),
         };
         if !in_time {
+            // SIGTERM first: git removes its lock files on the way out; SIGKILL for what is
+            // still there a moment later.
             timed_out = true;
-            signal_tree(pid, libc::SIGKILL);
+            signal_tree(pid, libc::SIGTERM);
+            if pipes_closed.recv_timeout(KILL_GRACE).is_err() {
+                signal_tree(pid, libc::SIGKILL);
+            }
             break;
         }
     }

@@ -302,12 +302,17 @@ struct Approval {
     pusher: Option<String>,
 }
 
+/// The file of `update`'s approval: named by the SHA-256 of the update, so that no other
+/// update can be made to share it (and overwrite or remove it).
 fn approval_path(store: &Store, update: &RefUpdate) -> std::path::PathBuf {
     let key = format!("{} {} {}", update.name, update.old, update.new);
-    store
-        .git_dir()
-        .join(FENCE_APPROVALS_DIR)
-        .join(format!("{:016x}", crate::cache::fnv1a(key.as_bytes())))
+    let mut hasher = gix::hash::hasher(gix::hash::Kind::Sha256);
+    hasher.update(key.as_bytes());
+    let name = hasher
+        .try_finalize()
+        .map(|id| id.to_string())
+        .unwrap_or_else(|_| format!("{:016x}", crate::cache::fnv1a(key.as_bytes())));
+    store.git_dir().join(FENCE_APPROVALS_DIR).join(name)
 }
 
 fn record_approvals(store: &Store, approvals: &[Approval]) -> std::io::Result<()> {

@@ -37,66 +37,85 @@ pub(crate) fn hook_clock(
         .transpose()
 }
 
-/// Runs git's `update` or `pre-receive` hook protocol; refusals go to stderr, one line each,
-/// which git relays to the pusher as `remote: …`.
+/// Parses one ref update of a hook's input.
+fn ref_update(name: &str, old: &str, new: &str) -> Result<RefUpdate, Error> {
+    let id = |hex: &str| {
+        gix::ObjectId::from_hex(hex.as_bytes())
+            .map_err(|e| Error::InvalidInput(format!("bad object id {hex:?} for {name}: {e}")))
+    };
+    Ok(RefUpdate {
+        name: name.to_owned(),
+        old: id(old)?,
+        new: id(new)?,
+    })
+}
+
+/// Reads a hook's `<old> <new> <ref>` lines from stdin.
+fn stdin_updates() -> Result<Vec<RefUpdate>, Error> {
+    let mut updates = Vec::new();
+    for line in std::io::stdin().lock().lines() {
+        let line = line.map_err(|e| Error::Io {
+            context: "cannot read the hook's input".into(),
+            source: e,
+        })?;
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        match fields.as_slice() {
+            [] => continue,
+            [old, new, name] => updates.push(ref_update(name, old, new)?),
+            _ => {
+                return Err(Error::InvalidInput(format!(
+                    "hook input line {line:?} is not `<old> <new> <ref>`"
+                )))
+            }
+        }
+    }
+    Ok(updates)
+}
+
+/// Runs git's `reference-transaction` hook protocol: at `prepared`, the fenced updates a push
+/// check approved are judged again ([`hook::check_transaction`]); at `committed` or
+/// `aborted` their approvals are forgotten. It runs for every ref transaction of the served
+/// repository, so it stays out of the way of all the others: other states, a repository
+/// without fences, and a policy it cannot read (which refuses every push at `pre-receive`
+/// already) let the transaction through.
+fn reference_transaction(ctx: &Context, state: &str) -> Result<u8, Failure> {
+    if !matches!(state, "prepared" | "committed" | "aborted") {
+        return Ok(exit::OK);
+    }
+    let store = ctx.ledger.store();
+    let Ok(policy) = Policy::from_config(store) else {
+        return Ok(exit::OK);
+    };
+    if policy.fences.is_empty() {
+        return Ok(exit::OK);
+    }
+    let updates = stdin_updates()?;
+    if state != "prepared" {
+        hook::forget_approvals(store, &updates);
+        return Ok(exit::OK);
+    }
+    let refusals = hook::check_transaction(store, &policy, &updates, ctx.now);
+    for r in &refusals {
+        eprintln!("{r}");
+    }
+    Ok(if refusals.is_empty() {
+        exit::OK
+    } else {
+        exit::FAILURE
+    })
+}
+
+/// Runs git's `update`, `pre-receive` or `reference-transaction` hook protocol; refusals go
+/// to stderr, one line each, which git relays to the pusher as `remote: …` (all but the last).
 pub(crate) fn hook(ctx: &Context, kind: &HookKind) -> Result<u8, Failure> {
+    let (updates, options) = match kind {
+        HookKind::Update { refname, old, new } => (vec![ref_update(refname, old, new)?], None),
+        HookKind::PreReceive => (stdin_updates()?, Some(hook::push_options_from_env())),
+        HookKind::ReferenceTransaction { state } => return reference_transaction(ctx, state),
+    };
     let store = ctx.ledger.store();
     let policy = Policy::from_config(store)?;
     let pusher = hook::pusher_from_env(&policy.identity);
-    let parse = |name: &str, old: &str, new: &str| -> Result<RefUpdate, Error> {
-        let id = |hex: &str| {
-            gix::ObjectId::from_hex(hex.as_bytes())
-                .map_err(|e| Error::InvalidInput(format!("bad object id {hex:?} for {name}: {e}")))
-        };
-        Ok(RefUpdate {
-            name: name.to_owned(),
-            old: id(old)?,
-            new: id(new)?,
-        })
-    };
-    let stdin_updates = || -> Result<Vec<RefUpdate>, Error> {
-        let mut updates = Vec::new();
-        for line in std::io::stdin().lock().lines() {
-            let line = line.map_err(|e| Error::Io {
-                context: "cannot read the hook's input".into(),
-                source: e,
-            })?;
-            let fields: Vec<&str> = line.split_whitespace().collect();
-            match fields.as_slice() {
-                [] => continue,
-                [old, new, name] => updates.push(parse(name, old, new)?),
-                _ => {
-                    return Err(Error::InvalidInput(format!(
-                        "hook input line {line:?} is not `<old> <new> <ref>`"
-                    )))
-                }
-            }
-        }
-        Ok(updates)
-    };
-    let (updates, options) = match kind {
-        HookKind::Update { refname, old, new } => (vec![parse(refname, old, new)?], None),
-        HookKind::PreReceive => (stdin_updates()?, Some(hook::push_options_from_env())),
-        HookKind::ReferenceTransaction { state } => {
-            let updates = stdin_updates()?;
-            let refusals = match state.as_str() {
-                "prepared" => hook::check_transaction(store, &policy, &updates, ctx.now),
-                "committed" | "aborted" => {
-                    hook::forget_approvals(store, &updates);
-                    Vec::new()
-                }
-                _ => Vec::new(),
-            };
-            for r in &refusals {
-                eprintln!("{r}");
-            }
-            return Ok(if refusals.is_empty() {
-                exit::OK
-            } else {
-                exit::FAILURE
-            });
-        }
-    };
     let refusals = hook::check_push(
         store,
         &policy,

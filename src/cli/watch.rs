@@ -55,7 +55,7 @@ pub(crate) struct WatchArgs {
 /// Where the tips come from.
 enum Source<'a> {
     Local(&'a Ledger),
-    Remote(Remote<'a>),
+    Remote(Box<Remote<'a>>),
 }
 
 /// Runs `git lease watch`.
@@ -68,7 +68,7 @@ pub(crate) fn watch(ctx: &Context, args: WatchArgs, out: &mut dyn Write) -> Resu
         .map(|s| parse_since(s, ctx.now))
         .transpose()?;
     let source = match &ctx.remote {
-        Some(name) => Source::Remote(Remote::new(&ctx.ledger, name)?),
+        Some(name) => Source::Remote(Box::new(Remote::new(&ctx.ledger, name)?)),
         None => Source::Local(&ctx.ledger),
     };
     let interval = match (&args.interval, &source) {

@@ -270,10 +270,7 @@ impl Remote<'_> {
             .arg(self.name())
             .env("LC_ALL", "C");
         let shown = format!("git ls-remote {}", self.name());
-        let out = cmd.output().map_err(|e| Error::Transport {
-            command: shown.clone(),
-            message: format!("cannot run git: {e}"),
-        })?;
+        let out = self.run_git(cmd, &shown)?;
         if !out.status.success() {
             return Err(Error::Transport {
                 command: shown,

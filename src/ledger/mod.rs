@@ -141,8 +141,8 @@ impl Ledger {
     }
 
     /// Judges history taken from elsewhere (a remote's new commits, a mirror's, an audit) also
-    /// by what this reader knows: a step dated more than `lease.maxClockSkew` ahead of `now`
-    /// is refused, as is a takeover from a holder process this machine sees running (with
+    /// by what this reader knows: a step dated more than twice `lease.maxClockSkew` ahead of
+    /// `now` is refused, as is a takeover from a holder process this machine sees running (with
     /// local liveness on). Without it (the default for library users), the rules alone judge.
     pub fn with_reader_clock(self, now: DateTime<Utc>) -> Result<Ledger> {
         let skew = crate::config::max_clock_skew(

@@ -124,8 +124,9 @@ pub struct Arrival<'a> {
 pub struct Reading<'a> {
     /// The reader's clock.
     pub now: DateTime<Utc>,
-    /// How far ahead of `now` an event may be dated (`lease.maxClockSkew`): a step dated
-    /// beyond it cannot have happened yet, whatever its author's clock said.
+    /// `lease.maxClockSkew`: an event dated more than twice this ahead of `now` (the server's
+    /// allowance, and as much again for this reader's own clock) cannot have happened yet,
+    /// whatever its author's clock said.
     pub max_skew: Duration,
     /// What the reader can see of holder processes on its own machine.
     pub host: Option<&'a LocalHost>,
@@ -164,13 +165,16 @@ pub fn judge(prev: Option<&Lease>, next: &Lease, judgement: Judgement<'_>) -> Ve
     match judgement {
         Judgement::Recorded => judge_at(prev, next, next.at, None, &mut found),
         Judgement::Reading(r) => {
-            if next.at - r.now > r.max_skew {
+            // A server takes events up to the skew ahead of its clock, and the reader's clock
+            // may be as far behind it: only beyond both is a step implausible.
+            let allowed = r.max_skew + r.max_skew;
+            if next.at - r.now > allowed {
                 found.push((
                     Rule::ClockSkew,
                     format!(
-                        "the event is dated {}, more than {} ahead of this reader's clock {}",
+                        "the event is dated {}, more than {} ahead of this reader's clock {} (twice lease.maxClockSkew)",
                         format_instant(next.at),
-                        short_duration(r.max_skew),
+                        short_duration(allowed),
                         format_instant(r.now)
                     ),
                 ));

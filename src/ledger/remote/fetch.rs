@@ -18,6 +18,9 @@ use crate::verify;
 /// lock of a ref it updates.
 const FETCH_LOCK_ATTEMPTS: u32 = 12;
 
+/// How many times `lease.networkTimeout` a fetch of every ledger may take.
+const WHOLE_FETCH_FACTOR: u32 = 10;
+
 /// How a remote's ledger departs from what this clone verified before.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -86,12 +89,30 @@ impl Remote<'_> {
         self.fetch_configured(&[], args, shown)
     }
 
+    /// Runs `git fetch` with `args` as [`Remote::fetch`] does, for a fetch of every ledger:
+    /// its time limit is ten times `lease.networkTimeout`, since a first fetch of a large
+    /// history moves many objects.
+    fn fetch_every(&self, args: &[&str], shown: &str) -> Result<std::process::Output> {
+        let limit = self.network_timeout.map(|l| l * WHOLE_FETCH_FACTOR);
+        self.fetch_within(&[], args, shown, limit)
+    }
+
     /// Runs `git -c <config>… fetch <args>` as [`Remote::fetch`] does.
     pub(crate) fn fetch_configured(
         &self,
         config: &[&str],
         args: &[&str],
         shown: &str,
+    ) -> Result<std::process::Output> {
+        self.fetch_within(config, args, shown, self.network_timeout)
+    }
+
+    fn fetch_within(
+        &self,
+        config: &[&str],
+        args: &[&str],
+        shown: &str,
+        limit: Option<std::time::Duration>,
     ) -> Result<std::process::Output> {
         let mut attempt = 0;
         loop {
@@ -106,7 +127,7 @@ impl Remote<'_> {
                 .arg("fetch")
                 .arg("--refmap=")
                 .args(args);
-            let out = run(cmd, shown, self.network_timeout)?;
+            let out = run(cmd, shown, limit)?;
             let stderr = String::from_utf8_lossy(&out.stderr);
             let locked = stderr.contains("cannot lock ref") || stderr.contains(".lock");
             if out.status.success() || !locked || attempt + 1 >= FETCH_LOCK_ATTEMPTS {
@@ -201,7 +222,7 @@ impl Remote<'_> {
         let seen = self.seen_all()?;
         let refspec = format!("+{REF_PREFIX}*:{}*", self.incoming);
         let shown = format!("git fetch --prune {} {refspec}", self.shown);
-        let out = self.fetch(
+        let out = self.fetch_every(
             &[
                 "--quiet",
                 "--no-tags",
@@ -332,12 +353,16 @@ impl Remote<'_> {
                 (format!("{}{issue}", self.tracking), *new, seen)
             })
             .collect();
-        let _ = self
+        let moved = self
             .ledger
             .store()
             .move_refs(&edits, &format!("git-lease: verified from {}", self.shown));
-        self.memory
-            .remember(moves.iter().map(|(issue, new, _)| (*issue, *new)));
+        // Only what the tracking refs now say: a move another command overtook would
+        // otherwise leave an older tip last in the memory.
+        if moved.is_ok() {
+            self.memory
+                .remember(moves.iter().map(|(issue, new, _)| (*issue, *new)));
+        }
     }
 
     /// Returns the tip of `issue` last verified from this remote: its tracking ref, or, when
@@ -346,7 +371,7 @@ impl Remote<'_> {
         if let Some(tip) = self.ledger.store().tip_of(&self.tracking_ref(issue))? {
             return Ok(Some(tip));
         }
-        let recalled = self.memory.recall().remove(issue.as_str());
+        let recalled = self.memory.recall_one(issue.as_str());
         if let Some(tip) = recalled {
             self.restore(&[(issue.as_str(), tip)]);
         }

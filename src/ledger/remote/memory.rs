@@ -11,7 +11,10 @@
 //! A recalled tip whose commit is no longer in the object database (pruned with the refs)
 //! still judges: the remote's ledger must contain it, and a fetch of a ledger that does
 //! brings it back. The file is written best effort (a failure to append never fails a read),
-//! and compacted when most of its lines are outdated.
+//! only for tracking refs that did move, and compacted when most of its lines are outdated or
+//! it grows past 4 MiB. Compaction renames a rewritten file over it, so an append another
+//! command makes at that very moment can be lost: the memory then holds an older verified tip
+//! of that issue, which still refuses every rewind behind it.
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -27,13 +30,19 @@ pub const MEMORY_DIR: &str = "lease-memory";
 /// The memory of one remote.
 pub(crate) struct Memory {
     path: PathBuf,
+    /// The file as last read, so that one command reads it once.
+    loaded: std::cell::RefCell<Option<BTreeMap<String, ObjectId>>>,
 }
+
+/// A file larger than this is compacted when it is next appended to.
+const COMPACT_ABOVE: u64 = 4 << 20;
 
 impl Memory {
     /// Returns the memory of the remote whose tracking refs live under `slug`.
     pub(crate) fn of(store: &Store, slug: &str) -> Memory {
         Memory {
             path: store.common_dir().join(MEMORY_DIR).join(slug),
+            loaded: Default::default(),
         }
     }
 
@@ -54,6 +63,23 @@ impl Memory {
             .append(true)
             .open(&self.path)
             .and_then(|mut file| file.write_all(text.as_bytes()));
+        *self.loaded.borrow_mut() = None;
+        // A clone that only ever renews never reads the memory back: compact it here too.
+        if std::fs::metadata(&self.path).is_ok_and(|m| m.len() > COMPACT_ABOVE) {
+            self.recall();
+        }
+    }
+
+    /// Returns `issue`'s last remembered tip (the file read once per command).
+    pub(crate) fn recall_one(&self, issue: &str) -> Option<ObjectId> {
+        if self.loaded.borrow().is_none() {
+            let tips = self.recall();
+            *self.loaded.borrow_mut() = Some(tips);
+        }
+        self.loaded
+            .borrow()
+            .as_ref()
+            .and_then(|tips| tips.get(issue).copied())
     }
 
     /// Returns every issue's last remembered tip; rewrites the file without its outdated

@@ -66,7 +66,7 @@ pub struct Remote<'a> {
     attempts: u32,
     /// How long one fetch or push may take before it is killed (`lease.networkTimeout`;
     /// `None`: unbounded, set as 0).
-    network_timeout: Option<Duration>,
+    pub(crate) network_timeout: Option<Duration>,
     /// Whether the remote's settings leave http's stall limit to us (unset by the user).
     http_low_speed_unset: bool,
     /// What was verified from this remote, kept where no fetch can delete it.
@@ -74,6 +74,8 @@ pub struct Remote<'a> {
     /// The issues whose seen tip was recalled from `memory` without its commit, so without a
     /// tracking ref to move from.
     recalled: std::cell::RefCell<std::collections::HashSet<String>>,
+    /// The local ledger tips read just before a push, by issue, for [`Remote::record_accepted`].
+    local_before_push: std::cell::RefCell<std::collections::HashMap<String, Option<gix::ObjectId>>>,
 }
 
 /// How long one fetch or push of a remote may take by default (`lease.networkTimeout`).
@@ -116,6 +118,7 @@ impl<'a> Remote<'a> {
         Ok(Remote {
             memory: memory::Memory::of(store, &slug),
             recalled: Default::default(),
+            local_before_push: Default::default(),
             network_timeout: (!network_timeout.is_zero()).then_some(network_timeout),
             http_low_speed_unset,
             ledger,
@@ -166,6 +169,11 @@ impl<'a> Remote<'a> {
                 .arg(format!("http.lowSpeedTime={HTTP_LOW_SPEED_TIME}"));
         }
         cmd
+    }
+
+    /// Runs `cmd`, a git command talking to this remote, within `lease.networkTimeout`.
+    pub(crate) fn run_git(&self, cmd: Command, shown: &str) -> Result<std::process::Output> {
+        run(cmd, shown, self.network_timeout)
     }
 
     pub(crate) fn incoming_ref(&self, issue: &IssueId) -> String {

@@ -153,11 +153,21 @@ impl Remote<'_> {
     ) {
         let store = self.ledger.store();
         let message = format!("git-lease: {} via {}", lease.event, self.shown);
-        let _ = store.move_refs(&[(self.tracking_ref(issue), commit, parent)], &message);
-        self.memory.remember([(issue.as_str(), commit)]);
+        if store
+            .move_refs(&[(self.tracking_ref(issue), commit, parent)], &message)
+            .is_ok()
+        {
+            self.memory.remember([(issue.as_str(), commit)]);
+        }
         // The local ledger follows the remote, but no history of its own is lost: one the
         // new tip does not descend from (claims made here) is kept aside first, and said so.
-        let local = store.tip_of(&issue.ref_name()).ok().flatten();
+        // The tip is the one read before the push: a fetch refspec the user configured for
+        // the remote makes git's push move the local ref itself.
+        let before = self.local_before_push.borrow_mut().remove(issue.as_str());
+        let local = match before {
+            Some(local) => local,
+            None => store.tip_of(&issue.ref_name()).ok().flatten(),
+        };
         if let Some(local) = local.filter(|l| !crate::verify::descends_from(store, commit, *l)) {
             let why = format!("git-lease: kept before {} via {}", lease.event, self.shown);
             match crate::mirror::keep_diverged(store, issue, local, &why) {
@@ -183,6 +193,13 @@ impl Remote<'_> {
         &self,
         edits: &[(IssueId, ObjectId, Option<ObjectId>)],
     ) -> Result<PushResult> {
+        {
+            let store = self.ledger.store();
+            let mut before = self.local_before_push.borrow_mut();
+            for (issue, _, _) in edits {
+                before.insert(issue.as_str().to_owned(), store.tip_of(&issue.ref_name())?);
+            }
+        }
         let mut cmd = self.git();
         cmd.args(["push", "--porcelain", "--atomic", "--no-verify"]);
         for (issue, _, old) in edits {
