@@ -91,8 +91,27 @@ fn a_diverged_local_ledger_is_named_as_such_and_can_adopt_the_remotes() {
 
 #[test]
 fn a_remote_claim_over_a_diverged_local_ledger_keeps_the_local_one() {
+    remote_claim_keeps_the_local_ledger(false);
+}
+
+#[test]
+fn a_remote_claim_keeps_the_local_ledger_even_when_git_push_moves_it() {
+    // With a fetch refspec for lease refs configured, git's push itself moves the local
+    // refs/leases/8 to what it pushed.
+    remote_claim_keeps_the_local_ledger(true);
+}
+
+fn remote_claim_keeps_the_local_ledger(refspec: bool) {
     let (server, carol) = bob_holds_8_for_carol();
     carol.git(&["config", "advice.leaseLocal", "false"]);
+    if refspec {
+        carol.git(&[
+            "config",
+            "--add",
+            "remote.origin.fetch",
+            "+refs/leases/*:refs/leases/*",
+        ]);
+    }
     // carol's clone has a tenure of its own that the remote never had ...
     lease(&carol, 1, &["acquire", "8"]).ok();
     let hers = carol.tip("8").expect("carol's local ledger");
