@@ -11,7 +11,7 @@
 //!   commands carry [`git_lease::git::STARTED_BY`] with its process id, and so does what they
 //!   leave behind (a detached `git gc --auto`), which is not the command's.
 //! - Where a cgroup can be made (cgroup v2 mounted, and `run`'s own cgroup writable), the child
-//!   joins a fresh one, `git-lease-run-<pid>` beside `run`, before it execs: everything it
+//!   joins a fresh one, `git-lease-run-<pid>` below `run`'s own, before it execs: everything it
 //!   starts is in it, whatever it does with process groups and sessions, and a stop kills the
 //!   cgroup (`cgroup.kill`, or each member where the kernel has no `cgroup.kill`).
 //!   `GIT_LEASE_RUN_CGROUP=0` turns this off.
@@ -59,6 +59,10 @@ const DISARM: u8 = b'd';
 
 /// How many rounds a kill makes at most, each a read of `/proc` and a SIGKILL of what is left.
 const KILL_ROUNDS: usize = 100;
+
+/// How long a kill goes on at most: a process that cannot be signalled (another user's, or
+/// one stuck in the kernel) must not hold up the release of the lease past its expiry.
+const KILL_BOUND: Duration = Duration::from_secs(5);
 
 /// A process as `/proc/<pid>/stat` shows it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -292,7 +296,11 @@ impl Tree {
         if let Some((group, _)) = self.child {
             signal_group(group, libc::SIGKILL);
         }
+        let deadline = std::time::Instant::now() + KILL_BOUND;
         for _ in 0..KILL_ROUNDS {
+            if std::time::Instant::now() >= deadline {
+                break;
+            }
             let live: Vec<Proc> = self
                 .members(&scan())
                 .into_iter()
