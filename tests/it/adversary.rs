@@ -572,17 +572,7 @@ fn honest(
         v
     };
     let free = |event: &str, previous: &str| {
-        let mut v = json!({
-            "version": 1,
-            "issue": issue,
-            "event": event,
-            "holder": null,
-            "token": token,
-            "acquired_at": null,
-            "expires_at": null,
-            "at": rfc3339(at),
-            "previous_holder": previous,
-        });
+        let mut v = forge::freed(issue, event, previous, token, (at - t0()).num_seconds());
         if event == "revoke" {
             v["by"] = json!(me);
             v["reason"] = json!("stuck");

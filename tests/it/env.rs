@@ -25,7 +25,7 @@
 #![allow(dead_code)]
 
 use std::ffi::{OsStr, OsString};
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::mpsc;
@@ -783,6 +783,21 @@ pub fn busy_42(repo: &TestRepo) -> Vec<&'static str> {
 /// broken build from hanging the suite, never decides an outcome.
 pub const BOUND: std::time::Duration = std::time::Duration::from_secs(30);
 
+/// Reads `stdout` line by line on a thread of its own; the lines arrive on the receiver
+/// until the pipe closes (or the receiver is dropped).
+pub fn line_reader(stdout: impl Read + Send + 'static) -> mpsc::Receiver<String> {
+    let (tx, lines) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { return };
+            if tx.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    lines
+}
+
 /// The lines `watch` prints, read by a thread as they come.
 pub struct Watch {
     pub child: Child,
@@ -807,16 +822,7 @@ impl Watch {
             .stdout(Stdio::piped())
             .stderr(std::fs::File::create(&stderr).expect("create the stderr file"));
         let mut child = command.spawn().expect("start git-lease watch");
-        let stdout = child.stdout.take().expect("piped stdout");
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { return };
-                if tx.send(line).is_err() {
-                    return;
-                }
-            }
-        });
+        let lines = line_reader(child.stdout.take().expect("piped stdout"));
         Watch {
             child,
             lines,

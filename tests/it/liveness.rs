@@ -142,7 +142,7 @@ fn acquire_pid_of_no_process_is_refused() {
 }
 
 /// A forged first commit: alice holds `issue` from T0 to T0+10m with process `process`.
-fn forged_lease(issue: &str, process: Value) -> Value {
+pub(crate) fn forged_lease(issue: &str, process: Value) -> Value {
     json!({
         "version": 1,
         "issue": issue,

@@ -10,15 +10,15 @@
 //! need no namespace and always run.
 
 use std::ffi::OsStr;
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::os::unix::fs::MetadataExt;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 
-use serde_json::{json, Value};
+use serde_json::json;
 
-use crate::env::{assert_fields, at_min, hermetic, jrun, Run, TestRepo, BIN, BOUND};
+use crate::env::{assert_fields, at_min, hermetic, jrun, line_reader, Run, TestRepo, BIN, BOUND};
 use crate::session::{assert_verify_clean, boot_id, dead_pid, forge, pid_ns, Sleeper, ALICE, BOB};
 
 /// The user the hidden-`/proc` reader runs as.
@@ -134,16 +134,7 @@ impl Contained {
             .stdout(Stdio::piped())
             .stderr(std::fs::File::create(&stderr).expect("create the stderr file"));
         let mut child = cmd.spawn().expect("start unshare");
-        let stdout = child.stdout.take().expect("piped stdout");
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { return };
-                if tx.send(line).is_err() {
-                    return;
-                }
-            }
-        });
+        let lines = line_reader(child.stdout.take().expect("piped stdout"));
         Contained {
             child,
             lines,
@@ -334,21 +325,6 @@ exec "$0" --json acquire 9 --holder bob@example.com --ttl 1h"#;
     assert_verify_clean(&repo, 1);
 }
 
-/// A forged first commit: alice holds `issue` from T0 to T0+10m with process `process`.
-fn forged(issue: &str, process: Value) -> Value {
-    json!({
-        "version": 1,
-        "issue": issue,
-        "event": "acquire",
-        "holder": ALICE,
-        "token": 1,
-        "acquired_at": at_min(0),
-        "expires_at": at_min(10),
-        "at": at_min(0),
-        "process": process,
-    })
-}
-
 #[test]
 fn a_record_of_another_pid_namespace_or_of_none_is_not_gone() {
     let repo = TestRepo::new();
@@ -370,7 +346,7 @@ fn a_record_of_another_pid_namespace_or_of_none_is_not_gone() {
         ),
     ];
     for (issue, process) in &records {
-        forge(&repo, issue, &forged(issue, process.clone()));
+        forge(&repo, issue, &super::forged_lease(issue, process.clone()));
     }
     assert_verify_clean(&repo, 0);
     for (issue, held) in [("other-ns", true), ("no-ns", true), ("this-ns", false)] {
