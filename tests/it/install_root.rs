@@ -251,10 +251,10 @@ fn skip(why: &str) {
     if std::env::var("CI").is_ok_and(|v| v == "true") {
         panic!("install_root: cannot run in CI: {why}");
     }
-    use std::io::Write;
-    let _ = writeln!(
-        std::io::stderr(),
-        "SKIPPED: install_root: {why} (CI=true makes this a failure)"
+    crate::env::skipped(
+        crate::env::Skip::Server,
+        "",
+        &format!("{why} (CI=true makes this a failure)"),
     );
 }
 

@@ -150,7 +150,11 @@ fn after_install_the_manual_and_completions_work_as_the_readme_says() {
             std::env::var("CI").as_deref() != Ok("true"),
             "CI must install man (.ci/run does)"
         );
-        eprintln!("SKIPPED: git help lease (man is not installed here)");
+        env::skipped(
+            env::Skip::Host,
+            "",
+            "git help lease and git lease --help: man is not installed here",
+        );
     }
     // A new shell completes `git lease` and `git-lease`.
     let (ok, out) = sh(

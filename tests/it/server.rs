@@ -119,26 +119,49 @@ impl Server {
 
     /// A bare repository with the hook installed, to be served over http by `git http-backend`
     /// with basic auth for `users` (password `<user>pw`), behind lighttpd where it is installed,
-    /// else behind the harness's own front; not started yet.
+    /// else behind the harness's own front, which is then reported as a stand-in
+    /// ([`env::skipped`]); not started yet.
     /// It needs a fixed clock: start it with [`Server::start_at`].
     pub fn http(users: &[&str]) -> Server {
-        let mut server = Server::without_hook();
-        server.transport = Transport::Http {
-            users: users.iter().map(|u| (*u).to_owned()).collect(),
-            builtin: lighttpd().is_none(),
-        };
-        server.config("http.receivepack", "true");
+        let server = Server::http_unhooked(users);
         server.install_lease_hook();
         server
+    }
+
+    /// As [`Server::http`], without the hook (a test installs it as a document says); not
+    /// started yet.
+    pub fn http_unhooked(users: &[&str]) -> Server {
+        let builtin = match lighttpd() {
+            Ok(_) => false,
+            Err(why) => {
+                env::skipped(
+                    env::Skip::StandIn,
+                    "",
+                    &format!(
+                        "{why}: http is served by the harness's own web front (tests/it/cgi.rs)"
+                    ),
+                );
+                true
+            }
+        };
+        Server::http_served(users, builtin)
     }
 
     /// As [`Server::http`], served by the harness's own web front ([`crate::cgi`]) whatever
     /// is installed.
     pub fn http_builtin(users: &[&str]) -> Server {
-        let mut server = Server::http(users);
-        if let Transport::Http { builtin, .. } = &mut server.transport {
-            *builtin = true;
-        }
+        let server = Server::http_served(users, true);
+        server.install_lease_hook();
+        server
+    }
+
+    fn http_served(users: &[&str], builtin: bool) -> Server {
+        let mut server = Server::without_hook();
+        server.transport = Transport::Http {
+            users: users.iter().map(|u| (*u).to_owned()).collect(),
+            builtin,
+        };
+        server.config("http.receivepack", "true");
         server
     }
 
@@ -474,12 +497,13 @@ impl std::fmt::Display for Start {
 
 /// Returns lighttpd's path, if it is installed and not set aside with
 /// `GIT_LEASE_TEST_HTTP=builtin` (which runs every http test behind [`crate::cgi`], as on a
-/// machine without it).
-fn lighttpd() -> Option<PathBuf> {
+/// machine without it); otherwise says which.
+fn lighttpd() -> Result<PathBuf, &'static str> {
     if std::env::var("GIT_LEASE_TEST_HTTP").as_deref() == Ok("builtin") {
-        return None;
+        return Err("GIT_LEASE_TEST_HTTP=builtin");
     }
     find_program("lighttpd", &["/usr/sbin", "/usr/local/sbin", "/sbin"])
+        .ok_or("lighttpd is not installed")
 }
 
 /// `git daemon` serving every repository under `base` on 127.0.0.1:`port`, hermetic (`HOME` =

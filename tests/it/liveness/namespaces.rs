@@ -10,7 +10,6 @@
 //! need no namespace and always run.
 
 use std::ffi::OsStr;
-use std::io::Write;
 use std::os::unix::fs::MetadataExt;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -26,7 +25,7 @@ const NOBODY: &str = "65534";
 
 /// Says on stderr (past the harness's capture) that `test` did not run, and why.
 fn skipped(test: &str, why: &str) {
-    let _ = writeln!(std::io::stderr().lock(), "SKIPPED: {test}: {why}");
+    crate::env::skipped(crate::env::Skip::Host, test, why);
 }
 
 /// `program args` with the hermetic environment of `repo`, in its work tree.

@@ -103,12 +103,10 @@ pub fn unavailable<T>(kind: Kind, why: &str) -> Option<T> {
     if std::env::var("CI").is_ok_and(|v| v == "true") {
         panic!("{kind:?}: cannot start the server in CI: {why}");
     }
-    // Straight to the process's stderr, past the test harness's capture, so that a skip is
-    // seen in a plain `cargo test` run.
-    use std::io::Write;
-    let _ = writeln!(
-        std::io::stderr(),
-        "SKIPPED: the {kind:?} test: {why} (CI=true makes this a failure)"
+    env::skipped(
+        env::Skip::Server,
+        "",
+        &format!("the {kind:?} server: {why} (CI=true makes this a failure)"),
     );
     None
 }
