@@ -52,6 +52,12 @@ fn ref_update(name: &str, old: &str, new: &str) -> Result<RefUpdate, Error> {
 
 /// Reads a hook's `<old> <new> <ref>` lines from stdin.
 fn stdin_updates() -> Result<Vec<RefUpdate>, Error> {
+    stdin_updates_but(|_, _| false)
+}
+
+/// Reads a hook's `<old> <new> <ref>` lines from stdin, leaving out those `skip` names (by
+/// their old and new values).
+fn stdin_updates_but(skip: impl Fn(&str, &str) -> bool) -> Result<Vec<RefUpdate>, Error> {
     let mut updates = Vec::new();
     for line in std::io::stdin().lock().lines() {
         let line = line.map_err(|e| Error::Io {
@@ -61,6 +67,7 @@ fn stdin_updates() -> Result<Vec<RefUpdate>, Error> {
         let fields: Vec<&str> = line.split_whitespace().collect();
         match fields.as_slice() {
             [] => continue,
+            [old, new, _] if skip(old, new) => continue,
             [old, new, name] => updates.push(ref_update(name, old, new)?),
             _ => {
                 return Err(Error::InvalidInput(format!(
@@ -89,7 +96,9 @@ fn reference_transaction(ctx: &Context, state: &str) -> Result<u8, Failure> {
     if policy.fences.is_empty() {
         return Ok(exit::OK);
     }
-    let updates = stdin_updates()?;
+    // A symbolic ref's update (`ref:<target>` for a value, as git 2.46 and newer pass it:
+    // `git symbolic-ref HEAD refs/heads/main`) is never a push's, so never a fenced one.
+    let updates = stdin_updates_but(|old, new| old.starts_with("ref:") || new.starts_with("ref:"))?;
     if state != "prepared" {
         hook::forget_approvals(store, &updates);
         return Ok(exit::OK);

@@ -336,3 +336,22 @@ fn a_fenced_push_is_judged_again_when_its_ref_lands() {
         "the approval is forgotten once its transaction is over"
     );
 }
+
+#[test]
+fn a_symbolic_ref_moved_in_a_fenced_repository_is_no_business_of_the_hook() {
+    // `git symbolic-ref HEAD refs/heads/main` on the server: git passes the transaction to the
+    // reference-transaction hook with `ref:refs/heads/main` for a value, never a push's.
+    let server = fenced_server(0);
+    let before = server.git(&["symbolic-ref", "HEAD"]);
+    server.git(&["symbolic-ref", "HEAD", "refs/heads/main"]);
+    assert_eq!(
+        server.git(&["symbolic-ref", "HEAD"]),
+        "refs/heads/main",
+        "was {before}"
+    );
+    server.git(&["symbolic-ref", "refs/heads/issue/alias", "refs/heads/main"]);
+    assert_eq!(
+        server.git(&["symbolic-ref", "refs/heads/issue/alias"]),
+        "refs/heads/main"
+    );
+}
