@@ -12,7 +12,8 @@
 //! - [`descriptors`]: closed standard descriptors and closed pipes.
 //! - [`human`]: what a person reads: `show`'s layout, relative times, colour.
 //! - [`snapshots`]: every `--help` and the human output of one story, as reviewed snapshots.
-//! - [`readme`]: the README's tour, run exactly as written.
+//! - [`readme`]: the README's `sh` blocks, read from it and run as written, each line held to
+//!   what its comment says; the fleet recipe with workers racing through a server.
 //! - [`faults`]: corrupt ledgers, stale locks, ref clashes, repository formats and layouts.
 //! - [`race`]: real concurrent processes on one issue.
 //! - [`gc_race`]: readers and writers while git packs objects and refs under them.
