@@ -30,8 +30,9 @@ const FAILING: &str = "13";
 /// How many abandons of an issue the tracker takes before it closes the issue.
 const GIVE_UP: usize = 3;
 /// How many times a worker may sleep before the test's `sleep` stops it (a bound, never
-/// reached by a worker that ends as the recipe says).
-const MAX_SLEEPS: usize = 40;
+/// reached by a worker that ends as the recipe says: one that finds nothing free while the
+/// other works asks again at once here, as the test's `sleep` returns at once).
+const MAX_SLEEPS: usize = 300;
 
 /// The worker: the block of "Running a fleet" that runs `git lease run --any`.
 pub fn worker_script() -> String {
@@ -148,9 +149,11 @@ fn check_backoff(worker: &Worker, log: &str) {
                 match (first, last) {
                     (None, _) => first = Some(secs),
                     (Some(base), None) => assert_eq!(secs, base, "a reset pause: {at}"),
-                    (Some(_), Some(prev)) => assert!(
-                        secs == 2 * prev || (secs == prev && secs > first.unwrap_or(0)),
-                        "the pause doubles (or stays at its cap): {at}"
+                    // Twice the last, or less where that passes the cap (and the cap
+                    // after).
+                    (Some(base), Some(prev)) => assert!(
+                        secs == 2 * prev || (secs > base && (prev..2 * prev).contains(&secs)),
+                        "the pause doubles, up to its cap: {at}"
                     ),
                 }
                 last = Some(secs);
