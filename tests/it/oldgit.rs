@@ -272,6 +272,7 @@ fn a_reftable_repository_under_git_2_39_is_bad_usage_naming_git_2_45() {
         &["list"],
         &["show", "7"],
         &["verify"],
+        &["gc"],
         // A remote needs 2.29, which 2.39 is; the repository's refs need 2.45.
         &["acquire", "42", "--holder", "alice", "--remote", "origin"],
     ] {

@@ -167,12 +167,9 @@ impl<'a> Remote<'a> {
     /// first, with [`Error::GitTooOld`] ([`crate::git::version`]).
     pub(crate) fn git(&self) -> Result<Command> {
         let store = self.ledger.store();
-        let needs: &[Need] = if store.ref_format() == "reftable" {
-            &[Need::Remote, Need::Reftable]
-        } else {
-            &[Need::Remote]
-        };
-        crate::git::version::require(needs)?;
+        let mut needs = vec![Need::Remote];
+        needs.extend_from_slice(store.git_needs());
+        crate::git::version::require(&needs)?;
         let mut cmd = crate::git::command(store.git_dir());
         if self.http_low_speed_unset {
             cmd.args(["-c", "http.lowSpeedLimit=1", "-c"])
