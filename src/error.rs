@@ -124,6 +124,16 @@ pub enum Error {
         /// The value of `extensions.refStorage`.
         format: String,
     },
+    /// The git on `PATH` is older than what the command needs (`crate::git::version`).
+    #[error("this needs git {needed} or newer for {purpose} (found {found})")]
+    GitTooOld {
+        /// The oldest version that would do (`2.29`).
+        needed: String,
+        /// What needs it (`--remote and sync`, `a reftable repository`).
+        purpose: &'static str,
+        /// The version found, as git printed it.
+        found: String,
+    },
     /// A ref lock file stayed in place past the lock timeout.
     #[error("the lock file {path} has been held for more than {waited_ms} ms; if no git or git-lease process is running, a crashed process left it behind: remove it with `rm {path}` and retry", path = path.display())]
     Locked {
@@ -230,6 +240,7 @@ impl Error {
             | Error::UnsafePath { .. }
             | Error::RefClash { .. }
             | Error::RefStorage { .. }
+            | Error::GitTooOld { .. }
             | Error::NotARepository { .. } => ErrorKind::Usage,
             Error::NoSuchLease(_) | Error::Ambiguous { .. } => ErrorKind::NotFound,
             Error::PushRefused { .. } => ErrorKind::Refused,

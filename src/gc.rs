@@ -49,6 +49,7 @@ pub struct GcReport {
 
 /// Packs refs and objects of `store`'s repository with git (see the module documentation).
 pub fn gc(store: &Store, full: bool) -> Result<GcReport> {
+    crate::git::version::require(store.git_needs())?;
     let git_dir = store.git_dir().to_owned();
     let leases = store.repo().common_dir().join("refs").join("leases");
     let before = count_objects(&git_dir)?;

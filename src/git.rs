@@ -7,6 +7,11 @@
 //! The commands a remote runs (fetch, push, ls-remote) run through [`output_within`], with
 //! `lease.networkTimeout` as their limit, so that a command that must end at once (`watch` on
 //! SIGTERM, however long a silent remote keeps git waiting) can end them: [`stop_commands`].
+//!
+//! [`version`] holds what each use of git needs of its version, checked before the first
+//! command of a process that needs it runs.
+
+pub mod version;
 
 use std::io::Read;
 use std::path::Path;

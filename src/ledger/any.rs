@@ -265,7 +265,7 @@ impl Remote<'_> {
     /// them: one exchange and no objects (`git ls-remote`, protocol version 0). Nothing is
     /// verified or recorded; this only tells which ledgers moved.
     pub fn remote_tips(&self) -> Result<HashMap<String, ObjectId>> {
-        let mut cmd = self.git();
+        let mut cmd = self.git()?;
         cmd.args(["-c", "protocol.version=0", "ls-remote", "--refs", "--"])
             .arg(self.name())
             .env("LC_ALL", "C");

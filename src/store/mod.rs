@@ -32,6 +32,7 @@ use gix::bstr::ByteSlice;
 use gix::ObjectId;
 
 use crate::error::{Error, Result};
+use crate::git::version::Need;
 use crate::issue::{IssueId, REF_PREFIX};
 use crate::lease::Lease;
 use crate::liveness::{Current, Observation};
@@ -271,6 +272,15 @@ impl Store {
         match self.refdb {
             RefDb::Files => "files",
             RefDb::Git(_) => "reftable",
+        }
+    }
+
+    /// Returns what this repository needs of the git that works in it
+    /// ([`crate::git::version`]): a reftable repository needs a git that has reftable.
+    pub fn git_needs(&self) -> &'static [Need] {
+        match self.refdb {
+            RefDb::Files => &[],
+            RefDb::Git(_) => &[Need::Reftable],
         }
     }
 

@@ -17,6 +17,9 @@
 //!   references, and this module passes it the store's choice (`lease.fsync` included), then
 //!   fsyncs the `reftable/` directory so that the rename of `tables.list` is on disk too
 //!   (docs/DURABILITY.md).
+//! - Every command is preceded, once per process, by the check that git has reftable (2.45,
+//!   [`crate::git::version`]); an older git is refused as [`Error::GitTooOld`], as is one whose
+//!   diagnostics say it does not know the `refstorage` extension.
 //! - `GIT_NAMESPACE` is applied here, as gix applies it for the files backend: git's ref
 //!   commands ignore it, so names are prefixed with `refs/namespaces/<ns>/` on the way in and
 //!   stripped on the way out.
@@ -29,6 +32,7 @@ use std::time::Duration;
 use gix::ObjectId;
 
 use crate::error::{Error, Result};
+use crate::git::version::Need;
 
 /// What a ref points at.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -106,7 +110,10 @@ impl GitRefs {
     /// git, for this repository, in the C locale (its diagnostics are read), with no
     /// `GIT_DIR` or `GIT_NAMESPACE` of the caller's; objects come from wherever the
     /// environment says (a hook's quarantine included), each as it is (no replacements).
-    fn git(&self) -> Command {
+    /// A git older than reftable (2.45) is refused here, before it runs
+    /// ([`crate::git::version::require`]).
+    fn git(&self) -> Result<Command> {
+        crate::git::version::require(&[Need::Reftable])?;
         let mut cmd = Command::new("git");
         cmd.arg("--git-dir")
             .arg(&self.git_dir)
@@ -116,7 +123,7 @@ impl GitRefs {
             .env(crate::git::STARTED_BY, std::process::id().to_string())
             .stdin(Stdio::null());
         crate::git::no_replacements(&mut cmd);
-        cmd
+        Ok(cmd)
     }
 
     /// Returns the full name of `name` in the repository (inside the namespace).
@@ -145,7 +152,7 @@ impl GitRefs {
     /// name matches itself and every ref below it; a prefix ending in `/` every ref under
     /// it), as `(name, target)` sorted by name: one `git for-each-ref`.
     pub(crate) fn list(&self, patterns: &[&str]) -> Result<Vec<(String, Target)>> {
-        let mut cmd = self.git();
+        let mut cmd = self.git()?;
         cmd.args([
             "for-each-ref",
             "--format=%(refname)%00%(objectname)%00%(symref)",
@@ -157,10 +164,10 @@ impl GitRefs {
         let shown = "git for-each-ref";
         let out = cmd.output().map_err(|e| spawn_error(shown, e))?;
         if !out.status.success() {
-            return Err(Error::Git {
-                context: format!("cannot read references ({shown})"),
-                message: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
-            });
+            return Err(failed(
+                format!("cannot read references ({shown})"),
+                &String::from_utf8_lossy(&out.stderr),
+            ));
         }
         let mut refs = Vec::new();
         for line in out.stdout.split(|b| *b == b'\n') {
@@ -217,17 +224,17 @@ impl GitRefs {
     pub(crate) fn head(&self) -> Result<Option<String>> {
         let shown = "git symbolic-ref -q HEAD";
         let out = self
-            .git()
+            .git()?
             .args(["symbolic-ref", "-q", "HEAD"])
             .output()
             .map_err(|e| spawn_error(shown, e))?;
         match out.status.code() {
             Some(0) => Ok(Some(String::from_utf8_lossy(&out.stdout).trim().to_owned())),
             Some(1) => Ok(None),
-            _ => Err(Error::Git {
-                context: "cannot read HEAD".into(),
-                message: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
-            }),
+            _ => Err(failed(
+                "cannot read HEAD".into(),
+                &String::from_utf8_lossy(&out.stderr),
+            )),
         }
     }
 
@@ -254,7 +261,7 @@ impl GitRefs {
         }
         input.extend(b"prepare\0commit\0");
         let wait_ms = self.lock_wait.as_millis().to_string();
-        let mut cmd = self.git();
+        let mut cmd = self.git().map_err(Failure::Git)?;
         cmd.arg("-c")
             .arg(format!("reftable.lockTimeout={wait_ms}"))
             .arg("-c")
@@ -351,10 +358,7 @@ impl GitRefs {
                 .map_or_else(|| self.lock_path(), |(path, _)| PathBuf::from(path));
             return Failure::Locked(lock);
         }
-        Failure::Git(Error::Git {
-            context: "git update-ref --stdin".into(),
-            message: said.to_owned(),
-        })
+        Failure::Git(failed("git update-ref --stdin".into(), said))
     }
 
     /// Fsyncs the `reftable/` directory: git fsyncs the new table and `tables.list` before
@@ -382,6 +386,18 @@ fn exact(name: &str) -> String {
     match name.rfind(|c: char| c.is_ascii_alphanumeric()) {
         Some(i) => format!("{}[{}]{}", &name[..i], &name[i..=i], &name[i + 1..]),
         None => name.to_owned(),
+    }
+}
+
+/// The error of a git command that failed, saying `stderr`: [`Error::GitTooOld`] when git
+/// does not know reftable (a version that could not be read let it run), else what it said.
+fn failed(context: String, stderr: &str) -> Error {
+    if crate::git::version::lacks_reftable(stderr) {
+        return crate::git::version::lacking(Need::Reftable);
+    }
+    Error::Git {
+        context,
+        message: stderr.trim().to_owned(),
     }
 }
 

@@ -14,7 +14,9 @@
 //! the suite runs with it (the reftable run: every repository the tests make is then
 //! reftable), `LLVM_PROFILE_FILE` under a coverage run and, when asked for, `GIT_LEASE_NOW`.
 //! Nothing the developer has configured (a global `lease.holder`, `user.email`,
-//! `lease.remote`) can leak in.
+//! `lease.remote`) can leak in. A repository made to run another git (the distribution's older
+//! one, a stand-in that answers `--version` otherwise: [`TestRepo::path_first`]) has that
+//! git's directory first on `PATH`, for the binary and plain git alike.
 //!
 //! Instants are given as minutes or seconds after [`T0`] (`2026-11-30T12:00:00Z`) with
 //! [`at_min`] and [`at`], which return the RFC 3339 text the tool writes, so JSON fields can be
@@ -168,6 +170,13 @@ pub fn hermetic(cmd: &mut Command, home: &Path, ceiling: &Path) {
         .env("LANG", "C")
         .env("LC_ALL", "C")
         .env("TZ", "UTC");
+}
+
+/// Returns the harness's `PATH` with `dir` first.
+pub fn path_with_first(dir: &Path) -> OsString {
+    let rest = std::env::var_os("PATH").unwrap_or_default();
+    std::env::join_paths(std::iter::once(dir.to_owned()).chain(std::env::split_paths(&rest)))
+        .expect("a PATH made of joinable directories")
 }
 
 /// What one process did.
@@ -386,6 +395,8 @@ pub struct Cmd {
     home: PathBuf,
     ceiling: PathBuf,
     stdin: Option<Vec<u8>>,
+    /// A directory put first on `PATH` (see [`TestRepo::path_first`]).
+    path_first: Option<PathBuf>,
 }
 
 impl Cmd {
@@ -406,6 +417,12 @@ impl Cmd {
     /// Removes an environment variable, hermetic ones included.
     pub fn env_remove(mut self, key: impl AsRef<OsStr>) -> Cmd {
         self.removes.push(key.as_ref().to_owned());
+        self
+    }
+
+    /// Puts `dir` first on `PATH`, so that the `git` in it is the one the process runs.
+    pub fn path_first(mut self, dir: &Path) -> Cmd {
+        self.path_first = Some(dir.to_owned());
         self
     }
 
@@ -430,6 +447,9 @@ impl Cmd {
     pub fn command(&self) -> Command {
         let mut cmd = Command::new(&self.program);
         hermetic(&mut cmd, &self.home, &self.ceiling);
+        if let Some(dir) = &self.path_first {
+            cmd.env("PATH", path_with_first(dir));
+        }
         cmd.args(&self.args).current_dir(&self.cwd);
         for (k, v) in &self.envs {
             cmd.env(k, v);
@@ -484,6 +504,8 @@ pub struct TestRepo {
     path: PathBuf,
     home: PathBuf,
     bare: bool,
+    /// A directory put first on `PATH` of every process started here.
+    path_first: Option<PathBuf>,
 }
 
 impl TestRepo {
@@ -525,6 +547,7 @@ impl TestRepo {
             path: path.clone(),
             home,
             bare,
+            path_first: None,
         };
         let mut args = vec!["init", "-q"];
         args.extend_from_slice(extra);
@@ -540,6 +563,23 @@ impl TestRepo {
             );
         }
         repo
+    }
+
+    /// Puts `dir` first on the `PATH` of every process started here from now on (the binary
+    /// and plain git), so that the `git` in it is the one they run.
+    pub fn path_first(mut self, dir: &Path) -> TestRepo {
+        self.set_path_first(dir);
+        self
+    }
+
+    /// As [`TestRepo::path_first`], in place.
+    pub fn set_path_first(&mut self, dir: &Path) {
+        self.path_first = Some(dir.to_owned());
+    }
+
+    /// The directory first on `PATH` here, if [`TestRepo::path_first`] set one.
+    pub fn first_on_path(&self) -> Option<&Path> {
+        self.path_first.as_deref()
     }
 
     /// The work tree, or the git dir of a bare repository.
@@ -589,6 +629,7 @@ impl TestRepo {
             home: self.home.clone(),
             ceiling: self.root.clone(),
             stdin: None,
+            path_first: self.path_first.clone(),
         }
     }
 

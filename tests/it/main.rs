@@ -50,6 +50,8 @@
 //! - [`trust`]: nothing outside a ledger's objects changes what it means, and what the hook
 //!   accepts every reader accepts: replacement refs, backdated and non-canonical times, steps
 //!   dated ahead of the reader, configured refspecs, silent remotes.
+//! - [`oldgit`]: the distribution's older git (2.39) as client and server beside the newer
+//!   one, and the version gates: a git too old for a command is refused before it runs.
 //! - [`reftable`]: reftable repositories made explicitly: a migrated repository, a held
 //!   reftable lock, a reftable server with the hook. The whole suite also runs with every
 //!   repository reftable (`GIT_DEFAULT_REF_FORMAT=reftable`, `.ci/run`).
@@ -79,6 +81,7 @@ mod liveness;
 mod mirror;
 mod model;
 mod multi_acquire;
+mod oldgit;
 mod output;
 mod perf;
 mod prefixes;

@@ -5,7 +5,8 @@
 //! ([`crate::cgi`], also [`Server::http_builtin`]), with the system clock ([`Server::start`])
 //! or a fixed one ([`Server::start_at`]: the served repository's `lease.hookNow`, which the
 //! hook reads from its own configuration file and no pusher can set), with the `git lease`
-//! hook installed ([`Server::with_hook`]) or not.
+//! hook installed ([`Server::with_hook`]) or not, by the git first on the harness's `PATH` or
+//! by another ([`Server::served_by`]: `git daemon`, and every git it starts, is then that one).
 //!
 //! The bare repository is a [`TestRepo`] of [`crate::env`], so the server and every git it runs
 //! are hermetic (its own `HOME`, no global or system config). A server process runs in its own
@@ -91,7 +92,15 @@ pub struct Server {
 impl Server {
     /// A bare repository without any hook, to be served by `git daemon`; not started yet.
     pub fn without_hook() -> Server {
-        let repo = TestRepo::init_at("repos/leases.git", &["--bare"]);
+        Server::without_hook_made_with(&[])
+    }
+
+    /// A bare repository made with `git init --bare <extra>` (`--ref-format=files`), without
+    /// any hook, to be served by `git daemon`; not started yet.
+    pub fn without_hook_made_with(extra: &[&str]) -> Server {
+        let mut args = vec!["--bare"];
+        args.extend_from_slice(extra);
+        let repo = TestRepo::init_at("repos/leases.git", &args);
         // Sample hooks of the git installation must not interfere.
         for entry in std::fs::read_dir(repo.path().join("hooks")).expect("hooks/") {
             let path = entry.expect("a hooks/ entry").path();
@@ -115,6 +124,21 @@ impl Server {
         let server = Server::without_hook();
         server.install_lease_hook();
         server
+    }
+
+    /// As [`Server::with_hook`], the repository made with `git init --bare <extra>`.
+    pub fn with_hook_made_with(extra: &[&str]) -> Server {
+        let server = Server::without_hook_made_with(extra);
+        server.install_lease_hook();
+        server
+    }
+
+    /// Serves the repository with the `git` in `dir` (put first on the `PATH` of `git daemon`,
+    /// and so of every git it starts and of the hooks they run), and runs plain git and the
+    /// binary in the repository with it too; takes effect at the next start.
+    pub fn served_by(mut self, dir: &Path) -> Server {
+        self.repo.set_path_first(dir);
+        self
     }
 
     /// A bare repository with the hook installed, to be served over http by `git http-backend`
@@ -263,7 +287,11 @@ impl Server {
     fn daemon_command(&self, port: u16, attempt: usize) -> (Command, PathBuf, &'static str) {
         let log = self.root().join(format!("daemon-{attempt}-{port}.log"));
         let repos = self.root().join("repos");
-        let cmd = daemon_command(self.repo.home(), self.root(), &repos, port, &log);
+        let mut cmd = daemon_command(self.repo.home(), self.root(), &repos, port, &log);
+        if let Some(dir) = self.repo.first_on_path() {
+            // Also where `Command` looks `git` up.
+            cmd.env("PATH", env::path_with_first(dir));
+        }
         (cmd, log, DAEMON_READY)
     }
 

@@ -116,7 +116,7 @@ impl Remote<'_> {
     ) -> Result<std::process::Output> {
         let mut attempt = 0;
         loop {
-            let mut cmd = self.git();
+            let mut cmd = self.git()?;
             for c in config {
                 cmd.arg("-c").arg(c);
             }

@@ -34,6 +34,7 @@ use crate::any::AnyReport;
 use crate::backend::{Backend, Listing, Tips};
 use crate::cas::{self, Attempt};
 use crate::error::{Error, Result};
+use crate::git::version::Need;
 use crate::issue::IssueId;
 use crate::ledger::{resolve_among, Ledger, Report};
 use crate::liveness::Current;
@@ -161,14 +162,20 @@ impl<'a> Remote<'a> {
     }
 
     /// Returns git for a fetch or push of this remote: over http, a stalled transfer is given
-    /// up after [`HTTP_LOW_SPEED_TIME`] seconds unless the user set git's own limits.
-    pub(crate) fn git(&self) -> Command {
-        let mut cmd = crate::git::command(self.ledger.store().git_dir());
+    /// up after [`HTTP_LOW_SPEED_TIME`] seconds unless the user set git's own limits. A git
+    /// too old for a remote's commands (or for this repository's reftable refs) is refused
+    /// first, with [`Error::GitTooOld`] ([`crate::git::version`]).
+    pub(crate) fn git(&self) -> Result<Command> {
+        let store = self.ledger.store();
+        let mut needs = vec![Need::Remote];
+        needs.extend_from_slice(store.git_needs());
+        crate::git::version::require(&needs)?;
+        let mut cmd = crate::git::command(store.git_dir());
         if self.http_low_speed_unset {
             cmd.args(["-c", "http.lowSpeedLimit=1", "-c"])
                 .arg(format!("http.lowSpeedTime={HTTP_LOW_SPEED_TIME}"));
         }
-        cmd
+        Ok(cmd)
     }
 
     /// Runs `cmd`, a git command talking to this remote, within `lease.networkTimeout`.

@@ -200,7 +200,7 @@ impl Remote<'_> {
                 before.insert(issue.as_str().to_owned(), store.tip_of(&issue.ref_name())?);
             }
         }
-        let mut cmd = self.git();
+        let mut cmd = self.git()?;
         cmd.args(["push", "--porcelain", "--atomic", "--no-verify"]);
         for (issue, _, old) in edits {
             cmd.arg(format!(

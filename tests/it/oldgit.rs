@@ -1,0 +1,421 @@
+//! Older gits: the distribution's git (Debian's 2.39 at `/usr/bin/git`, which `.ci/run`
+//! installs) as client and as server beside the newer git first on the harness's `PATH`, and
+//! the version gates of `git::version`: a git older than a command needs is refused before it
+//! runs (exit 2, naming the version needed and the one found), and work done in-process never
+//! asks git's version at all.
+//!
+//! The interoperation tests make every repository in the files format explicitly, in the
+//! reftable run too: git 2.39 has no reftable, and what it does with a reftable repository is
+//! the test of its own here. Without an older git at `/usr/bin/git` (another machine), those
+//! tests print `SKIPPED: ...` on stderr, and with `CI=true` fail instead.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+use serde_json::json;
+
+use crate::env::{at_min, Run, TestRepo};
+use crate::server::Server;
+
+/// The distribution's git.
+const DISTRIBUTION_GIT: &str = "/usr/bin/git";
+
+/// Skips a test that needs what this machine lacks: fails it under `CI=true`, otherwise says so
+/// on stderr (past the harness's capture) and returns `None`.
+fn unavailable<T>(test: &str, why: &str) -> Option<T> {
+    if std::env::var("CI").is_ok_and(|v| v == "true") {
+        panic!("{test}: {why}");
+    }
+    use std::io::Write;
+    let _ = writeln!(
+        std::io::stderr(),
+        "SKIPPED: {test}: {why} (CI=true makes this a failure)"
+    );
+    None
+}
+
+/// The first two numbers of what `<git> --version` says.
+fn version_of(git: &Path) -> Option<(u32, u32, String)> {
+    let out = std::process::Command::new(git)
+        .arg("--version")
+        .output()
+        .ok()?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let word = text
+        .strip_prefix("git version ")?
+        .split_whitespace()
+        .next()?;
+    let mut numbers = word.split('.').map(|n| n.parse::<u32>());
+    let (Some(Ok(major)), Some(Ok(minor))) = (numbers.next(), numbers.next()) else {
+        return None;
+    };
+    Some((major, minor, word.to_owned()))
+}
+
+/// The distribution's git, older than reftable and new enough for remotes (2.29 to 2.44):
+/// returns a directory of `scratch` holding `git`, a link to it, to put first on `PATH`, and
+/// its version as it prints it (`2.39.5`).
+fn old_git(test: &str, scratch: &Path) -> Option<(PathBuf, String)> {
+    let git = Path::new(DISTRIBUTION_GIT);
+    if !git.is_file() {
+        return unavailable(test, &format!("there is no {DISTRIBUTION_GIT}"));
+    }
+    match version_of(git) {
+        Some((2, minor, shown)) if (29..45).contains(&minor) => {
+            let dir = scratch.join("old-git");
+            std::fs::create_dir_all(&dir).expect("create the old git's directory");
+            std::os::unix::fs::symlink(git, dir.join("git")).expect("link the old git");
+            Some((dir, shown))
+        }
+        other => unavailable(
+            test,
+            &format!("{DISTRIBUTION_GIT} is not a git from 2.29 to 2.44: {other:?}"),
+        ),
+    }
+}
+
+/// The git the harness's `PATH` finds first, as an absolute path.
+fn harness_git() -> PathBuf {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .map(|dir| dir.join("git"))
+        .find(|p| p.is_file())
+        .expect("git is on PATH")
+}
+
+/// A stand-in `git` in `<scratch>/fake-git/`: it answers `--version` with `says` and runs the
+/// harness's own git for everything else, writing each such command's arguments, one line
+/// each, to `<scratch>/fake-git.log`. Returns its directory and the log.
+fn fake_git(scratch: &Path, says: &str) -> (PathBuf, PathBuf) {
+    stand_in(scratch, says, &harness_git())
+}
+
+/// A stand-in as [`fake_git`] makes, running `real` for everything but `--version`.
+fn stand_in(scratch: &Path, says: &str, real: &Path) -> (PathBuf, PathBuf) {
+    let dir = scratch.join("fake-git");
+    std::fs::create_dir_all(&dir).expect("create the stand-in's directory");
+    let log = scratch.join("fake-git.log");
+    std::fs::write(&log, "").expect("create the log");
+    let script = format!(
+        "#!/bin/sh\nif [ \"$1\" = --version ]; then echo '{says}'; exit 0; fi\n\
+         echo \"$*\" >> '{}'\nexec '{}' \"$@\"\n",
+        log.display(),
+        real.display()
+    );
+    let path = dir.join("git");
+    std::fs::write(&path, script).expect("write the stand-in");
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))
+        .expect("make the stand-in executable");
+    (dir, log)
+}
+
+/// `git lease --json <args>` in `repo` at `min` minutes after T0, with `git` from `dir` if
+/// given.
+fn lease(repo: &TestRepo, dir: Option<&Path>, min: i64, args: &[&str]) -> Run {
+    let mut cmd = repo.lease().now(&at_min(min)).arg_json();
+    if let Some(dir) = dir {
+        cmd = cmd.path_first(dir);
+    }
+    cmd.args(args).run()
+}
+
+/// A client of `server` in the files format, holding as `holder`, sharing through `origin`,
+/// running the `git` of `dir` if given.
+fn client(server: &Server, holder: &str, dir: Option<&Path>) -> TestRepo {
+    let repo = TestRepo::init(&["--ref-format=files"]);
+    let repo = match dir {
+        Some(dir) => repo.path_first(dir),
+        None => repo,
+    };
+    repo.git(&["config", "lease.holder", holder]);
+    repo.git(&["config", "lease.remote", "origin"]);
+    repo.git(&["remote", "add", "origin", &server.url()]);
+    repo
+}
+
+/// The version of the git that serves `server`, as it tells a client (`agent=git/2.39.5`).
+fn served_agent(server: &Server, client: &TestRepo) -> String {
+    let run = client
+        .git_cmd()
+        .env("GIT_TRACE_PACKET", "1")
+        .args(["-c", "protocol.version=2", "ls-remote", &server.url()])
+        .run();
+    run.ok();
+    let at = run
+        .stderr
+        .find("< agent=git/")
+        .unwrap_or_else(|| panic!("the server names no agent\n{run}"));
+    run.stderr[at + "< agent=git/".len()..]
+        .split(|c: char| c.is_whitespace())
+        .next()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+/// Claims, renewals, releases, refusals, a forged push the hook refuses, and mirrors synced
+/// and verified, through `server` (with the hook), between alice on the old git and bob on
+/// the newer one; mallory forges with the old git, one mirror runs each git.
+fn story(server: &Server, old: &Path) {
+    let alice = client(server, "alice", Some(old));
+    let bob = client(server, "bob", None);
+
+    let v = lease(&alice, None, 0, &["acquire", "42", "--ttl", "1h"]);
+    let v = v.outcome(0, "acquired");
+    assert_eq!(v["token"], 1, "{v}");
+    assert_eq!(server.tip("42").as_deref(), v["commit"].as_str());
+    let v = lease(&bob, None, 1, &["acquire", "42"]).outcome(3, "held");
+    assert_eq!(v["holder"], "alice", "{v}");
+    let list = lease(&bob, None, 1, &["list"]);
+    list.ok();
+    assert_eq!(list.json()[0]["holder"], "alice", "{list}");
+    lease(&alice, None, 2, &["renew", "42", "--ttl", "2h"]).outcome(0, "renewed");
+    lease(&alice, None, 3, &["release", "42"]).outcome(0, "released");
+    let v = lease(&bob, None, 4, &["acquire", "42", "--ttl", "1h"]).outcome(0, "acquired");
+    assert_eq!(v["token"], 2, "{v}");
+    let v = lease(&alice, None, 5, &["acquire", "42"]).outcome(3, "held");
+    assert_eq!(v["holder"], "bob", "{v}");
+    lease(&alice, None, 5, &["check", "42", "--token", "2"]).ok();
+
+    // A ledger of 42 rewritten elsewhere and forced in with the old git's own push: the hook
+    // refuses it, and nothing moves.
+    let before = server.lease_refs();
+    let mallory = client(server, "mallory", Some(old));
+    lease(&mallory, None, 5, &["acquire", "42", "--local"]).outcome(0, "acquired");
+    let push = mallory.git_run(&["push", "--force", "origin", "refs/leases/42:refs/leases/42"]);
+    assert_ne!(push.code, 0, "{push}");
+    assert!(push.stderr.contains("git-lease: refused"), "{push}");
+    assert_eq!(
+        server.lease_refs(),
+        before,
+        "the server's refs did not move"
+    );
+
+    for git in [Some(old), None] {
+        let mirror = TestRepo::init(&["--ref-format=files"]);
+        let mirror = match git {
+            Some(dir) => mirror.path_first(dir),
+            None => mirror,
+        };
+        mirror.git(&["remote", "add", "origin", &server.url()]);
+        let v = lease(&mirror, None, 6, &["sync"]);
+        v.ok();
+        assert_eq!(v.json()["new"].as_array().map(Vec::len), Some(1), "{v}");
+        assert_eq!(mirror.tip("42"), server.tip("42"));
+        assert_eq!(
+            mirror.commit_count("42"),
+            4,
+            "acquire, renew, release, acquire"
+        );
+        let v = lease(&mirror, None, 6, &["verify"]);
+        v.ok();
+        assert_eq!(v.json()["clean"], json!(true), "{v}");
+    }
+    let v = server.lease(&["--json", "verify"]);
+    v.ok();
+    assert_eq!(v.json()["clean"], json!(true), "{v}");
+}
+
+#[test]
+fn git_2_39_claims_releases_and_syncs_through_a_daemon_of_the_newer_git() {
+    let mut server = Server::with_hook_made_with(&["--ref-format=files"]);
+    let Some((old, shown)) = old_git(
+        "git_2_39_claims_releases_and_syncs_through_a_daemon_of_the_newer_git",
+        &server.repo().scratch("bin"),
+    ) else {
+        return;
+    };
+    server.start_at(&at_min(0));
+    let probe = client(&server, "probe", Some(&old));
+    assert!(probe.git(&["--version"]).ends_with(&shown));
+    assert_ne!(served_agent(&server, &probe), shown, "the newer git serves");
+    story(&server, &old);
+}
+
+#[test]
+fn the_newer_git_claims_releases_and_syncs_through_a_daemon_of_git_2_39() {
+    let server = Server::with_hook_made_with(&["--ref-format=files"]);
+    let Some((old, shown)) = old_git(
+        "the_newer_git_claims_releases_and_syncs_through_a_daemon_of_git_2_39",
+        &server.repo().scratch("bin"),
+    ) else {
+        return;
+    };
+    let mut server = server.served_by(&old);
+    server.start_at(&at_min(0));
+    let probe = client(&server, "probe", None);
+    assert_eq!(served_agent(&server, &probe), shown, "git 2.39 serves");
+    story(&server, &old);
+}
+
+#[test]
+fn a_reftable_repository_under_git_2_39_is_bad_usage_naming_git_2_45() {
+    let repo = TestRepo::init(&["--ref-format=reftable"]);
+    let Some((old, shown)) = old_git(
+        "a_reftable_repository_under_git_2_39_is_bad_usage_naming_git_2_45",
+        &repo.scratch("bin"),
+    ) else {
+        return;
+    };
+    let origin = TestRepo::init(&["--bare", "--ref-format=files"]);
+    repo.git(&[
+        "remote",
+        "add",
+        "origin",
+        origin.path().to_str().expect("UTF-8"),
+    ]);
+    repo.git(&["config", "advice.leaseLocal", "false"]);
+    repo.json_at(&at_min(0), 0, &["acquire", "7", "--holder", "alice"]);
+    let before = repo.snapshot();
+    let said = format!("this needs git 2.45 or newer for a reftable repository (found {shown})");
+    for args in [
+        &["acquire", "42", "--holder", "alice"][..],
+        &["list"],
+        &["show", "7"],
+        &["verify"],
+        &["gc"],
+        // A remote needs 2.29, which 2.39 is; the repository's refs need 2.45.
+        &["acquire", "42", "--holder", "alice", "--remote", "origin"],
+    ] {
+        let run = lease(&repo, Some(&old), 1, args);
+        run.code(2);
+        let error = serde_json::from_str::<serde_json::Value>(run.stderr.trim())
+            .unwrap_or_else(|e| panic!("not JSON ({e})\n{run}"));
+        assert_eq!(error["error"]["kind"], "usage", "{run}");
+        assert_eq!(error["error"]["message"], said.as_str(), "{run}");
+    }
+    assert_eq!(repo.snapshot(), before, "nothing was written");
+    assert!(origin.lease_refs().is_empty(), "nothing was pushed");
+
+    // A git whose version cannot be read is let run; git's own words then tell that it does
+    // not know reftable.
+    let (unknown, _) = stand_in(
+        &repo.scratch("unknown"),
+        "git version unknown",
+        Path::new(DISTRIBUTION_GIT),
+    );
+    let run = repo.lease().path_first(&unknown).args(["list"]).run();
+    run.code(2).stderr_has(
+        "this needs git 2.45 or newer for a reftable repository (found a git whose version \
+         could not be read)",
+    );
+}
+
+// No git older than 2.29 can be installed here, so the gate is shown with a stand-in that
+// says it is 2.28.0 when asked for its version and runs the real git for everything else:
+// what is refused is refused for the version alone, before any command of the remote runs
+// (the stand-in logs every other command it is given).
+
+#[test]
+fn a_git_older_than_2_29_is_refused_for_remote_work_before_anything_runs() {
+    let repo = TestRepo::init(&["--ref-format=files"]);
+    let origin = TestRepo::init(&["--bare", "--ref-format=files"]);
+    repo.git(&[
+        "remote",
+        "add",
+        "origin",
+        origin.path().to_str().expect("UTF-8"),
+    ]);
+    let (git, log) = fake_git(&repo.scratch("bin"), "git version 2.28.0");
+    let said = "this needs git 2.29 or newer for --remote and sync (found 2.28.0)";
+    for args in [
+        &["acquire", "42", "--holder", "alice", "--remote", "origin"][..],
+        &[
+            "acquire", "--any", "1", "2", "--holder", "alice", "--remote", "origin",
+        ],
+        &["list", "--remote", "origin"],
+        &["sync", "origin"],
+    ] {
+        let run = repo.lease().path_first(&git).args(args).run();
+        run.code(2).stderr_has(said);
+    }
+    let run = lease(&repo, Some(&git), 0, &["show", "42", "--remote", "origin"]);
+    run.code(2);
+    assert!(run.stderr.contains(r#""kind":"usage""#), "{run}");
+    assert_eq!(
+        std::fs::read_to_string(&log).expect("the log"),
+        "",
+        "no git command ran"
+    );
+    assert!(origin.lease_refs().is_empty(), "nothing was pushed");
+    assert!(repo.lease_refs().is_empty(), "nothing was written");
+}
+
+#[test]
+fn local_work_asks_git_nothing_and_a_reftable_repository_needs_the_newer_of_two_gates() {
+    // The files backend is worked in-process: no git runs, so none is refused.
+    let repo = TestRepo::init(&["--ref-format=files"]);
+    let (git, log) = fake_git(&repo.scratch("bin"), "git version 2.28.0");
+    let v = lease(
+        &repo,
+        Some(&git),
+        0,
+        &["acquire", "42", "--holder", "alice"],
+    );
+    v.outcome(0, "acquired");
+    lease(&repo, Some(&git), 1, &["list"]).ok();
+    lease(
+        &repo,
+        Some(&git),
+        1,
+        &["release", "42", "--holder", "alice"],
+    )
+    .ok();
+    assert_eq!(
+        std::fs::read_to_string(&log).expect("the log"),
+        "",
+        "no git command ran"
+    );
+
+    // A reftable repository's refs are git's: 2.28 falls short of both gates, and the
+    // message names the one that does for both.
+    let repo = TestRepo::init(&["--ref-format=reftable"]);
+    let (git, _) = fake_git(&repo.scratch("bin"), "git version 2.28.0");
+    let origin = TestRepo::init(&["--bare", "--ref-format=files"]);
+    repo.git(&[
+        "remote",
+        "add",
+        "origin",
+        origin.path().to_str().expect("UTF-8"),
+    ]);
+    for args in [
+        &["acquire", "42", "--holder", "alice"][..],
+        &["acquire", "42", "--holder", "alice", "--remote", "origin"],
+    ] {
+        let run = repo.lease().path_first(&git).args(args).run();
+        run.code(2)
+            .stderr_has("this needs git 2.45 or newer for a reftable repository (found 2.28.0)");
+    }
+}
+
+#[test]
+fn a_git_version_that_cannot_be_read_is_no_reason_to_refuse() {
+    let repo = TestRepo::init(&["--ref-format=files"]);
+    let origin = TestRepo::init(&["--bare", "--ref-format=files"]);
+    repo.git(&[
+        "remote",
+        "add",
+        "origin",
+        origin.path().to_str().expect("UTF-8"),
+    ]);
+    for (i, says) in ["git version unknown", "", "git version 2.47.3.windows.1"]
+        .into_iter()
+        .enumerate()
+    {
+        let (git, log) = fake_git(&repo.scratch(&format!("bin-{i}")), says);
+        let issue = format!("{}", 40 + i);
+        let v = lease(
+            &repo,
+            Some(&git),
+            0,
+            &["acquire", &issue, "--holder", "alice", "--remote", "origin"],
+        );
+        v.outcome(0, "acquired");
+        assert!(
+            std::fs::read_to_string(&log)
+                .expect("the log")
+                .contains("push"),
+            "the push ran through the stand-in of {says:?}"
+        );
+        assert_eq!(origin.tip(&issue).as_deref(), v.json()["commit"].as_str());
+    }
+}
