@@ -94,6 +94,57 @@ fn list_all_includes_free_and_expired_with_their_last_token() {
         .stdout_has("free");
 }
 
+/// Ids in byte order and in natural order: numbers by value, `issue-2` before `issue-10`.
+const SHUFFLED: [&str; 8] = ["12", "issue-10", "1", "2", "11", "issue-2", "10", "9"];
+const NATURAL: [&str; 8] = ["1", "2", "9", "10", "11", "12", "issue-2", "issue-10"];
+
+/// The first column of a table's rows, below its header.
+fn first_column(run: &crate::env::Run) -> Vec<String> {
+    run.ok();
+    run.stdout
+        .lines()
+        .skip(1)
+        .map(|l| l.split_whitespace().next().unwrap_or_default().to_owned())
+        .collect()
+}
+
+#[test]
+fn every_listing_shows_ids_in_natural_order() {
+    let repo = TestRepo::new();
+    // One claim of all of them: one tenure start, so only the ids order them.
+    let mut claim = vec!["acquire", "--holder", "alice", "--ttl", "1h"];
+    claim.extend(SHUFFLED);
+    repo.json_at(T0, 0, &claim);
+    let v = repo.json_at(&at_min(1), 0, &["list"]);
+    assert_eq!(issues(&v), NATURAL);
+    assert_eq!(first_column(&repo.run_at(&at_min(1), &["list"])), NATURAL);
+    // Free ones too, in list --all.
+    for issue in ["10", "2"] {
+        repo.json_at(&at_min(1), 0, &["release", issue, "--holder", "alice"]);
+    }
+    let v = repo.json_at(&at_min(2), 0, &["list", "--all", "--state", "free"]);
+    assert_eq!(issues(&v), ["2", "10"]);
+    let v = repo.json_at(&at_min(2), 0, &["list", "--all"]);
+    assert_eq!(
+        issues(&v),
+        ["1", "9", "11", "12", "issue-2", "issue-10", "2", "10"]
+    );
+    // Through a remote, the same.
+    let server = TestRepo::bare();
+    let url = format!("file://{}", server.path().display());
+    repo.git(&["push", "-q", &url, "refs/leases/*:refs/leases/*"]);
+    let other = TestRepo::new();
+    let v = other.json_at(&at_min(2), 0, &["list", "--all", "--remote", &url]);
+    assert_eq!(
+        issues(&v),
+        ["1", "9", "11", "12", "issue-2", "issue-10", "2", "10"]
+    );
+    // An ambiguous prefix names its candidates in that order.
+    repo.run_at(&at_min(2), &["show", "issue-"])
+        .code(4)
+        .stderr_has("issue-2, issue-10");
+}
+
 #[test]
 fn list_json_is_an_array_even_when_empty() {
     let repo = TestRepo::new();

@@ -2,6 +2,7 @@
 
 use std::io::Write;
 
+use git_lease::issue::natural_cmp;
 use git_lease::Entry;
 
 use crate::cli::output::json::{json_array_line, LeaseView, State};
@@ -100,7 +101,8 @@ fn list(
             })
         })
         .collect();
-    // Live leases first, oldest tenure first, then by issue; the rest by issue.
+    // Live leases first, oldest tenure first, then by issue; the rest by issue (in natural
+    // order: 2 before 10).
     rows.sort_by(|(sa, a), (sb, b)| {
         let key = |s: &State, e: &Entry| {
             (
@@ -114,7 +116,7 @@ fn list(
         };
         key(sa, a)
             .cmp(&key(sb, b))
-            .then_with(|| a.lease.issue.cmp(&b.lease.issue))
+            .then_with(|| natural_cmp(&a.lease.issue, &b.lease.issue))
     });
     if ctx.json {
         let views = rows
