@@ -125,13 +125,26 @@ fn list(
         json_array_line(out, views)?;
         return Ok(exit::OK);
     }
-    let header: &[&str] = if all {
-        &["ISSUE", "STATE", "HOLDER", "TOKEN", "ACQUIRED", "EXPIRES"]
-    } else {
-        &["ISSUE", "HOLDER", "TOKEN", "ACQUIRED", "EXPIRES"]
-    };
+    let mut header = vec!["ISSUE"];
+    if all {
+        header.push("STATE");
+    }
+    header.extend(["HOLDER", "TOKEN", "ACQUIRED", "EXPIRES"]);
+    // A claim's task and note, in columns of their own where any listed claim has one; the
+    // note last, cut to fit 80 columns (`show` and --json give it whole).
+    let tasks = rows.iter().any(|(_, e)| e.lease.task.is_some());
+    let notes = rows.iter().any(|(_, e)| e.lease.note.is_some());
+    if tasks {
+        header.push("TASK");
+    }
+    if notes {
+        header.push("NOTE");
+    }
     // One buffer for every cell: tens of thousands of rows cost no allocation per cell.
-    let mut table = output::Table::new(header);
+    let mut table = output::Table::new(&header);
+    if notes {
+        table.fit_last(80, 10);
+    }
     for (s, e) in &rows {
         let l = &e.lease;
         table.cell(&l.issue);
@@ -153,6 +166,12 @@ fn list(
             (true, None) => b.push_str("never"),
             (true, Some(t)) => output::push_when(b, t, now),
         });
+        if tasks {
+            table.cell(l.task.as_deref().unwrap_or("-"));
+        }
+        if notes {
+            table.cell(l.note.as_deref().unwrap_or("-"));
+        }
     }
     if table.rows() == 0 {
         if all {
