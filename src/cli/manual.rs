@@ -1,5 +1,5 @@
-//! `git lease man` and `git lease completions`: the manual and shell completions, generated
-//! from the same clap definitions that parse the command line, so they never drift from it.
+//! `git lease man`: the manual, generated from the same clap definitions that parse the
+//! command line, so it never drifts from it.
 //!
 //! `man --install` writes the pages where `man` finds them from `PATH`: next to the binary's
 //! `bin/`, in `../share/man/man1`. After `cargo install`, that makes `git help lease` and
@@ -91,46 +91,3 @@ fn default_man_dir() -> Result<PathBuf, Error> {
     let prefix = bin.parent().unwrap_or(bin);
     Ok(prefix.join("share").join("man"))
 }
-
-/// Prints the completion script for `shell`: for the `git-lease` binary, and, in bash, for
-/// `git lease` too (git's own completion calls `_git_lease` for it).
-pub(crate) fn completions(shell: clap_complete::Shell, out: &mut dyn Write) -> Result<u8, Failure> {
-    // One word for the binary: the help text says `git lease`, which is no command name.
-    let mut command = named_as(super::command(), "git-lease");
-    let mut script = Vec::new();
-    clap_complete::generate(shell, &mut command, "git-lease", &mut script);
-    if shell == clap_complete::Shell::Bash {
-        // clap_complete's bash script names a hyphenated binary's subcommand cases in two
-        // ways (`git__lease__subcmd__list` where it sets them, `git__subcmd__lease__…` where it
-        // matches them); one spelling makes them meet.
-        let text = String::from_utf8_lossy(&script).replace("git__subcmd__lease", "git__lease");
-        out.write_all(text.as_bytes())?;
-        out.write_all(BASH_GIT_SUBCOMMAND.as_bytes())?;
-    } else {
-        out.write_all(&script)?;
-    }
-    Ok(exit::OK)
-}
-
-/// Returns `command` with `name` as its binary name, and `<name> <sub>` for each subcommand,
-/// recursively.
-fn named_as(command: clap::Command, name: &str) -> clap::Command {
-    let subs: Vec<String> = command
-        .get_subcommands()
-        .map(|s| s.get_name().to_owned())
-        .collect();
-    subs.iter().fold(command.bin_name(name), |command, sub| {
-        command.mut_subcommand(sub, |s| named_as(s, &format!("{name} {sub}")))
-    })
-}
-
-/// Lets git's bash completion complete `git lease …` with the function above, by presenting
-/// the words as `git-lease …`.
-const BASH_GIT_SUBCOMMAND: &str = r#"
-# `git lease <TAB>`: git's completion calls _git_lease for the lease subcommand.
-_git_lease() {
-    local COMP_WORDS=("git-lease" "${COMP_WORDS[@]:2}")
-    local COMP_CWORD=$((COMP_CWORD - 1))
-    _git__lease git-lease "${COMP_WORDS[COMP_CWORD]}" "${COMP_WORDS[COMP_CWORD - 1]}"
-}
-"#;

@@ -3,6 +3,7 @@
 
 mod any;
 mod commands;
+mod completion;
 mod exit;
 mod gc;
 mod manual;
@@ -135,7 +136,7 @@ enum Command {
     Gc(commands::gc::Args),
     /// Print the manual page (roff), or install every page where man finds it
     Man(commands::man::Args),
-    /// Print a shell completion script (for the git-lease binary)
+    /// Print a shell completion script, completing issue ids from the lease refs
     Completions(commands::completions::Args),
 }
 
@@ -190,6 +191,10 @@ pub(crate) fn command() -> clap::Command {
 
 /// Runs the command line `args` (the program name first) and returns the exit code.
 pub fn main(args: Vec<std::ffi::OsString>) -> u8 {
+    // A shell asking for completions (`COMPLETE=bash`): answered before anything else.
+    if let Some(code) = completion::from_env(&args) {
+        return code;
+    }
     // Known before parsing, so that a usage error in JSON mode is JSON too.
     let json = args
         .iter()
@@ -364,7 +369,7 @@ fn run(cli: Cli) -> Result<u8, Failure> {
             return manual::man(args.install.clone(), cli.json, &mut out);
         }
         Command::Completions(args) => {
-            return manual::completions(args.shell, &mut std::io::stdout().lock())
+            return completion::script(args.shell, &mut std::io::stdout().lock())
         }
         _ => {}
     }

@@ -13,6 +13,8 @@
 //! - [`human`]: what a person reads: `show`'s layout, relative times, colour.
 //! - [`snapshots`]: every `--help` and the human output of one story, as reviewed snapshots.
 //! - [`readme`]: the README's tour, run exactly as written.
+//! - [`completion`]: shell completion through the binary, issue ids from the lease refs, and
+//!   a real bash with git's completion.
 //! - [`faults`]: corrupt ledgers, stale locks, ref clashes, repository formats and layouts.
 //! - [`race`]: real concurrent processes on one issue.
 //! - [`gc_race`]: readers and writers while git packs objects and refs under them.
@@ -59,6 +61,7 @@ mod adversary;
 mod attack;
 mod bad_input;
 mod cgi;
+mod completion;
 mod daemon;
 mod descriptors;
 mod end_states;
