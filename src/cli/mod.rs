@@ -8,6 +8,7 @@ mod exit;
 mod gc;
 mod manual;
 mod output;
+mod pages;
 mod progress;
 mod run;
 mod server;
@@ -50,7 +51,7 @@ struct Cli {
     json: bool,
 
     /// Operate on this remote (a name or URL) instead of the local refs [config: lease.remote]
-    #[arg(long, global = true, value_name = "REMOTE", conflicts_with = "local")]
+    #[arg(long, global = true, value_name = "NAME|URL", conflicts_with = "local")]
     remote: Option<String>,
 
     /// Operate on the local refs even if lease.remote is set

@@ -13,6 +13,7 @@
 //! - [`human`]: what a person reads: `show`'s layout, relative times, colour.
 //! - [`snapshots`]: every `--help` and the human output of one story, as reviewed snapshots.
 //! - [`readme`]: the README's tour, run exactly as written.
+//! - [`manual`]: the manual's examples run as written; its exit statuses are the README's.
 //! - [`completion`]: shell completion through the binary, issue ids from the lease refs, and
 //!   a real bash with git's completion.
 //! - [`faults`]: corrupt ledgers, stale locks, ref clashes, repository formats and layouts.
@@ -78,6 +79,7 @@ mod install_root;
 mod json;
 mod listing;
 mod liveness;
+mod manual;
 mod mirror;
 mod model;
 mod multi_acquire;
