@@ -45,10 +45,11 @@ const SHELLS: Shells<'static> = Shells(&[&GitBash, &Zsh, &Fish, &Elvish, &Powers
 /// Answers a completion request (`COMPLETE` set in the environment), or returns `None` when
 /// this is no such request.
 pub(crate) fn from_env(args: &[OsString]) -> Option<u8> {
+    // Only a shell's name (or path, as `$SHELL` gives it) asks: a `COMPLETE` set for
+    // something else leaves every command as it is.
     let asked = std::env::var_os(VAR)?;
-    if asked.is_empty() || asked == "0" {
-        return None;
-    }
+    let shell = Path::new(&asked).file_stem()?.to_str()?;
+    SHELLS.completer(shell)?;
     follow_dirs(args);
     let cwd = std::env::current_dir().ok();
     let done = CompleteEnv::with_factory(command)

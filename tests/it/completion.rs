@@ -112,6 +112,21 @@ fn completion_reads_the_repository_a_c_option_names_and_offers_no_id_outside_one
 }
 
 #[test]
+fn a_complete_variable_that_names_no_shell_changes_nothing() {
+    let repo = leased();
+    for value in ["1", "yes", ""] {
+        let run = repo
+            .lease()
+            .now(T0)
+            .env("COMPLETE", value)
+            .args(["--json", "list"])
+            .run();
+        run.ok();
+        assert_eq!(crate::env::issues(&run.json()).len(), IDS.len(), "{run}");
+    }
+}
+
+#[test]
 fn the_completions_command_prints_what_the_protocol_registers() {
     let repo = TestRepo::new();
     let registered = repo.lease().env("COMPLETE", "bash").run();
