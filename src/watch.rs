@@ -351,8 +351,12 @@ fn new_entries(
     Ok(out)
 }
 
-/// Sorts events by time, keeping the order of events at the same instant (a ledger's own
-/// order, and an expiry before the event that followed it).
+/// Sorts events by time, then by issue in natural order, keeping the order of one ledger's
+/// events at the same instant (its own order, and an expiry before the event that followed
+/// it).
 fn sort(events: &mut [WatchEvent]) {
-    events.sort_by_key(|e| e.at);
+    events.sort_by(|a, b| {
+        a.at.cmp(&b.at)
+            .then_with(|| crate::issue::natural_cmp(&a.entry.lease.issue, &b.entry.lease.issue))
+    });
 }

@@ -51,3 +51,20 @@ pub fn for_outcome(outcome: Outcome) -> u8 {
         OK
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_manuals_exit_statuses_are_these_codes() {
+        let codes: Vec<u8> = crate::cli::pages::EXIT_STATUS
+            .iter()
+            .map(|(code, _)| *code)
+            .collect();
+        assert_eq!(
+            codes,
+            [OK, FAILURE, USAGE, REFUSED, NOT_FOUND, LOST_RACE, LEASE_LOST]
+        );
+    }
+}

@@ -1,5 +1,5 @@
-//! `git lease man` and `git lease completions`: the manual and shell completions, generated
-//! from the same clap definitions that parse the command line, so they never drift from it.
+//! `git lease man`: the manual, generated from the same clap definitions that parse the
+//! command line, so it never drifts from it.
 //!
 //! `man --install` writes the pages where `man` finds them from `PATH`: next to the binary's
 //! `bin/`, in `../share/man/man1`. After `cargo install`, that makes `git help lease` and
@@ -9,9 +9,10 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use git_lease::Error;
+use roff::{bold, italic, roman, Inline, Roff};
 
 use super::output::json::json_line;
-use super::{exit, Failure};
+use super::{exit, pages, Failure};
 
 /// Prints the manual page of `git lease` (roff), or, with `install`, writes every page into
 /// `<dir>/man1`.
@@ -21,7 +22,9 @@ pub(crate) fn man(
     out: &mut dyn Write,
 ) -> Result<u8, Failure> {
     let Some(dir) = install else {
-        clap_mangen::Man::new(super::command()).render(out)?;
+        let mut command = super::command().disable_help_subcommand(true);
+        command.build();
+        page(&command, "", out)?;
         return Ok(exit::OK);
     };
     let root = match dir {
@@ -32,7 +35,7 @@ pub(crate) fn man(
     let io = |context: String| move |source| Error::Io { context, source };
     std::fs::create_dir_all(&man1).map_err(io(format!("cannot create {}", man1.display())))?;
     let mut written = Vec::new();
-    write_pages(super::command(), &man1, &mut written).map_err(io(format!(
+    write_pages(super::command(), "", &man1, &mut written).map_err(io(format!(
         "cannot write the manual into {}",
         man1.display()
     )))?;
@@ -60,19 +63,179 @@ pub(crate) fn man(
     Ok(exit::OK)
 }
 
-/// Writes the page of `command` and of each of its visible subcommands, recursively.
+/// Writes the page of `command` and of each of its visible subcommands, recursively; `key`
+/// names the page in [`pages`]' tables (`""` for `git lease`, else the subcommand path).
 fn write_pages(
     command: clap::Command,
+    key: &str,
     dir: &Path,
     written: &mut Vec<PathBuf>,
 ) -> std::io::Result<()> {
     let mut command = command.disable_help_subcommand(true);
     command.build();
     for sub in command.get_subcommands().filter(|s| !s.is_hide_set()) {
-        write_pages(sub.clone(), dir, written)?;
+        let sub_key = match key {
+            "" => sub.get_name().to_owned(),
+            _ => format!("{key} {}", sub.get_name()),
+        };
+        write_pages(sub.clone(), &sub_key, dir, written)?;
     }
-    written.push(clap_mangen::Man::new(command).generate_to(dir)?);
+    let path = dir.join(clap_mangen::Man::new(command.clone()).get_filename());
+    let mut file = std::io::BufWriter::new(std::fs::File::create(&path)?);
+    page(&command, key, &mut file)?;
+    file.flush()?;
+    written.push(path);
     Ok(())
+}
+
+/// Writes the manual page of `command` (built), `key` naming it in [`pages`]' tables: clap's
+/// sections, with a synopsis that names every value, then EXIT STATUS, ENVIRONMENT and
+/// EXAMPLES, in the order of man-pages(7).
+fn page(command: &clap::Command, key: &str, out: &mut dyn Write) -> std::io::Result<()> {
+    let man = clap_mangen::Man::new(command.clone());
+    man.render_title(out)?;
+    man.render_name_section(out)?;
+    let mut roff = Roff::new();
+    synopsis(&mut roff, command);
+    roff.to_writer(out)?;
+    man.render_description_section(out)?;
+    if command.get_arguments().any(|a| !a.is_hide_set()) {
+        man.render_options_section(out)?;
+    }
+    if command.has_subcommands() {
+        man.render_subcommands_section(out)?;
+    }
+    let mut roff = Roff::new();
+    roff.control("SH", ["EXIT STATUS"]);
+    for (code, meaning) in pages::EXIT_STATUS {
+        roff.control("TP", []);
+        roff.text([bold(code.to_string())]);
+        roff.text(marked(meaning));
+    }
+    for note in pages::EXIT_STATUS_NOTES {
+        roff.control("PP", []);
+        roff.text(marked(note));
+    }
+    let variables: Vec<&pages::Variable> = pages::ENVIRONMENT
+        .iter()
+        .filter(|v| key.is_empty() || v.pages.iter().any(|p| key.split(' ').next() == Some(*p)))
+        .collect();
+    if !variables.is_empty() {
+        roff.control("SH", ["ENVIRONMENT"]);
+        for v in variables {
+            roff.control("TP", []);
+            roff.text([bold(v.name)]);
+            roff.text(marked(v.text));
+        }
+    }
+    if let Some((_, examples)) = pages::EXAMPLES.iter().find(|(page, _)| *page == key) {
+        roff.control("SH", ["EXAMPLES"]);
+        for example in *examples {
+            roff.control("TP", []);
+            roff.text([bold(example.line)]);
+            let mut says = marked(example.says);
+            if example.exit != exit::OK {
+                says.push(roman(format!(" (exit {})", example.exit)));
+            }
+            roff.text(says);
+        }
+    }
+    roff.to_writer(out)?;
+    if command.get_version().is_some() {
+        man.render_version_section(out)?;
+    }
+    Ok(())
+}
+
+/// Sets the SYNOPSIS of `command`: its name, each visible option with its value named
+/// (`[-C <path>]`, `[--remote <name|url>]`), its arguments, and `<command>` where it has
+/// subcommands.
+fn synopsis(roff: &mut Roff, command: &clap::Command) {
+    roff.control("SH", ["SYNOPSIS"]);
+    let name = command.get_bin_name().unwrap_or_else(|| command.get_name());
+    let mut line = vec![bold(name)];
+    // `<path>`; a value of a few possible values names them all: `<complete|release>`.
+    let value = |arg: &clap::Arg| -> String {
+        let possible: Vec<String> = arg
+            .get_possible_values()
+            .iter()
+            .filter(|v| !v.is_hide_set())
+            .map(|v| v.get_name().to_owned())
+            .collect();
+        let names = match arg.get_value_names() {
+            _ if (1..=5).contains(&possible.len()) => vec![possible.join("|")],
+            Some(n) => n.iter().map(|n| n.to_lowercase()).collect::<Vec<_>>(),
+            None => vec![arg.get_id().as_str().to_lowercase()],
+        };
+        names
+            .iter()
+            .map(|n| format!("<{n}>"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let shown =
+        |a: &&clap::Arg| !a.is_hide_set() && a.get_id() != "help" && a.get_id() != "version";
+    for arg in command
+        .get_arguments()
+        .filter(shown)
+        .filter(|a| !a.is_positional())
+    {
+        let flag = match (arg.get_long(), arg.get_short()) {
+            (Some(long), _) => format!("--{long}"),
+            (None, Some(short)) => format!("-{short}"),
+            (None, None) => continue,
+        };
+        let takes = arg.get_num_args().is_some_and(|n| n.takes_values());
+        let optional_value = arg.get_num_args().is_some_and(|n| n.min_values() == 0);
+        let repeated = arg.get_num_args().is_some_and(|n| n.max_values() > 1);
+        let open = if arg.is_required_set() { "" } else { "[" };
+        line.push(roman(format!(" {open}")));
+        line.push(bold(flag));
+        if takes {
+            let v = value(arg);
+            line.push(roman(" "));
+            match optional_value {
+                true => line.push(italic(format!("[{v}]"))),
+                false => line.push(italic(v)),
+            }
+            if repeated {
+                line.push(roman("..."));
+            }
+        }
+        if !arg.is_required_set() {
+            line.push(roman("]"));
+        }
+    }
+    for arg in command.get_positionals().filter(shown) {
+        let repeated = arg.get_num_args().is_some_and(|n| n.max_values() > 1);
+        let dots = if repeated { "..." } else { "" };
+        if arg.is_last_set() {
+            line.push(roman(" -- "));
+        } else {
+            line.push(roman(" "));
+        }
+        match arg.is_required_set() {
+            true => line.push(italic(format!("{}{dots}", value(arg)))),
+            false => line.push(italic(format!("[{}{dots}]", value(arg)))),
+        }
+    }
+    if command.has_subcommands() {
+        line.push(roman(" "));
+        line.push(italic("<command> [<args>]"));
+    }
+    roff.text(line);
+}
+
+/// Returns `text` for a page: its `code` spans in bold, the rest roman.
+fn marked(text: &str) -> Vec<Inline> {
+    text.split('`')
+        .enumerate()
+        .filter(|(_, part)| !part.is_empty())
+        .map(|(i, part)| match i % 2 {
+            1 => bold(part),
+            _ => roman(part),
+        })
+        .collect()
 }
 
 /// Returns `<the binary's directory>/../share/man`, which `man` searches for every `bin`
@@ -91,46 +254,3 @@ fn default_man_dir() -> Result<PathBuf, Error> {
     let prefix = bin.parent().unwrap_or(bin);
     Ok(prefix.join("share").join("man"))
 }
-
-/// Prints the completion script for `shell`: for the `git-lease` binary, and, in bash, for
-/// `git lease` too (git's own completion calls `_git_lease` for it).
-pub(crate) fn completions(shell: clap_complete::Shell, out: &mut dyn Write) -> Result<u8, Failure> {
-    // One word for the binary: the help text says `git lease`, which is no command name.
-    let mut command = named_as(super::command(), "git-lease");
-    let mut script = Vec::new();
-    clap_complete::generate(shell, &mut command, "git-lease", &mut script);
-    if shell == clap_complete::Shell::Bash {
-        // clap_complete's bash script names a hyphenated binary's subcommand cases in two
-        // ways (`git__lease__subcmd__list` where it sets them, `git__subcmd__lease__…` where it
-        // matches them); one spelling makes them meet.
-        let text = String::from_utf8_lossy(&script).replace("git__subcmd__lease", "git__lease");
-        out.write_all(text.as_bytes())?;
-        out.write_all(BASH_GIT_SUBCOMMAND.as_bytes())?;
-    } else {
-        out.write_all(&script)?;
-    }
-    Ok(exit::OK)
-}
-
-/// Returns `command` with `name` as its binary name, and `<name> <sub>` for each subcommand,
-/// recursively.
-fn named_as(command: clap::Command, name: &str) -> clap::Command {
-    let subs: Vec<String> = command
-        .get_subcommands()
-        .map(|s| s.get_name().to_owned())
-        .collect();
-    subs.iter().fold(command.bin_name(name), |command, sub| {
-        command.mut_subcommand(sub, |s| named_as(s, &format!("{name} {sub}")))
-    })
-}
-
-/// Lets git's bash completion complete `git lease …` with the function above, by presenting
-/// the words as `git-lease …`.
-const BASH_GIT_SUBCOMMAND: &str = r#"
-# `git lease <TAB>`: git's completion calls _git_lease for the lease subcommand.
-_git_lease() {
-    local COMP_WORDS=("git-lease" "${COMP_WORDS[@]:2}")
-    local COMP_CWORD=$((COMP_CWORD - 1))
-    _git__lease git-lease "${COMP_WORDS[COMP_CWORD]}" "${COMP_WORDS[COMP_CWORD - 1]}"
-}
-"#;

@@ -3,10 +3,12 @@
 
 mod any;
 mod commands;
+mod completion;
 mod exit;
 mod gc;
 mod manual;
 mod output;
+mod pages;
 mod progress;
 mod run;
 mod server;
@@ -49,7 +51,7 @@ struct Cli {
     json: bool,
 
     /// Operate on this remote (a name or URL) instead of the local refs [config: lease.remote]
-    #[arg(long, global = true, value_name = "REMOTE", conflicts_with = "local")]
+    #[arg(long, global = true, value_name = "NAME|URL", conflicts_with = "local")]
     remote: Option<String>,
 
     /// Operate on the local refs even if lease.remote is set
@@ -135,7 +137,7 @@ enum Command {
     Gc(commands::gc::Args),
     /// Print the manual page (roff), or install every page where man finds it
     Man(commands::man::Args),
-    /// Print a shell completion script (for the git-lease binary)
+    /// Print a shell completion script, completing issue ids from the lease refs
     Completions(commands::completions::Args),
 }
 
@@ -190,6 +192,10 @@ pub(crate) fn command() -> clap::Command {
 
 /// Runs the command line `args` (the program name first) and returns the exit code.
 pub fn main(args: Vec<std::ffi::OsString>) -> u8 {
+    // A shell asking for completions (`COMPLETE=bash`): answered before anything else.
+    if let Some(code) = completion::from_env(&args) {
+        return code;
+    }
     // Known before parsing, so that a usage error in JSON mode is JSON too.
     let json = args
         .iter()
@@ -364,7 +370,7 @@ fn run(cli: Cli) -> Result<u8, Failure> {
             return manual::man(args.install.clone(), cli.json, &mut out);
         }
         Command::Completions(args) => {
-            return manual::completions(args.shell, &mut std::io::stdout().lock())
+            return completion::script(args.shell, &mut std::io::stdout().lock())
         }
         _ => {}
     }

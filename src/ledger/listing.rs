@@ -32,6 +32,19 @@ pub struct ListStats {
     pub rewritten: bool,
 }
 
+/// Returns the id of every ledger (`refs/leases/*`) in natural order
+/// ([`crate::issue::natural_cmp`]): ref names only, no object read, nothing written (shell
+/// completion asks it at every keystroke).
+pub fn ids(store: &Store) -> Result<Vec<String>> {
+    let mut ids: Vec<String> = store
+        .refs_listed(crate::issue::REF_PREFIX)?
+        .into_iter()
+        .map(|(name, _)| name)
+        .collect();
+    ids.sort_by(|a, b| crate::issue::natural_cmp(a, b));
+    Ok(ids)
+}
+
 /// Returns the newest entry of every ref under `namespace`, sorted by name; see [`list`]. The
 /// refs are listed the cheap way when the store can ([`Store::refs_listed`]).
 pub fn list_namespace(store: &Store, namespace: &str) -> Result<(Vec<Entry>, ListStats)> {

@@ -293,5 +293,11 @@ pub fn sync(
             });
         }
     }
+    // Each list by issue, in the order people read ids in (2 before 10).
+    let by_issue = |a: &str, b: &str| crate::issue::natural_cmp(a, b);
+    report.updated.sort_by(|a, b| by_issue(&a.issue, &b.issue));
+    report.new.sort_by(|a, b| by_issue(&a.issue, &b.issue));
+    report.refused.sort_by(|a, b| by_issue(&a.issue, &b.issue));
+    report.adopted.sort_by(|a, b| by_issue(&a.issue, &b.issue));
     Ok(report)
 }

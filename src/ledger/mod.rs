@@ -437,9 +437,12 @@ pub fn resolve_among<'a>(prefix: &str, names: impl Iterator<Item = &'a str>) -> 
         }
         0 => Err(Error::NoSuchLease(prefix.to_owned())),
         1 => IssueId::new(&candidates[0]),
-        _ => Err(Error::Ambiguous {
-            prefix: prefix.to_owned(),
-            candidates,
-        }),
+        _ => {
+            candidates.sort_by(|a, b| crate::issue::natural_cmp(a, b));
+            Err(Error::Ambiguous {
+                prefix: prefix.to_owned(),
+                candidates,
+            })
+        }
     }
 }

@@ -210,5 +210,15 @@ pub fn audit(
         progress(i + 1, refs.len());
     }
     audit.clean = audit.findings.is_empty();
+    audit.sort();
     audit
+}
+
+impl Audit {
+    /// Orders the findings by issue, in natural order ([`crate::issue::natural_cmp`]), each
+    /// ledger's in the order they were found.
+    pub fn sort(&mut self) {
+        self.findings
+            .sort_by(|a, b| crate::issue::natural_cmp(&a.issue, &b.issue));
+    }
 }

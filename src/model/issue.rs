@@ -4,14 +4,28 @@
 //! `check-ref-format` rules up front, and every refusal names the rule it broke. `/` is allowed
 //! inside an id for namespaces (`gh/123`), where git allows it.
 
+use std::cmp::Ordering;
+
 use crate::Error;
 
 /// The namespace every tenure ledger lives in.
 pub const REF_PREFIX: &str = "refs/leases/";
 
-/// A validated issue id.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+/// A validated issue id. Ids are ordered naturally ([`natural_cmp`]).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct IssueId(String);
+
+impl Ord for IssueId {
+    fn cmp(&self, other: &IssueId) -> Ordering {
+        natural_cmp(&self.0, &other.0)
+    }
+}
+
+impl PartialOrd for IssueId {
+    fn partial_cmp(&self, other: &IssueId) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
 
 impl IssueId {
     /// Checks `id` against the ref-name rules.
@@ -108,6 +122,65 @@ impl IssueId {
     }
 }
 
+/// The order in which issue ids are shown to people, in every listing: natural order, where
+/// runs of ASCII digits compare by their value, so `2 < 10` and `issue-2 < issue-10`.
+///
+/// Each id is read as a sequence of runs, each all ASCII digits or all other characters, and
+/// the sequences are compared run by run: two digit runs by value (`007` and `7` alike), two
+/// other runs byte by byte (code point order), a digit run and another by their first
+/// characters; a sequence that is a prefix of the other comes first. Ids that still tie (`07`
+/// and `7`) are ordered byte by byte, so this is a total order whose only equal ids are
+/// identical ones: sorting never depends on where an id started.
+pub fn natural_cmp(a: &str, b: &str) -> Ordering {
+    let (mut x, mut y) = (Runs(a.as_bytes()), Runs(b.as_bytes()));
+    loop {
+        let order = match (x.next(), y.next()) {
+            (None, None) => return a.as_bytes().cmp(b.as_bytes()),
+            (None, Some(_)) => Ordering::Less,
+            (Some(_), None) => Ordering::Greater,
+            (Some(r), Some(s)) => match (is_digit_run(r), is_digit_run(s)) {
+                (true, true) => {
+                    let (r, s) = (without_leading_zeros(r), without_leading_zeros(s));
+                    r.len().cmp(&s.len()).then_with(|| r.cmp(s))
+                }
+                _ => r.cmp(s),
+            },
+        };
+        if order != Ordering::Equal {
+            return order;
+        }
+    }
+}
+
+/// The runs of a byte string: maximal stretches of ASCII digits, and of other bytes. Splitting
+/// at ASCII digits never splits a UTF-8 character.
+struct Runs<'a>(&'a [u8]);
+
+impl<'a> Iterator for Runs<'a> {
+    type Item = &'a [u8];
+    fn next(&mut self) -> Option<&'a [u8]> {
+        let first = self.0.first()?;
+        let digits = first.is_ascii_digit();
+        let end = self
+            .0
+            .iter()
+            .position(|b| b.is_ascii_digit() != digits)
+            .unwrap_or(self.0.len());
+        let (run, rest) = self.0.split_at(end);
+        self.0 = rest;
+        Some(run)
+    }
+}
+
+fn is_digit_run(run: &[u8]) -> bool {
+    run.first().is_some_and(u8::is_ascii_digit)
+}
+
+fn without_leading_zeros(digits: &[u8]) -> &[u8] {
+    let zeros = digits.iter().take_while(|b| **b == b'0').count();
+    &digits[zeros..]
+}
+
 impl std::fmt::Display for IssueId {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(&self.0)
@@ -179,6 +252,37 @@ mod tests {
                     )
                 }
                 other => panic!("{id:?} must be refused, got {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn natural_order_compares_numbers_by_value() {
+        let mut ids = [
+            "issue-10", "12", "2", "gh/10", "1", "issue-2", "11", "gh/9", "10", "007", "7", "a",
+        ];
+        ids.sort_by(|a, b| natural_cmp(a, b));
+        assert_eq!(
+            ids,
+            ["1", "2", "007", "7", "10", "11", "12", "a", "gh/9", "gh/10", "issue-2", "issue-10"]
+        );
+    }
+
+    /// Ids as the order meets them: digits, letters, separators and a non-ASCII letter, so
+    /// that digit runs of every length (leading zeros too) meet text runs.
+    fn id() -> impl proptest::strategy::Strategy<Value = String> {
+        proptest::string::string_regex("[0-9a-b/é-]{0,6}").expect("a valid pattern")
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn natural_order_is_total_and_consistent_with_equality(a in id(), b in id(), c in id()) {
+            let ab = natural_cmp(&a, &b);
+            proptest::prop_assert_eq!(ab, natural_cmp(&b, &a).reverse());
+            proptest::prop_assert_eq!(ab == Ordering::Equal, a == b);
+            proptest::prop_assert_eq!(natural_cmp(&a, &a), Ordering::Equal);
+            if ab != Ordering::Greater && natural_cmp(&b, &c) != Ordering::Greater {
+                proptest::prop_assert_ne!(natural_cmp(&a, &c), Ordering::Greater);
             }
         }
     }

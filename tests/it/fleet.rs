@@ -537,6 +537,34 @@ fn watch_sees_acquire_release_and_a_synthesized_expiry_and_writes_nothing() {
 }
 
 #[test]
+fn watch_replays_the_events_of_one_instant_in_natural_order_of_issue() {
+    let repo = TestRepo::new();
+    repo.lease()
+        .now(&at(-60))
+        .args([
+            "acquire", "10", "9", "issue-10", "issue-2", "--holder", ALICE,
+        ])
+        .run()
+        .ok();
+    let mut watch = Watch::spawn(&repo, watch_cmd(&repo, &[]));
+    watch.wait_event("issue-10", "acquire");
+    watch.signal("TERM");
+    assert_eq!(watch.wait_exit().code(), Some(0), "{}", watch.stderr());
+    watch.drain();
+    let order: Vec<&str> = watch
+        .seen
+        .iter()
+        .map(|v| v["issue"].as_str().unwrap_or("?"))
+        .collect();
+    assert_eq!(
+        order,
+        ["9", "10", "issue-2", "issue-10"],
+        "{:#?}",
+        watch.seen
+    );
+}
+
+#[test]
 fn watch_replays_history_since_an_instant_with_the_expiries_in_it() {
     let repo = TestRepo::new();
     let lease = |now: &str, args: &[&str]| repo.lease().now(now).args(args).run();

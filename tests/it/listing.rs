@@ -94,6 +94,127 @@ fn list_all_includes_free_and_expired_with_their_last_token() {
         .stdout_has("free");
 }
 
+/// Ids in byte order and in natural order: numbers by value, `issue-2` before `issue-10`.
+const SHUFFLED: [&str; 8] = ["12", "issue-10", "1", "2", "11", "issue-2", "10", "9"];
+const NATURAL: [&str; 8] = ["1", "2", "9", "10", "11", "12", "issue-2", "issue-10"];
+
+/// The first column of a table's rows, below its header.
+fn first_column(run: &crate::env::Run) -> Vec<String> {
+    run.ok();
+    run.stdout
+        .lines()
+        .skip(1)
+        .map(|l| l.split_whitespace().next().unwrap_or_default().to_owned())
+        .collect()
+}
+
+#[test]
+fn every_listing_shows_ids_in_natural_order() {
+    let repo = TestRepo::new();
+    // One claim of all of them: one tenure start, so only the ids order them.
+    let mut claim = vec!["acquire", "--holder", "alice", "--ttl", "1h"];
+    claim.extend(SHUFFLED);
+    repo.json_at(T0, 0, &claim);
+    let v = repo.json_at(&at_min(1), 0, &["list"]);
+    assert_eq!(issues(&v), NATURAL);
+    assert_eq!(first_column(&repo.run_at(&at_min(1), &["list"])), NATURAL);
+    // Free ones too, in list --all.
+    for issue in ["10", "2"] {
+        repo.json_at(&at_min(1), 0, &["release", issue, "--holder", "alice"]);
+    }
+    let v = repo.json_at(&at_min(2), 0, &["list", "--all", "--state", "free"]);
+    assert_eq!(issues(&v), ["2", "10"]);
+    let v = repo.json_at(&at_min(2), 0, &["list", "--all"]);
+    assert_eq!(
+        issues(&v),
+        ["1", "9", "11", "12", "issue-2", "issue-10", "2", "10"]
+    );
+    // Through a remote, the same.
+    let server = TestRepo::bare();
+    let url = format!("file://{}", server.path().display());
+    repo.git(&["push", "-q", &url, "refs/leases/*:refs/leases/*"]);
+    let other = TestRepo::new();
+    let v = other.json_at(&at_min(2), 0, &["list", "--all", "--remote", &url]);
+    assert_eq!(
+        issues(&v),
+        ["1", "9", "11", "12", "issue-2", "issue-10", "2", "10"]
+    );
+    // An ambiguous prefix names its candidates in that order.
+    repo.run_at(&at_min(2), &["show", "issue-"])
+        .code(4)
+        .stderr_has("issue-2, issue-10");
+}
+
+#[test]
+fn list_and_log_show_each_claims_task_and_note_within_80_columns() {
+    let repo = TestRepo::new();
+    let long = "move the parser onto the list cache so that a cold listing reads each ledger once";
+    let claim = |issue: &str, extra: &[&str]| {
+        let mut args = vec![
+            "acquire",
+            issue,
+            "--holder",
+            "alice@example.com",
+            "--ttl",
+            "15m",
+        ];
+        args.extend_from_slice(extra);
+        repo.json_at(T0, 0, &args);
+    };
+    claim("1", &[]);
+    // Without a task or a note anywhere, no column for them.
+    let plain = repo.run_at(&at_min(1), &["list"]);
+    plain.ok();
+    assert!(plain.stdout.starts_with("ISSUE  HOLDER  "), "{plain}");
+    assert!(
+        !plain.stdout.contains("NOTE") && !plain.stdout.contains("TASK"),
+        "{plain}"
+    );
+
+    claim("2", &["--task", "JOB-7", "--note", "flaky test"]);
+    claim("3", &["--note", long]);
+    let run = repo.run_at(&at_min(1), &["list"]);
+    run.ok();
+    let lines: Vec<&str> = run.stdout.lines().collect();
+    assert!(
+        lines[0].ends_with("EXPIRES            TASK   NOTE"),
+        "{run}"
+    );
+    assert!(lines[1].ends_with("  -      -"), "{run}");
+    assert!(lines[2].ends_with("  JOB-7  flaky test"), "{run}");
+    // A long note is cut where the line reaches 80 columns, the cut marked.
+    let (_, shown) = lines[3]
+        .rsplit_once("  -      ")
+        .expect("no task, then the note");
+    let kept = shown.strip_suffix('…').expect("the long note is cut");
+    assert!(long.starts_with(kept), "{run}");
+    assert_eq!(lines[3].chars().count(), 80, "{run}");
+    assert!(lines.iter().all(|l| l.chars().count() <= 80), "{run}");
+    // show and --json keep it whole.
+    repo.run_at(&at_min(1), &["show", "3"])
+        .ok()
+        .stdout_has(long);
+
+    // log shows them under each event that carries them.
+    let log = repo.run_at(&at_min(1), &["log", "2"]);
+    log.ok();
+    let lines: Vec<&str> = log.stdout.lines().collect();
+    assert_eq!(lines.len(), 2, "{log}");
+    assert!(lines[0].contains(" acquire "), "{log}");
+    assert_eq!(
+        lines[1].trim_start(),
+        "task: JOB-7  note: flaky test",
+        "{log}"
+    );
+    assert_eq!(
+        lines[1].find('t'),
+        Some(11),
+        "under the event's time\n{log}"
+    );
+    let log = repo.run_at(&at_min(1), &["log", "1"]);
+    assert_eq!(log.stdout.lines().count(), 1, "{log}");
+}
+
 #[test]
 fn list_json_is_an_array_even_when_empty() {
     let repo = TestRepo::new();

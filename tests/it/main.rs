@@ -14,6 +14,9 @@
 //! - [`snapshots`]: every `--help` and the human output of one story, as reviewed snapshots.
 //! - [`readme`]: the README's `sh` blocks, read from it and run as written, each line held to
 //!   what its comment says; the fleet recipe with workers racing through a server.
+//! - [`manual`]: the manual's examples run as written; its exit statuses are the README's.
+//! - [`completion`]: shell completion through the binary, issue ids from the lease refs, and
+//!   a real bash with git's completion.
 //! - [`faults`]: corrupt ledgers, stale locks, ref clashes, repository formats and layouts.
 //! - [`race`]: real concurrent processes on one issue.
 //! - [`gc_race`]: readers and writers while git packs objects and refs under them.
@@ -62,6 +65,7 @@ mod adversary;
 mod attack;
 mod bad_input;
 mod cgi;
+mod completion;
 mod daemon;
 mod descriptors;
 mod end_states;
@@ -78,6 +82,7 @@ mod install_root;
 mod json;
 mod listing;
 mod liveness;
+mod manual;
 mod mirror;
 mod model;
 mod multi_acquire;

@@ -101,6 +101,20 @@ fn show_list_and_log_escape_what_a_ledger_says() {
     // The table stays aligned: the escaped holder counts as what is shown.
     let column = |row: &str| row.find("1  ").expect("a token column");
     assert_eq!(column(rows[1]), column(rows[2]), "{list}");
+    // The task and the note (cut to fit, the cut marked) are shown escaped too.
+    let held = rows[1..]
+        .iter()
+        .find(|r| r.starts_with("held "))
+        .expect("held is listed");
+    let (before, note) = held.rsplit_once("  ").expect("a note column");
+    assert!(before.trim_end().ends_with(TASK_SHOWN), "{list}");
+    let kept = note.strip_suffix('…').expect("a long note is cut");
+    assert!(NOTE_SHOWN.starts_with(kept) && kept.len() >= 9, "{list}");
+
+    let log = repo.run_at(&now, &["log", "held"]);
+    log.ok();
+    assert_printable(&log);
+    log.stdout_has(&format!("task: {TASK_SHOWN}  note: {NOTE_SHOWN}"));
 
     let log = repo.run_at(&now, &["log", "gone"]);
     log.ok();

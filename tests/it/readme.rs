@@ -592,7 +592,7 @@ fn after_install_the_manual_and_completions_work_as_the_readme_says() {
     let (ok, out) = sh(
         "source ~/.bashrc; COMP_WORDS=(git lease ac); COMP_CWORD=2; _git_lease; \
          echo \"[${COMPREPLY[*]}]\"; COMP_WORDS=(git-lease list --al); COMP_CWORD=2; \
-         _git__lease git-lease --al list; echo \"[${COMPREPLY[*]}]\"",
+         _clap_complete_git_lease git-lease --al list; echo \"[${COMPREPLY[*]}]\"",
     );
     assert!(
         ok && out.contains("[acquire]") && out.contains("[--all]"),

@@ -224,6 +224,27 @@ fn lease_json_that_is_not_json_breaks_json() {
 }
 
 #[test]
+fn findings_are_listed_by_issue_in_natural_order() {
+    let repo = TestRepo::new();
+    for issue in ["10", "9", "issue-10", "issue-2"] {
+        let root = lease_commit(&repo, &acquired(issue, "alice", 1, 0, 60), &[]);
+        let garbage = blob(&repo, b"this is not json\n");
+        let t = tree(&repo, &[("100644", "lease.json", &garbage)]);
+        let c = commit(&repo, &t, &[&root], &at_min(5), "renew");
+        set_ledger(&repo, issue, &c);
+    }
+    let (run, v) = verify_json(&repo, &[]);
+    run.code(1);
+    let order: Vec<&str> = v["findings"]
+        .as_array()
+        .expect("findings is an array")
+        .iter()
+        .map(|f| f["issue"].as_str().unwrap_or("?"))
+        .collect();
+    assert_eq!(order, ["9", "10", "issue-2", "issue-10"], "{run}");
+}
+
+#[test]
 fn lease_json_missing_a_field_breaks_json() {
     let mut broken = acquired("42", "alice", 1, 0, 60);
     broken.as_object_mut().unwrap().remove("token");

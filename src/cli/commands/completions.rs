@@ -15,5 +15,5 @@ pub(crate) struct Args {
 /// Runs `git lease completions`.
 pub(crate) fn run(_ctx: &Context, args: Args, out: &mut dyn Write) -> Result<u8, Failure> {
     let Args { shell, .. } = args;
-    crate::cli::manual::completions(shell, out)
+    crate::cli::completion::script(shell, out)
 }

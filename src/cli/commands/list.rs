@@ -2,6 +2,7 @@
 
 use std::io::Write;
 
+use git_lease::issue::natural_cmp;
 use git_lease::Entry;
 
 use crate::cli::output::json::{json_array_line, LeaseView, State};
@@ -100,7 +101,8 @@ fn list(
             })
         })
         .collect();
-    // Live leases first, oldest tenure first, then by issue; the rest by issue.
+    // Live leases first, oldest tenure first, then by issue; the rest by issue (in natural
+    // order: 2 before 10).
     rows.sort_by(|(sa, a), (sb, b)| {
         let key = |s: &State, e: &Entry| {
             (
@@ -114,7 +116,7 @@ fn list(
         };
         key(sa, a)
             .cmp(&key(sb, b))
-            .then_with(|| a.lease.issue.cmp(&b.lease.issue))
+            .then_with(|| natural_cmp(&a.lease.issue, &b.lease.issue))
     });
     if ctx.json {
         let views = rows
@@ -123,13 +125,26 @@ fn list(
         json_array_line(out, views)?;
         return Ok(exit::OK);
     }
-    let header: &[&str] = if all {
-        &["ISSUE", "STATE", "HOLDER", "TOKEN", "ACQUIRED", "EXPIRES"]
-    } else {
-        &["ISSUE", "HOLDER", "TOKEN", "ACQUIRED", "EXPIRES"]
-    };
+    let mut header = vec!["ISSUE"];
+    if all {
+        header.push("STATE");
+    }
+    header.extend(["HOLDER", "TOKEN", "ACQUIRED", "EXPIRES"]);
+    // A claim's task and note, in columns of their own where any listed claim has one; the
+    // note last, cut to fit 80 columns (`show` and --json give it whole).
+    let tasks = rows.iter().any(|(_, e)| e.lease.task.is_some());
+    let notes = rows.iter().any(|(_, e)| e.lease.note.is_some());
+    if tasks {
+        header.push("TASK");
+    }
+    if notes {
+        header.push("NOTE");
+    }
     // One buffer for every cell: tens of thousands of rows cost no allocation per cell.
-    let mut table = output::Table::new(header);
+    let mut table = output::Table::new(&header);
+    if notes {
+        table.fit_last(80, 10);
+    }
     for (s, e) in &rows {
         let l = &e.lease;
         table.cell(&l.issue);
@@ -151,6 +166,12 @@ fn list(
             (true, None) => b.push_str("never"),
             (true, Some(t)) => output::push_when(b, t, now),
         });
+        if tasks {
+            table.cell(l.task.as_deref().unwrap_or("-"));
+        }
+        if notes {
+            table.cell(l.note.as_deref().unwrap_or("-"));
+        }
     }
     if table.rows() == 0 {
         if all {

@@ -48,6 +48,7 @@ pub(crate) fn run(ctx: &Context, args: Args, out: &mut dyn Write) -> Result<u8, 
         });
         audit.clean = false;
     }
+    audit.sort();
     bar.finish_and_clear();
     if ctx.json {
         json_line(out, &audit)?;

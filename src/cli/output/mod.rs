@@ -254,6 +254,9 @@ pub struct Table {
     text: String,
     ends: Vec<usize>,
     widths: Vec<usize>,
+    /// With [`Table::fit_last`]: the line width the last column is cut to fit, and the
+    /// fewest characters it keeps.
+    fit: Option<(usize, usize)>,
 }
 
 impl Table {
@@ -263,6 +266,7 @@ impl Table {
             text: String::new(),
             ends: Vec::new(),
             widths: vec![0; header.len()],
+            fit: None,
         };
         for h in header {
             table.cell(h);
@@ -293,6 +297,13 @@ impl Table {
         self.ends.push(self.text.len());
     }
 
+    /// Cuts the last column's cells (free text: notes) where a line would pass `width`
+    /// characters, keeping at least `min` of each and marking a cut with `…`. The other
+    /// columns are never cut.
+    pub fn fit_last(&mut self, width: usize, min: usize) {
+        self.fit = Some((width, min));
+    }
+
     /// Returns the number of rows below the header.
     pub fn rows(&self) -> usize {
         (self.ends.len() / self.widths.len().max(1)).saturating_sub(1)
@@ -301,6 +312,12 @@ impl Table {
     /// Writes the table.
     pub fn write_to(&self, out: &mut dyn std::io::Write) -> std::io::Result<()> {
         let columns = self.widths.len().max(1);
+        // What the last column may show: the line's width less the other columns and their
+        // gaps.
+        let last = self.fit.map(|(width, min)| {
+            let before: usize = self.widths[..columns - 1].iter().map(|w| w + 2).sum();
+            width.saturating_sub(before).max(min)
+        });
         let mut line = String::new();
         let mut start = 0;
         for row in self.ends.chunks(columns) {
@@ -308,7 +325,13 @@ impl Table {
             for (i, &end) in row.iter().enumerate() {
                 let cell = &self.text[start..end];
                 start = end;
-                line.push_str(cell);
+                match last {
+                    Some(room) if i + 1 == columns && cell.chars().nth(room).is_some() => {
+                        line.extend(cell.chars().take(room.saturating_sub(1)));
+                        line.push('…');
+                    }
+                    _ => line.push_str(cell),
+                }
                 if i + 1 < row.len() {
                     let shown = if cell.is_ascii() {
                         cell.len()
@@ -484,5 +507,25 @@ pub(crate) fn log_line(e: &Entry) -> String {
     if let Some(r) = reason {
         text += &format!("  reason: {r}");
     }
+    if let Some(context) = claim_context(l) {
+        text += &format!("\n{:width$}{context}", "", width = short.len() + 1);
+    }
     text
+}
+
+/// Returns what a claim recorded beside its holder, for people: `task: T  note: N`, or
+/// `None` when it recorded neither.
+pub(crate) fn claim_context(lease: &git_lease::Lease) -> Option<String> {
+    let task = lease
+        .task
+        .as_deref()
+        .map(|t| format!("task: {}", printable(t)));
+    let note = lease
+        .note
+        .as_deref()
+        .map(|n| format!("note: {}", printable(n)));
+    match (task, note) {
+        (Some(t), Some(n)) => Some(format!("{t}  {n}")),
+        (one, other) => one.or(other),
+    }
 }
