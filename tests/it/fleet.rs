@@ -680,6 +680,21 @@ fn watch_remote_ends_on_a_signal_while_a_silent_remote_keeps_its_fetch_waiting()
         let mut conn = connections
             .recv_timeout(BOUND)
             .unwrap_or_else(|_| panic!("the fetch never connected\n{}", watch.stderr()));
+        // Its request is read first (git writes it after connecting), so that the signal
+        // lands on a fetch that is waiting for the answer.
+        conn.set_read_timeout(Some(BOUND)).expect("a read timeout");
+        let mut len = [0u8; 4];
+        conn.read_exact(&mut len)
+            .unwrap_or_else(|e| panic!("SIG{sig}: the fetch sent no request: {e}"));
+        let len = usize::from_str_radix(&String::from_utf8_lossy(&len), 16)
+            .unwrap_or_else(|e| panic!("SIG{sig}: not a pkt-line length {len:?}: {e}"));
+        let mut request = vec![0u8; len.saturating_sub(4)];
+        conn.read_exact(&mut request)
+            .unwrap_or_else(|e| panic!("SIG{sig}: the request was cut short: {e}"));
+        assert!(
+            String::from_utf8_lossy(&request).contains("git-upload-pack /x"),
+            "the fetch asked for the repository: {request:?}"
+        );
         let fetch = poll_children(watch.child.id());
         let fetch_ticks = start_ticks(fetch);
         assert!(fetch_ticks.is_some(), "the fetch runs");
@@ -698,15 +713,11 @@ fn watch_remote_ends_on_a_signal_while_a_silent_remote_keeps_its_fetch_waiting()
             fetch_ticks,
             "SIG{sig}: git fetch (pid {fetch}) outlived the watch"
         );
-        // And the connection it held is closed.
-        conn.set_read_timeout(Some(BOUND)).expect("a read timeout");
+        // And the connection it held is closed, with nothing more said on it.
         let mut buf = Vec::new();
         conn.read_to_end(&mut buf)
             .unwrap_or_else(|e| panic!("SIG{sig}: the fetch's connection is still open: {e}"));
-        assert!(
-            String::from_utf8_lossy(&buf).contains("git-upload-pack /x"),
-            "the fetch asked for the repository: {buf:?}"
-        );
+        assert!(buf.is_empty(), "SIG{sig}: the fetch said more: {buf:?}");
     }
 }
 
