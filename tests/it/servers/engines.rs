@@ -1,11 +1,19 @@
 //! Third-party servers as the engine ([`super::thirdparty`]): the harness itself, then claims
 //! and races through JGit's daemon and dulwich's daemon and HTTP server.
 
+use std::collections::BTreeSet;
 use std::net::{Ipv4Addr, SocketAddr, TcpStream};
 use std::time::Duration;
 
+use serde_json::Value;
+
 use super::thirdparty::{Engine, ThirdParty};
-use crate::server::git;
+use crate::env::{Run, TestRepo, T0};
+use crate::fleet::race;
+use crate::server::{git, lease};
+
+/// How many claimer processes race, each in a clone of its own.
+const RACERS: usize = 8;
 
 /// Each engine takes a push and serves a fetch of it, and is gone once dropped.
 #[test]
@@ -108,3 +116,233 @@ fn third_party_servers_run_hooks_as_the_harness_says() {
 
 /// git's empty tree, which every repository knows.
 const EMPTY_TREE: &str = "4b825dc642cb6eb9a060e54bf8d69288fbee4904";
+
+// ---------------------------------------------------------------------------------------------
+// Races through servers that honour the compare-and-swap
+// ---------------------------------------------------------------------------------------------
+
+/// One client per racer, `racer-<i>`, each with `origin` at `server`.
+fn racers(server: &ThirdParty) -> Vec<TestRepo> {
+    (0..RACERS)
+        .map(|i| server.client(&format!("racer-{i}")))
+        .collect()
+}
+
+/// Asserts that a racer that did not win was refused as one: held (exit 3), or, having lost
+/// the compare-and-swap every time, a lost race (exit 5); never a failure (exit 1).
+#[track_caller]
+fn assert_lost_as_a_race(server: &ThirdParty, run: &Run) {
+    assert!(
+        [3, 5].contains(&run.code),
+        "{:?}: a losing claimer exited {} (a lost race must be held, exit 3, or lost \
+         repeatedly, exit 5)\n{run}\n{}",
+        server.engine(),
+        run.code,
+        server.log()
+    );
+    if run.code == 3 {
+        assert_eq!(run.json()["outcome"], "held", "{run}");
+    }
+}
+
+/// Eight claimer processes, each in its own clone, race for one issue through `engine`:
+/// exactly one wins, with token 1; every other one is held (or lost repeatedly), never failed;
+/// the server's ledger is that one claim.
+fn eight_claimers_race_for_one_issue(engine: Engine) {
+    let Some(server) = ThirdParty::start(engine) else {
+        return;
+    };
+    let clients = racers(&server);
+    let cmds = clients
+        .iter()
+        .map(|c| {
+            c.lease().now(T0).args([
+                "--json", "acquire", "hot", "--ttl", "1h", "--remote", "origin",
+            ])
+        })
+        .collect();
+    let runs = race(cmds);
+    let winners: Vec<&Run> = runs.iter().filter(|r| r.code == 0).collect();
+    assert_eq!(
+        winners.len(),
+        1,
+        "{engine:?}: exactly one winner\n{runs:#?}"
+    );
+    let won = winners[0].json();
+    assert_eq!(won["outcome"], "acquired", "{}", winners[0]);
+    assert_eq!(won["token"], 1, "{}", winners[0]);
+    for run in runs.iter().filter(|r| r.code != 0) {
+        assert_lost_as_a_race(&server, run);
+    }
+    let chain = server.chain("hot");
+    assert_eq!(chain.len(), 1, "{engine:?}: one claim landed: {chain:?}");
+    assert_eq!(chain[0].1["holder"], won["holder"]);
+    assert_eq!(chain[0].1["token"], 1);
+}
+
+#[test]
+fn eight_claimers_racing_through_jgit_s_daemon_one_wins_the_others_are_held() {
+    eight_claimers_race_for_one_issue(Engine::JGitDaemon);
+}
+
+#[test]
+fn eight_claimers_racing_through_dulwich_s_daemon_one_wins_the_others_are_held() {
+    eight_claimers_race_for_one_issue(Engine::DulwichDaemon);
+}
+
+/// Eight `acquire --any` (or `run --any`) claimers over eight candidates through `engine`: a
+/// claimer that loses a candidate to a racer moves on to another, so every one of them gets
+/// one, and no tenure is handed out twice. (`run` ends its tenure once its command is done, so
+/// an issue may be claimed again, as a new tenure, by a later racer.)
+fn any_claimers_move_on_after_a_lost_race(engine: Engine, run_a_command: bool) {
+    let Some(server) = ThirdParty::start(engine) else {
+        return;
+    };
+    let clients = racers(&server);
+    let candidates: Vec<String> = (1..=RACERS).map(|i| format!("c{i}")).collect();
+    let verb = if run_a_command { "run" } else { "acquire" };
+    let cmds = clients
+        .iter()
+        .map(|c| {
+            let cmd = c
+                .lease()
+                .now(T0)
+                .args(["--json", verb, "--any", "--ttl", "1h"]);
+            let cmd = cmd.args(["--remote", "origin"]).args(&candidates);
+            if run_a_command {
+                cmd.args(["--", "true"])
+            } else {
+                cmd
+            }
+        })
+        .collect();
+    let runs = race(cmds);
+    let mut tenures = BTreeSet::new();
+    for run in &runs {
+        assert_eq!(
+            run.code,
+            0,
+            "{engine:?}: every claimer gets one of as many candidates\n{run}\n{}",
+            server.log()
+        );
+        // run reports on stderr, its first line the claim.
+        let claim = if run_a_command {
+            let line = run.stderr.lines().next().expect("run's report");
+            serde_json::from_str(line).expect("JSON")
+        } else {
+            run.json()
+        };
+        let claim: Value = claim;
+        assert_eq!(claim["outcome"], "acquired", "{run}");
+        let issue = claim["issue"].as_str().expect("an issue").to_owned();
+        assert!(candidates.contains(&issue), "{run}");
+        let tenure = (issue, claim["token"].as_u64().expect("a token"));
+        assert!(
+            tenures.insert(tenure.clone()),
+            "{tenure:?} was handed out twice\n{runs:#?}"
+        );
+    }
+    // The server's ledgers hold exactly those tenures.
+    let mut landed = BTreeSet::new();
+    for issue in &candidates {
+        for (_, lease) in server.chain(issue) {
+            if lease["event"] == "acquire" {
+                landed.insert((issue.clone(), lease["token"].as_u64().expect("a token")));
+            }
+        }
+    }
+    assert_eq!(landed, tenures, "{engine:?}");
+}
+
+#[test]
+fn acquire_any_through_jgit_s_daemon_moves_on_after_a_lost_race() {
+    any_claimers_move_on_after_a_lost_race(Engine::JGitDaemon, false);
+}
+
+#[test]
+fn run_any_through_jgit_s_daemon_moves_on_after_a_lost_race() {
+    any_claimers_move_on_after_a_lost_race(Engine::JGitDaemon, true);
+}
+
+#[test]
+fn acquire_any_through_dulwich_s_daemon_moves_on_after_a_lost_race() {
+    any_claimers_move_on_after_a_lost_race(Engine::DulwichDaemon, false);
+}
+
+#[test]
+fn run_any_through_dulwich_s_daemon_moves_on_after_a_lost_race() {
+    any_claimers_move_on_after_a_lost_race(Engine::DulwichDaemon, true);
+}
+
+// ---------------------------------------------------------------------------------------------
+// A server without the `atomic` capability
+// ---------------------------------------------------------------------------------------------
+
+/// A claim, a renewal and a release of one issue each move one ref: they are pushed without
+/// `--atomic`, and a server that lacks the capability takes them, with the compare-and-swap
+/// (bob's claim of alice's lease is refused as held).
+#[test]
+fn one_issue_is_claimed_renewed_and_released_on_a_server_without_atomic() {
+    let Some(server) = ThirdParty::start(Engine::DulwichDaemonWithoutAtomic) else {
+        return;
+    };
+    let alice = server.client("alice");
+    let bob = server.client("bob");
+    let remote = ["--remote", "origin"];
+    let with = |args: &[&'static str]| [args, &remote[..]].concat();
+    let run = lease(&alice, 0, &with(&["--json", "acquire", "7", "--ttl", "1h"]));
+    assert_eq!(run.code, 0, "{run}\n{}", server.log());
+    assert_eq!(run.json()["token"], 1, "{run}");
+    lease(&alice, 60, &with(&["renew", "7", "--ttl", "1h"])).ok();
+    lease(&bob, 120, &with(&["--json", "acquire", "7"])).outcome(3, "held");
+    lease(&alice, 180, &with(&["release", "7"])).ok();
+    let taken = lease(&bob, 240, &with(&["--json", "acquire", "7"])).outcome(0, "acquired");
+    assert_eq!(taken["token"], 2, "a new tenure: {taken}");
+    let events: Vec<Value> = server
+        .chain("7")
+        .into_iter()
+        .map(|(_, l)| l["event"].clone())
+        .collect();
+    assert_eq!(events, ["acquire", "renew", "release", "acquire"]);
+}
+
+/// A claim of several issues at once is all or none, which needs an atomic push: on a server
+/// without the capability it fails (exit 1) before anything is pushed, saying why and what to
+/// do; the server's refs are as they were, and the client recorded nothing.
+#[test]
+fn a_several_issue_claim_on_a_server_without_atomic_fails_before_anything_is_pushed() {
+    let Some(server) = ThirdParty::start(Engine::DulwichDaemonWithoutAtomic) else {
+        return;
+    };
+    let alice = server.client("alice");
+    lease(&alice, 0, &["acquire", "1", "--remote", "origin"]).ok();
+    let before = server.ls_remote();
+    assert!(before.contains("refs/leases/1"), "{before}");
+    let run = lease(
+        &alice,
+        60,
+        &["acquire", "2", "3", "4", "--remote", "origin"],
+    );
+    assert_eq!(run.code, 1, "{run}\n{}", server.log());
+    run.stderr_has("does not support atomic pushes")
+        .stderr_has("all-or-none claim of 2 3 4")
+        .stderr_has("nothing was pushed")
+        .stderr_has("Claim one issue per command");
+    assert_eq!(server.ls_remote(), before, "the server's refs moved");
+    for issue in ["2", "3", "4"] {
+        assert_eq!(alice.tip(issue), None, "{issue} was recorded locally");
+    }
+    let json = lease(
+        &alice,
+        60,
+        &["--json", "acquire", "2", "3", "--remote", "origin"],
+    );
+    assert_eq!(json.code, 1, "{json}");
+    let error: Value = serde_json::from_str(json.stderr.trim()).expect("a JSON error");
+    assert_eq!(error["error"]["kind"], "failure", "{json}");
+    // One at a time works there.
+    for issue in ["2", "3", "4"] {
+        lease(&alice, 120, &["acquire", issue, "--remote", "origin"]).ok();
+    }
+    assert_eq!(server.ls_remote().lines().count(), 4);
+}
