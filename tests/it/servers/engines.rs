@@ -346,3 +346,98 @@ fn a_several_issue_claim_on_a_server_without_atomic_fails_before_anything_is_pus
     }
     assert_eq!(server.ls_remote().lines().count(), 4);
 }
+
+// ---------------------------------------------------------------------------------------------
+// Hooks on third-party servers
+// ---------------------------------------------------------------------------------------------
+
+/// `git lease install-hook --repo <served repository>`, run outside any repository.
+fn install_hook(server: &ThirdParty) -> Run {
+    TestRepo::new()
+        .lease()
+        .args(["install-hook", "--repo"])
+        .args([server.bare()])
+        .run()
+}
+
+/// JGit's daemon runs no hook of the repositories it serves: with the git-lease hook
+/// installed, a push the hook refuses (the deletion of a ledger) lands all the same. In a
+/// repository Gerrit serves, which `refs/meta/config` shows, install-hook says so.
+#[test]
+fn jgit_runs_no_hook_and_install_hook_warns_in_a_gerrit_repository() {
+    let Some(server) = ThirdParty::start(Engine::JGitDaemon) else {
+        return;
+    };
+    install_hook(&server).ok();
+    let alice = server.client("alice");
+    lease(&alice, 0, &["acquire", "7", "--remote", "origin"]).ok();
+    let deleted = git(&alice, &["push", "origin", ":refs/leases/7"]);
+    assert_eq!(deleted.code, 0, "{deleted}\n{}", server.log());
+    assert_eq!(server.tip("7"), None, "the hook ran");
+
+    let config = server.repo().git(&[
+        "commit-tree",
+        EMPTY_TREE,
+        "-m",
+        "Gerrit's project configuration",
+    ]);
+    server
+        .repo()
+        .git(&["update-ref", "refs/meta/config", &config]);
+    let run = install_hook(&server);
+    run.ok()
+        .stdout_has("warning: this repository has refs/meta/config")
+        .stderr_has("never judges a push there");
+}
+
+/// dulwich runs a repository's pre-receive hook before it has received the pushed objects,
+/// so the git-lease hook finds the pushed commit missing and refuses every lease push: a
+/// client sees the hook's refusal (exit 3), read in dulwich's words, and nothing lands.
+#[test]
+fn dulwich_runs_pre_receive_before_the_objects_arrive_so_the_hook_refuses_every_claim() {
+    let Some(server) = ThirdParty::start(Engine::DulwichDaemon) else {
+        return;
+    };
+    install_hook(&server).ok();
+    let alice = server.client("alice");
+    let run = lease(&alice, 0, &["acquire", "7", "--remote", "origin"]);
+    assert_eq!(run.code, 3, "{run}\n{}", server.log());
+    run.stderr_has("the remote refused the update of refs/leases/7: git-lease: refused issue 7")
+        .stderr_has("is missing");
+    assert_eq!(server.tip("7"), None);
+    assert_eq!(alice.tip("7"), None);
+}
+
+// ---------------------------------------------------------------------------------------------
+// dulwich's HTTP server: the old value is not honoured
+// ---------------------------------------------------------------------------------------------
+
+/// dulwich's HTTP server does not honour a push's expected old value (it reports an update
+/// "ok" whatever the ref holds), so racing claimers through it are not kept apart; used one
+/// at a time, claims and releases work through it as through any server: each one reads the
+/// ledger first and pushes on top of it.
+#[test]
+fn dulwich_s_http_server_takes_claims_and_releases_made_one_at_a_time() {
+    let Some(server) = ThirdParty::start(Engine::DulwichHttp) else {
+        return;
+    };
+    assert!(!server.engine().honours_old_value());
+    let alice = server.client("alice");
+    let bob = server.client("bob");
+    let remote = ["--remote", "origin"];
+    let with = |args: &[&'static str]| [args, &remote[..]].concat();
+    let run = lease(&alice, 0, &with(&["--json", "acquire", "7", "--ttl", "1h"]));
+    assert_eq!(run.code, 0, "{run}\n{}", server.log());
+    assert_eq!(run.json()["token"], 1);
+    lease(&bob, 60, &with(&["--json", "acquire", "7"])).outcome(3, "held");
+    lease(&alice, 120, &with(&["release", "7"])).ok();
+    let taken = lease(&bob, 180, &with(&["--json", "acquire", "7"])).outcome(0, "acquired");
+    assert_eq!(taken["token"], 2, "{taken}");
+    let tokens: Vec<Value> = server
+        .chain("7")
+        .into_iter()
+        .map(|(_, l)| l["token"].clone())
+        .collect();
+    assert_eq!(tokens, [1, 1, 2]);
+    assert_eq!(server.tip("7"), bob.tip("7"));
+}

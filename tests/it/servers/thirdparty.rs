@@ -109,7 +109,6 @@ impl Engine {
     /// compare-and-swap holds). dulwich's receive-pack reports such an update "ok" without
     /// writing it; its git:// daemon serves one connection at a time, advertisement and
     /// update in one, so nothing moves in between there; over http they are two requests.
-    #[allow(dead_code)] // for tests that look for a server's broken compare-and-swap
     pub fn honours_old_value(self) -> bool {
         self != Engine::DulwichHttp
     }
