@@ -441,3 +441,52 @@ fn dulwich_s_http_server_takes_claims_and_releases_made_one_at_a_time() {
     assert_eq!(tokens, [1, 1, 2]);
     assert_eq!(server.tip("7"), bob.tip("7"));
 }
+
+/// What each server does with an update whose old value is not the ref's, sent straight to its
+/// receive-pack: JGit refuses it; dulwich reports it `ok` (over git:// and http alike) and
+/// leaves the ref as it was, so the pusher cannot tell it lost. Through dulwich's daemon no
+/// git client meets that (one connection at a time: the old value it sends is the one just
+/// advertised); through its HTTP server, racing claimers do.
+#[test]
+fn a_stale_old_value_is_refused_by_jgit_and_reported_ok_by_dulwich() {
+    for engine in Engine::ALL {
+        let Some(server) = ThirdParty::start(engine) else {
+            continue;
+        };
+        let client = server.client("alice");
+        let first = client.git(&["commit-tree", EMPTY_TREE, "-m", "first"]);
+        let second = client.git(&["commit-tree", EMPTY_TREE, "-m", "second"]);
+        let push = git(
+            &client,
+            &[
+                "push",
+                "origin",
+                &format!("{first}:refs/leases/s"),
+                &format!("{second}:refs/leases/other"),
+            ],
+        );
+        assert_eq!(push.code, 0, "{engine:?}\n{push}\n{}", server.log());
+        // refs/leases/s is at `first`; the update claims it is at `second`.
+        let report = server.stale_update("refs/leases/s", &second, &second);
+        assert_eq!(
+            report.first().map(String::as_str),
+            Some("unpack ok"),
+            "{engine:?}: {report:?}\n{}",
+            server.log()
+        );
+        let status = report.get(1).cloned().unwrap_or_default();
+        if engine.reports_stale_updates_ok() {
+            assert_eq!(status, "ok refs/leases/s", "{engine:?}: {report:?}");
+        } else {
+            assert!(
+                status.starts_with("ng refs/leases/s "),
+                "{engine:?}: {report:?}"
+            );
+        }
+        assert_eq!(
+            server.tip("s").as_deref(),
+            Some(first.as_str()),
+            "{engine:?}: the ref moved"
+        );
+    }
+}

@@ -30,6 +30,10 @@
 //! - What the server holds: [`ThirdParty::ls_remote`] (what it advertises, as any client sees
 //!   it), [`ThirdParty::tip`] and [`ThirdParty::chain`] (plain git in the served repository),
 //!   [`ThirdParty::repo`] for anything else; [`ThirdParty::log`] for failure messages.
+//! - [`ThirdParty::stale_update`]: one ref update sent straight to the server's receive-pack
+//!   with an old value of the caller's choosing, which git itself never sends (it refuses a
+//!   stale lease before it connects): what the server reports of a compare-and-swap it should
+//!   refuse (`ok <ref>`, or `ng <ref> <why>`).
 //!
 //! Where the servers come from: `.ci/run` installs `jgit-cli` from Debian's packages and each
 //! dulwich version into a virtual environment of its own, `<tools>/dulwich-<version>`, where
@@ -42,6 +46,7 @@
 //! is started again on another port. Each runs in its own process group, ended on drop.
 
 use std::fs::File;
+use std::io::{Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, TcpStream};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -111,6 +116,13 @@ impl Engine {
     /// update in one, so nothing moves in between there; over http they are two requests.
     pub fn honours_old_value(self) -> bool {
         self != Engine::DulwichHttp
+    }
+
+    /// Whether it reports `ok` for an update whose old value is not the ref's (and leaves the
+    /// ref as it is): dulwich's receive-pack does, over either transport
+    /// ([`ThirdParty::stale_update`]).
+    pub fn reports_stale_updates_ok(self) -> bool {
+        self != Engine::JGitDaemon
     }
 
     /// Whether the served repository's hooks run on a push (JGit's daemon runs none).
@@ -303,6 +315,69 @@ impl ThirdParty {
         )
     }
 
+    /// Sends `<old> <new> <refname>` to the server's receive-pack as one request, with an empty
+    /// pack (`new` must be in the served repository already), and returns its report-status
+    /// lines: `unpack ok`, then `ok <refname>` or `ng <refname> <why>`. git's client never
+    /// sends an old value other than the one the server advertised, so this is how a test
+    /// sees what the server does with a stale one.
+    pub fn stale_update(&self, refname: &str, old: &str, new: &str) -> Vec<String> {
+        let mut body = pkt(&format!("{old} {new} {refname}\0report-status\n"));
+        body.extend_from_slice(b"0000");
+        body.extend_from_slice(&EMPTY_PACK);
+        let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, self.port));
+        let mut stream = TcpStream::connect(addr).expect("connect to the server");
+        stream
+            .set_read_timeout(Some(Duration::from_secs(60)))
+            .expect("a read timeout");
+        let mut answer = Vec::new();
+        match self.engine {
+            Engine::DulwichHttp => {
+                let head = format!(
+                    "POST /git-receive-pack HTTP/1.0\r\nHost: 127.0.0.1:{}\r\n\
+                     Content-Type: application/x-git-receive-pack-request\r\n\
+                     Accept: application/x-git-receive-pack-result\r\n\
+                     Content-Length: {}\r\n\r\n",
+                    self.port,
+                    body.len()
+                );
+                stream.write_all(head.as_bytes()).expect("send the request");
+                stream.write_all(&body).expect("send the request");
+                stream.read_to_end(&mut answer).expect("read the answer");
+                let at = answer
+                    .windows(4)
+                    .position(|w| w == b"\r\n\r\n")
+                    .unwrap_or_else(|| panic!("no HTTP answer: {answer:?}\n{}", self.log()));
+                answer.drain(..at + 4);
+            }
+            _ => {
+                let path = match self.engine {
+                    Engine::JGitDaemon => "/leases.git".to_owned(),
+                    _ => self.bare().display().to_string(),
+                };
+                let request = format!("git-receive-pack {path}\0host=127.0.0.1:{}\0", self.port);
+                stream.write_all(&pkt(&request)).expect("send the request");
+                // The advertisement, up to its flush.
+                while read_pkt(&mut stream).is_some() {}
+                stream.write_all(&body).expect("send the update");
+                while let Some(line) = read_pkt(&mut stream) {
+                    answer.extend_from_slice(&pkt(&line));
+                }
+            }
+        }
+        let mut lines = Vec::new();
+        let mut rest = answer.as_slice();
+        while rest.len() >= 4 {
+            let len = usize::from_str_radix(std::str::from_utf8(&rest[..4]).unwrap_or("0"), 16)
+                .unwrap_or(0);
+            if len < 4 {
+                break;
+            }
+            lines.push(String::from_utf8_lossy(&rest[4..len]).trim_end().to_owned());
+            rest = &rest[len..];
+        }
+        lines
+    }
+
     /// Stops the server (its whole process group).
     pub fn stop(&mut self) {
         if let Some(mut child) = self.child.take() {
@@ -374,4 +449,30 @@ fn wait_listening(child: &mut Child, port: u16, log: &Path) -> Result<(), String
         std::thread::sleep(Duration::from_millis(25));
     }
     Err("not listening in time".into())
+}
+
+/// A pack of no objects: `PACK`, version 2, 0 objects, and the SHA-1 of those 12 bytes.
+const EMPTY_PACK: [u8; 32] = [
+    b'P', b'A', b'C', b'K', 0, 0, 0, 2, 0, 0, 0, 0, 0x02, 0x9d, 0x08, 0x82, 0x3b, 0xd8, 0xa8, 0xea,
+    0xb5, 0x10, 0xad, 0x6a, 0xc7, 0x5c, 0x82, 0x3c, 0xfd, 0x3e, 0xd3, 0x1e,
+];
+
+/// `text` as one pkt-line.
+fn pkt(text: &str) -> Vec<u8> {
+    let mut line = format!("{:04x}", text.len() + 4).into_bytes();
+    line.extend_from_slice(text.as_bytes());
+    line
+}
+
+/// Reads one pkt-line from `stream`: its text, or `None` at a flush (or the end).
+fn read_pkt(stream: &mut TcpStream) -> Option<String> {
+    let mut len = [0u8; 4];
+    stream.read_exact(&mut len).ok()?;
+    let len = usize::from_str_radix(std::str::from_utf8(&len).ok()?, 16).ok()?;
+    if len < 4 {
+        return None;
+    }
+    let mut data = vec![0u8; len - 4];
+    stream.read_exact(&mut data).ok()?;
+    Some(String::from_utf8_lossy(&data).into_owned())
 }
