@@ -183,6 +183,15 @@ pub enum Error {
         /// What exactly is wrong.
         detail: String,
     },
+    /// A claim of several issues at once (all or none) on a server whose receive-pack lacks
+    /// the `atomic` capability: git refused to send it, so nothing was pushed.
+    #[error("{remote} does not support atomic pushes (its receive-pack lacks the `atomic` capability), so the all-or-none claim of {issues} cannot be made there; nothing was pushed. Claim one issue per command (`git lease acquire <issue> --remote ...`, or `acquire --any` for one of several), or serve the repository with a server that has it (git, JGit, dulwich 1.2 or newer)")]
+    AtomicUnsupported {
+        /// The remote, as messages show it.
+        remote: String,
+        /// The issues of the claim.
+        issues: String,
+    },
     /// A git subprocess that talks to a remote (push, fetch, ls-remote) failed.
     #[error("{command} failed: {message}")]
     Transport {
@@ -248,6 +257,7 @@ impl Error {
             Error::Corrupt { .. }
             | Error::Locked { .. }
             | Error::Transport { .. }
+            | Error::AtomicUnsupported { .. }
             | Error::HookFailed { .. }
             | Error::RemoteDiverged { .. }
             | Error::Git { .. }

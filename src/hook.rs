@@ -34,6 +34,25 @@ pub const REPLACE_PREFIX: &str = "refs/replace/";
 /// The push option that carries the pusher's fencing token.
 pub const TOKEN_OPTION: &str = "lease-token=";
 
+/// Where Gerrit keeps a project's configuration. A repository that has it is served by Gerrit,
+/// whose receive-pack (JGit's) runs none of the repository's hooks.
+pub const GERRIT_CONFIG_REF: &str = "refs/meta/config";
+
+/// Returns why the hook installed in `store`'s repository would never run, where the
+/// repository shows it: Gerrit's project configuration ([`GERRIT_CONFIG_REF`]). JGit's daemon
+/// runs no hooks either, but leaves no mark in the repositories it serves.
+pub fn never_run_by(store: &Store) -> Option<String> {
+    store.tip_of(GERRIT_CONFIG_REF).ok().flatten().map(|_| {
+        format!(
+            "this repository has {GERRIT_CONFIG_REF}, Gerrit's project configuration: Gerrit \
+             (and any server on JGit's receive-pack, such as `jgit daemon`) runs none of a \
+             repository's hooks, so this hook never judges a push there; the compare-and-swap \
+             still holds, the lease rules are not enforced (see docs/SERVER.md, \
+             \"Third-party servers\")"
+        )
+    })
+}
+
 /// How the server learns who pushed.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Identity {

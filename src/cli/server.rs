@@ -157,7 +157,7 @@ const TX_HOOK_TMP: &str = "reference-transaction.git-lease-tmp";
 /// Installs the pre-receive hook into a repository and enables push options, then checks
 /// what it can of the setup and warns (stderr and output) about each trap: a binary the
 /// repository's owner cannot run, files left owned by someone else, no identity configured,
-/// push options still disabled.
+/// a server that runs no hooks (Gerrit), push options still disabled.
 ///
 /// It may run as root in a repository that someone else owns, who may have planted links in
 /// it: every name is reached from the git dir's descriptor without following a link (a link
@@ -296,6 +296,7 @@ pub(crate) fn install_hook(
                 .to_owned(),
         );
     }
+    warnings.extend(hook::never_run_by(store));
     let advertised = git_lease::git::command(git_dir.path())
         .args(["config", "--bool", "--get", "receive.advertisePushOptions"])
         .stderr(Stdio::null())

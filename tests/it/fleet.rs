@@ -31,7 +31,7 @@ const RACERS: usize = 8;
 
 /// Runs every command of `cmds` at once (each on its own thread, released together by a
 /// barrier) and returns their runs in the same order.
-fn race(cmds: Vec<Cmd>) -> Vec<Run> {
+pub fn race(cmds: Vec<Cmd>) -> Vec<Run> {
     let barrier = Arc::new(Barrier::new(cmds.len()));
     let handles: Vec<_> = cmds
         .into_iter()

@@ -19,11 +19,13 @@
 //! lock held by a concurrent command in the same clone) never fails a claim.
 //!
 //! This module holds the remote's [`Backend`] implementation (the rules applied through it);
-//! `fetch` what it holds, verified, and `push` writing to it.
+//! `fetch` what it holds, verified, `push` writing to it, and `refusal` what a server said of
+//! a push it refused, in every server family's words.
 
 mod fetch;
 mod memory;
 mod push;
+pub mod refusal;
 
 use std::process::Command;
 use std::time::Duration;
@@ -44,7 +46,8 @@ pub use fetch::{Diverged, Divergence, Fetched};
 pub use memory::MEMORY_DIR;
 use push::run;
 pub(crate) use push::PushResult;
-pub use push::{hook_verdict, redact_url, redact_urls, HookVerdict};
+pub use push::{redact_url, redact_urls};
+pub use refusal::{hook_verdict, HookVerdict};
 
 /// The namespace of remote-tracking lease refs: what each remote was seen to hold, verified.
 pub const TRACKING_PREFIX: &str = "refs/lease-remotes/";

@@ -1,5 +1,6 @@
-//! Writing to a remote: a push with an expected old value is the compare-and-swap; a hook's
-//! refusal is told apart from a lost race ([`hook_verdict`]); what the remote accepted is
+//! Writing to a remote: a push with an expected old value is the compare-and-swap (atomic when
+//! several refs move); what the server said of a push it refused is read by
+//! [`super::refusal`] (a lost race, a hook's refusal, a failure); what the remote accepted is
 //! recorded in the tracking ref and the local ledger ref. Every message git prints passes
 //! through [`redact_urls`] first, so no credential of a remote URL reaches a user.
 
@@ -7,65 +8,11 @@ use std::process::Command;
 
 use gix::ObjectId;
 
+use super::refusal::{self, HookVerdict, Reading};
 use super::Remote;
-use crate::cas;
 use crate::error::{Error, Result};
 use crate::issue::IssueId;
 use crate::lease::Lease;
-
-/// What the server's hooks said about a push they declined.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum HookVerdict {
-    /// The git-lease hook refused it by the lease rules: its lines, joined with `; `.
-    Refused(String),
-    /// No line carries the mark: the hook failed to start or crashed, or another hook (or the
-    /// server's own access rules) declined the push. What the server said, joined with `; `.
-    Failed(String),
-}
-
-impl HookVerdict {
-    /// Returns the error of a push of `issues` that the server's hooks declined: a refusal by
-    /// the lease rules ([`Error::PushRefused`], exit 3), or a failure of the server's hook
-    /// ([`Error::HookFailed`], exit 1).
-    pub(crate) fn into_error(self, issues: &[IssueId]) -> Error {
-        match self {
-            HookVerdict::Refused(message) => Error::PushRefused {
-                issue: cas::names(issues),
-                message,
-            },
-            HookVerdict::Failed(message) => Error::HookFailed {
-                target: issues
-                    .iter()
-                    .map(IssueId::ref_name)
-                    .collect::<Vec<_>>()
-                    .join(" "),
-                message,
-            },
-        }
-    }
-}
-
-/// Sorts a declined push by the server's `remote:` lines in git's `stderr`: a refusal by the
-/// lease rules carries [`crate::hook::REFUSAL_MARK`] at the start of a line; anything else is a
-/// failure of the server's hook.
-pub fn hook_verdict(stderr: &str) -> HookVerdict {
-    let said: Vec<&str> = stderr
-        .lines()
-        .filter_map(|l| l.strip_prefix("remote:"))
-        .map(str::trim)
-        .filter(|l| !l.is_empty())
-        .collect();
-    if said
-        .iter()
-        .any(|l| l.starts_with(crate::hook::REFUSAL_MARK))
-    {
-        HookVerdict::Refused(said.join("; "))
-    } else if said.is_empty() {
-        HookVerdict::Failed("it declined the push without saying why".to_owned())
-    } else {
-        HookVerdict::Failed(said.join("; "))
-    }
-}
 
 /// Runs a git command of a remote (a fetch or a push) for at most `limit` (`None`: as long as
 /// it takes), through [`crate::git::output_within`], so that [`crate::git::stop_commands`]
@@ -187,8 +134,12 @@ impl Remote<'_> {
         let _ = store.set_ref(&issue.ref_name(), commit, &message);
     }
 
-    /// Pushes `edits` as `(issue, new, expected old)` in one atomic push with a lease on each
-    /// old value.
+    /// Pushes `edits` as `(issue, new, expected old)` with a lease on each old value: in one
+    /// atomic push when several refs move (all or none), as a plain push when one does (it is
+    /// the same compare-and-swap, and a server without the `atomic` capability takes it).
+    ///
+    /// Returns [`Error::AtomicUnsupported`] when several refs move and the server cannot take
+    /// them all or none: git refuses before it sends anything, so nothing was pushed.
     pub(crate) fn push(
         &self,
         edits: &[(IssueId, ObjectId, Option<ObjectId>)],
@@ -200,8 +151,14 @@ impl Remote<'_> {
                 before.insert(issue.as_str().to_owned(), store.tip_of(&issue.ref_name())?);
             }
         }
+        let atomic = edits.len() > 1;
         let mut cmd = self.git()?;
-        cmd.args(["push", "--porcelain", "--atomic", "--no-verify"]);
+        // git's own words are read (refusal::read): they must be its untranslated ones.
+        cmd.env("LC_ALL", "C")
+            .args(["push", "--porcelain", "--no-verify"]);
+        if atomic {
+            cmd.arg("--atomic");
+        }
         for (issue, _, old) in edits {
             cmd.arg(format!(
                 "--force-with-lease={}:{}",
@@ -213,79 +170,35 @@ impl Remote<'_> {
         for (issue, new, _) in edits {
             cmd.arg(format!("{new}:{}", issue.ref_name()));
         }
-        let shown = format!("git push --atomic {} refs/leases/…", self.shown);
+        let shown = format!(
+            "git push{} {} refs/leases/…",
+            if atomic { " --atomic" } else { "" },
+            self.shown
+        );
         let out = run(cmd, &shown, self.network_timeout)?;
-        if out.status.success() {
-            return Ok(PushResult::Done);
-        }
         let stdout = String::from_utf8_lossy(&out.stdout);
         let stderr = String::from_utf8_lossy(&out.stderr);
-        let rejections: Vec<&str> = stdout.lines().filter(|l| l.starts_with('!')).collect();
-        if rejections.iter().any(|l| l.contains("hook declined")) {
-            return Ok(PushResult::Declined(hook_verdict(&stderr)));
+        match refusal::read(out.status.success(), &stdout, &stderr) {
+            Reading::Done => Ok(PushResult::Done),
+            Reading::Lost => Ok(PushResult::Lost),
+            Reading::Declined(verdict) => Ok(PushResult::Declined(verdict)),
+            Reading::NoAtomic => Err(Error::AtomicUnsupported {
+                remote: self.shown.clone(),
+                issues: crate::cas::names(
+                    &edits.iter().map(|(i, _, _)| i.clone()).collect::<Vec<_>>(),
+                ),
+            }),
+            Reading::Failed(message) => Err(Error::Transport {
+                command: shown,
+                message,
+            }),
         }
-        const LOST: [&str; 8] = [
-            "stale info",
-            "atomic push failed",
-            "atomic transaction failed",
-            "failed to update ref",
-            "cannot lock ref",
-            "incorrect old value",
-            "fetch first",
-            "non-fast-forward",
-        ];
-        if !rejections.is_empty()
-            && rejections
-                .iter()
-                .all(|l| LOST.iter().any(|reason| l.contains(reason)))
-        {
-            return Ok(PushResult::Lost);
-        }
-        let detail = if rejections.is_empty() {
-            stderr.trim().to_owned()
-        } else {
-            format!("{}\n{}", rejections.join("\n"), stderr.trim())
-        };
-        Err(Error::Transport {
-            command: shown,
-            message: detail,
-        })
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_declined_push_is_a_refusal_only_when_a_line_carries_the_mark() {
-        let refused = "To git://h/r\n! [remote rejected] x -> refs/leases/7 (pre-receive hook declined)\n\
-                       remote: git-lease: refused issue 7 at 0123456789ab: holder-change: held by alice\n";
-        assert_eq!(
-            hook_verdict(refused),
-            HookVerdict::Refused(
-                "git-lease: refused issue 7 at 0123456789ab: holder-change: held by alice".into()
-            )
-        );
-        // gitolite's VREF: its own line follows ours.
-        let vref = "remote: git-lease: refused issue 7 at 0123456789ab: identity: x\n\
-                    remote: FATAL: VREF/LEASE: helper program exit status 256\n";
-        assert!(matches!(hook_verdict(vref), HookVerdict::Refused(_)));
-        for failed in [
-            "remote: hooks/pre-receive: 3: exec: /root/bin/git-lease: Permission denied\n",
-            "remote: policy says no (git-lease: refused is quoted, not the mark)\n",
-            "remote: FATAL: + refs/leases/7 leases bob DENIED by fallthru\n",
-        ] {
-            assert!(
-                matches!(hook_verdict(failed), HookVerdict::Failed(_)),
-                "{failed}"
-            );
-        }
-        assert_eq!(
-            hook_verdict("error: failed to push some refs\n"),
-            HookVerdict::Failed("it declined the push without saying why".into())
-        );
-    }
 
     #[test]
     fn credentials_never_reach_a_message() {
