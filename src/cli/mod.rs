@@ -399,11 +399,11 @@ fn run(cli: Cli) -> Result<u8, Failure> {
             .clone()
             .or_else(|| ledger.store().config_string("lease.remote"))
     };
-    color::decide(
-        cli.color,
+    let color_ui = git_lease::config::color(
+        "color.ui",
         ledger.store().config_string("color.ui").as_deref(),
-        cli.json,
-    );
+    )?;
+    color::decide(cli.color, color_ui, cli.json);
     if remote.is_none() && !cli.local && cli.command.writes_leases() {
         advise_local(&ledger)?;
     }
