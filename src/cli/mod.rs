@@ -380,6 +380,29 @@ fn run(cli: Cli) -> Result<u8, Failure> {
     }
     // The manual and completions describe the tool, not a repository: no repository needed.
     match &cli.command {
+        Command::Man(args) if cli.json && args.install.is_none() => {
+            return Err(Error::InvalidInput(
+                "man prints the manual page (roff), which has no JSON form: --json goes with \
+                 man --install, which reports the pages it wrote"
+                    .into(),
+            )
+            .into())
+        }
+        Command::Completions(_) if cli.json => {
+            return Err(Error::InvalidInput(
+                "completions prints a shell script, which has no JSON form: leave out --json"
+                    .into(),
+            )
+            .into())
+        }
+        Command::Hook(_) if cli.json => {
+            return Err(Error::InvalidInput(
+                "hook speaks git's hook protocol (refusals are lines git relays to the \
+                 pusher), which has no JSON form: leave out --json"
+                    .into(),
+            )
+            .into())
+        }
         Command::Man(args) => {
             let mut out = std::io::stdout().lock();
             return manual::man(args.install.clone(), cli.json, &mut out);
