@@ -34,7 +34,8 @@ pub(crate) struct Args {
     #[arg(long, value_enum, default_value = "release")]
     pub(crate) on_failure: crate::cli::run::EndAs,
     /// While the issue (or with --any, every candidate) is held by someone else, wait for
-    /// it instead of exiting 3; give up after TIMEOUT if given (as `flock -w`)
+    /// it instead of exiting 3, as `flock -w` does (`--wait=TIMEOUT`: `--wait --timeout
+    /// TIMEOUT`)
     #[arg(
         long,
         value_name = "TIMEOUT",
@@ -43,6 +44,9 @@ pub(crate) struct Args {
         default_missing_value = ""
     )]
     pub(crate) wait: Option<String>,
+    /// With --wait, give up after this long (exit 3, nothing run), as `wait --timeout`
+    #[arg(long, value_name = "DURATION", requires = "wait")]
+    pub(crate) timeout: Option<String>,
     /// The command and its arguments
     #[arg(last = true, required = true, value_name = "COMMAND")]
     pub(crate) command: Vec<String>,
@@ -60,19 +64,33 @@ pub(crate) fn run(ctx: &Context, args: Args, _out: &mut dyn Write) -> Result<u8,
         on_success,
         on_failure,
         wait,
+        timeout,
         command,
         ..
     } = args;
     if !any && issues.len() != 1 {
-        return Err(Error::InvalidInput(
-            "run takes one issue, or several candidates with --any".into(),
-        )
+        // `--wait 20s` is `--wait` and a second issue, `20s`: say what was meant.
+        let meant = match (&wait, &timeout, issues.as_slice()) {
+            (Some(w), None, [_, second]) if w.is_empty() && parse_duration(second).is_ok() => {
+                format!(": did you mean --wait --timeout {second} (or --wait={second})?")
+            }
+            _ => String::new(),
+        };
+        return Err(Error::InvalidInput(format!(
+            "run takes one issue, or several candidates with --any{meant}"
+        ))
         .into());
     }
-    let wait = match wait.as_deref() {
-        None => None,
-        Some("") => Some(None),
-        Some(timeout) => Some(Some(parse_duration(timeout)?)),
+    let wait = match (wait.as_deref(), timeout.as_deref()) {
+        (None, _) => None,
+        (Some(""), None) => Some(None),
+        (Some(""), Some(timeout)) | (Some(timeout), None) => Some(Some(parse_duration(timeout)?)),
+        (Some(_), Some(_)) => {
+            return Err(Error::InvalidInput(
+                "give the timeout once: --wait --timeout D (--wait=D says the same)".into(),
+            )
+            .into())
+        }
     };
     let args = crate::cli::run::RunArgs {
         issues,
