@@ -88,7 +88,7 @@ pub(crate) struct HolderArg {
 #[derive(Args, Debug)]
 pub(crate) struct TtlArg {
     /// How long the lease lasts: 90s, 15m, 2h, 1d or never [default: config lease.ttl, else 1h]
-    #[arg(long, value_name = "DURATION")]
+    #[arg(long, value_name = "DURATION", allow_hyphen_values = true)]
     ttl: Option<String>,
 }
 
@@ -532,6 +532,11 @@ pub(crate) fn distinct_issues(ids: &[String]) -> Result<Vec<IssueId>, Error> {
 
 /// Parses a duration option (`500ms`, `10s`, `2m`).
 pub(crate) fn parse_duration(text: &str) -> Result<std::time::Duration, Error> {
+    if text.trim_start().starts_with('-') {
+        return Err(Error::InvalidInput(format!(
+            "invalid duration {text:?}: a duration cannot be negative"
+        )));
+    }
     humantime::parse_duration(text)
         .map_err(|e| Error::InvalidInput(format!("invalid duration {text:?}: {e}")))
 }

@@ -21,11 +21,16 @@ pub(crate) struct Args {
     pub(crate) ttl: TtlArg,
     /// How often to renew; with --ttl never, how often to read the lease, to stop the command
     /// once it is revoked [default: a third of the TTL (less under 3s); 10s for --ttl never]
-    #[arg(long, value_name = "DURATION")]
+    #[arg(long, value_name = "DURATION", allow_hyphen_values = true)]
     pub(crate) every: Option<String>,
     /// How long the child gets between SIGTERM and SIGKILL once the lease is lost (less when
     /// no renewal succeeded and the lease is about to expire)
-    #[arg(long, value_name = "DURATION", default_value = "10s")]
+    #[arg(
+        long,
+        value_name = "DURATION",
+        default_value = "10s",
+        allow_hyphen_values = true
+    )]
     pub(crate) grace: String,
     /// What to record when the command succeeds
     #[arg(long, value_enum, default_value = "complete")]
@@ -45,7 +50,12 @@ pub(crate) struct Args {
     )]
     pub(crate) wait: Option<String>,
     /// With --wait, give up after this long (exit 3, nothing run), as `wait --timeout`
-    #[arg(long, value_name = "DURATION", requires = "wait")]
+    #[arg(
+        long,
+        value_name = "DURATION",
+        requires = "wait",
+        allow_hyphen_values = true
+    )]
     pub(crate) timeout: Option<String>,
     /// The command and its arguments
     #[arg(last = true, required = true, value_name = "COMMAND")]
