@@ -49,16 +49,35 @@ pub fn max_clock_skew(value: Option<&str>) -> Result<chrono::Duration> {
     })
 }
 
-/// Reads a boolean the way git does: `true`/`yes`/`on`/`1` and `false`/`no`/`off`/`0`, in
-/// any case; a key given without a value (`[lease] requireToken`) is true.
+/// Reads a boolean the way git does: `true`/`yes`/`on` and `false`/`no`/`off` in any case, an
+/// empty value as false, and a whole number (with git's `k`, `m` or `g` suffix) as true unless
+/// it is 0. A key given without a value (`[lease] requireToken`) is true: the store gives it
+/// as `true` ([`crate::Store::config_flag`]).
 pub fn boolean(key: &str, value: Option<&str>) -> Result<Option<bool>> {
     value
         .map(|v| match v.trim().to_ascii_lowercase().as_str() {
-            "true" | "yes" | "on" | "1" | "" => Ok(true),
-            "false" | "no" | "off" | "0" => Ok(false),
-            _ => Err(refuse(key, v, "a boolean: true or false")),
+            "true" | "yes" | "on" => Ok(true),
+            "false" | "no" | "off" | "" => Ok(false),
+            number => whole_number(number)
+                .map(|n| n != 0)
+                .ok_or_else(|| refuse(key, v, "a boolean: true or false")),
         })
         .transpose()
+}
+
+/// Reads a whole number as git does for a boolean: a sign, digits, and `k`, `m` or `g`.
+fn whole_number(text: &str) -> Option<i64> {
+    let (digits, scale) = match text.as_bytes().last() {
+        Some(b'k') => (&text[..text.len() - 1], 1i64 << 10),
+        Some(b'm') => (&text[..text.len() - 1], 1 << 20),
+        Some(b'g') => (&text[..text.len() - 1], 1 << 30),
+        _ => (text, 1),
+    };
+    let unsigned = digits.strip_prefix(['-', '+']).unwrap_or(digits);
+    if unsigned.is_empty() || !unsigned.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse::<i64>().ok()?.checked_mul(scale)
 }
 
 /// What a colour setting (`color.ui`) asks for.
@@ -291,6 +310,12 @@ mod tests {
             Some(Duration::from_secs(3))
         );
         assert_eq!(boolean("k", Some("Yes")).unwrap(), Some(true));
+        assert_eq!(boolean("k", Some("")).unwrap(), Some(false));
+        assert_eq!(boolean("k", Some("2")).unwrap(), Some(true));
+        assert_eq!(boolean("k", Some("-1k")).unwrap(), Some(true));
+        assert_eq!(boolean("k", Some("0")).unwrap(), Some(false));
+        assert!(boolean("k", Some("1x")).is_err());
+        assert!(boolean("k", Some("-")).is_err());
         assert_eq!(boolean("k", None).unwrap(), None);
         assert_eq!(count("k", Some("2k")).unwrap(), Some(2048));
         assert_eq!(positive("k", Some("12")).unwrap(), Some(12));

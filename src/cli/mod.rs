@@ -445,7 +445,7 @@ fn run(cli: Cli) -> Result<u8, Failure> {
     };
     let color_ui = git_lease::config::color(
         "color.ui",
-        ledger.store().config_string("color.ui").as_deref(),
+        ledger.store().config_flag("color.ui").as_deref(),
     )?;
     color::decide(cli.color, color_ui, cli.json);
     // Read before anything is written, so that a bad `advice.leaseLocal` writes nothing.
@@ -566,7 +566,7 @@ impl Command {
 fn local_advice(ledger: &Ledger) -> Result<Option<String>, Error> {
     let store = ledger.store();
     let key = "advice.leaseLocal";
-    if git_lease::config::boolean(key, store.config_string(key).as_deref())? == Some(false) {
+    if git_lease::config::boolean(key, store.config_flag(key).as_deref())? == Some(false) {
         return Ok(None);
     }
     let remotes = store.remote_names();

@@ -312,6 +312,13 @@ impl Store {
             .map(|s| s.to_str_lossy().into_owned())
     }
 
+    /// Returns the value of a boolean setting for [`crate::config::boolean`]: its string, or
+    /// `true` for a key given without a value (`[lease] requireToken`), which git reads as true
+    /// (and an empty value, `requireToken =`, as false).
+    pub fn config_flag(&self, key: &str) -> Option<String> {
+        flag(&self.repo.config_snapshot(), key)
+    }
+
     /// Returns a string value from the repository's own configuration file (`$GIT_DIR/config`)
     /// alone, ignoring the system, global and environment scopes: for settings that whoever
     /// runs a command must not be able to override, such as the server hook's test clock.
@@ -757,6 +764,14 @@ impl CommandLine {
         config.commit().map_err(|e| refuse(&e))?;
         Ok(repo)
     }
+}
+
+/// Returns a boolean setting's value as [`Store::config_flag`] does.
+pub(crate) fn flag(config: &gix::config::Snapshot<'_>, key: &str) -> Option<String> {
+    config
+        .plumbing()
+        .string_implicit(key)
+        .map(|value| value.map_or_else(|| "true".to_owned(), |v| v.to_str_lossy().into_owned()))
 }
 
 /// The error of a repository that cannot be opened from `path`: none found there or above

@@ -145,6 +145,46 @@ fn a_bad_git_c_value_is_refused_naming_the_key_and_the_value() {
 }
 
 #[test]
+fn a_boolean_setting_means_what_git_reads_it_as() {
+    let repo = clone_with_a_remote();
+    let hint = "hint: this claim is local";
+    for (n, setting) in [
+        "advice.leaseLocal=",
+        "advice.leaseLocal",
+        "advice.leaseLocal=2",
+        "advice.leaseLocal=0",
+        "advice.leaseLocal=1k",
+        "advice.leaseLocal=Off",
+        "advice.leaseLocal=yes",
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let git_says = git_lease(
+            &repo,
+            &["-c", setting, "config", "--type=bool", "advice.leaseLocal"],
+        )
+        .run();
+        let advised = git_says.ok().stdout == "true\n";
+        let issue = n.to_string();
+        let run = git_lease(&repo, &["-c", setting, "lease", "acquire", &issue]).run();
+        assert_eq!(run.ok().stderr.contains(hint), advised, "{setting}\n{run}");
+    }
+    // What git refuses is refused.
+    let setting = "advice.leaseLocal=maybe";
+    let git_says = git_lease(
+        &repo,
+        &["-c", setting, "config", "--type=bool", "advice.leaseLocal"],
+    )
+    .run();
+    assert_ne!(git_says.code, 0, "{git_says}");
+    git_lease(&repo, &["-c", setting, "lease", "acquire", "x"])
+        .run()
+        .code(2)
+        .stderr_has("\"maybe\" for advice.leaseLocal");
+}
+
+#[test]
 fn command_line_settings_git_could_not_read_are_bad_usage() {
     let repo = TestRepo::new();
     for (parameters, says) in [
