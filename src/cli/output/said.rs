@@ -4,8 +4,9 @@
 //! In human output each is printed as it is said. With `--json`, stderr holds JSON only: what
 //! is said is kept, and goes into the one object that ends the command's stderr, as its
 //! `hints` (docs/JSON.md): the error's, or after a success `{"schema_version", "hints"}` when
-//! anything was said. A command whose stderr is a stream of JSON lines (`run`) says each at
-//! once instead, as such an object of its own ([`stream`]).
+//! anything was said. A command that reports as it goes (`run`, whose stderr is a stream of JSON
+//! lines, and `watch`, which runs until stopped) says each at once instead, as such an object
+//! of its own ([`stream`]).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
