@@ -65,6 +65,9 @@ pub enum Error {
         /// What was expected.
         expected: &'static str,
     },
+    /// The `-c` settings git passed down (`GIT_CONFIG_PARAMETERS`) cannot be read.
+    #[error("unable to parse command-line config: {0}")]
+    CommandLineConfig(String),
     /// A setting that another one needs is unset or empty.
     #[error("{key} is not set (or is empty), but {needed}")]
     ConfigMissing {
@@ -201,11 +204,11 @@ pub enum Error {
         message: String,
     },
     /// No repository could be opened.
-    #[error("not a git repository (or any parent up to the root): {path}: {message}", path = path.display())]
+    #[error("{}", not_a_repository(path, message))]
     NotARepository {
         /// Where the search started.
         path: PathBuf,
-        /// What gix said.
+        /// Why it cannot be opened; empty when none was found there or in any parent.
         message: String,
     },
     /// A git operation failed; its cause is the source.
@@ -235,6 +238,17 @@ pub enum Error {
     },
 }
 
+fn not_a_repository(path: &std::path::Path, message: &str) -> String {
+    if message.is_empty() {
+        format!(
+            "not a git repository (or any of the parent directories): {}",
+            path.display()
+        )
+    } else {
+        format!("not a git repository: {}: {message}", path.display())
+    }
+}
+
 impl Error {
     /// Returns the class of this error.
     pub fn kind(&self) -> ErrorKind {
@@ -245,6 +259,7 @@ impl Error {
             | Error::InvalidTime { .. }
             | Error::InvalidInput(_)
             | Error::Config { .. }
+            | Error::CommandLineConfig(_)
             | Error::ConfigMissing { .. }
             | Error::UnsafePath { .. }
             | Error::RefClash { .. }

@@ -130,7 +130,7 @@ impl Policy {
             .collect();
         let require_token = crate::config::boolean(
             "lease.requireToken",
-            store.config_string("lease.requireToken").as_deref(),
+            store.config_flag("lease.requireToken").as_deref(),
         )?
         .unwrap_or(false);
         let fences = store.config_strings("lease.fence");

@@ -17,8 +17,8 @@ mod watch;
 use std::io::Write;
 use std::path::PathBuf;
 
-use crate::cli::output::color;
 use crate::cli::output::json::json_text;
+use crate::cli::output::{color, said};
 use chrono::{DateTime, Utc};
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 use git_lease::backend::Backend;
@@ -90,7 +90,7 @@ pub(crate) struct HolderArg {
 #[derive(Args, Debug)]
 pub(crate) struct TtlArg {
     /// How long the lease lasts: 90s, 15m, 2h, 1d or never [default: config lease.ttl, else 1h]
-    #[arg(long, value_name = "DURATION")]
+    #[arg(long, value_name = "DURATION", allow_hyphen_values = true)]
     ttl: Option<String>,
 }
 
@@ -202,6 +202,7 @@ pub fn main(args: Vec<std::ffi::OsString>) -> u8 {
         .skip(1)
         .take_while(|a| *a != "--")
         .any(|a| a == "--json");
+    said::set_json(json);
     let mut command = command();
     let parsed = command
         .try_get_matches_from_mut(args)
@@ -234,7 +235,14 @@ pub fn main(args: Vec<std::ffi::OsString>) -> u8 {
         }
     };
     match run(cli) {
-        Ok(code) => code,
+        Ok(code) => {
+            let hints = said::take();
+            if json && !hints.is_empty() {
+                let value = serde_json::json!({ "hints": hints });
+                eprintln!("{}", json_text(&value).unwrap_or_default());
+            }
+            code
+        }
         Err(Failure::Lib(e)) => {
             let code = exit::for_error(e.kind());
             fail(json, exit::kind_name(e.kind()), &e.chain(), code)
@@ -250,12 +258,13 @@ pub fn main(args: Vec<std::ffi::OsString>) -> u8 {
 }
 
 /// Reports an error on stderr, as text or (with `--json`) as one JSON object
-/// (`{"schema_version", "error": {"kind", "message", "exit_code"}}`, docs/JSON.md), and
-/// returns its exit code.
+/// (`{"schema_version", "error": {"kind", "message", "exit_code"}, "hints"}`, docs/JSON.md,
+/// with what the command said before it failed), and returns its exit code.
 fn fail(json: bool, kind: &str, message: &str, code: u8) -> u8 {
     if json {
         let error = serde_json::json!({
             "error": {"kind": kind, "message": message, "exit_code": code},
+            "hints": said::take(),
         });
         eprintln!("{}", json_text(&error).unwrap_or_default());
     } else {
@@ -306,9 +315,21 @@ pub(crate) struct Context {
     pub(crate) now: DateTime<Utc>,
     pub(crate) json: bool,
     pub(crate) remote: Option<String>,
+    /// The local-claim hint ([`local_advice`]), until it is given.
+    local_advice: std::cell::RefCell<Option<String>>,
 }
 
 impl Context {
+    /// Gives the local-claim hint, once, if a claim was written to the local refs: by this
+    /// context's ledger, or as `wrote` says (`run` writes through a ledger of its own).
+    pub(crate) fn advise_local(&self, wrote: bool) {
+        if wrote || self.ledger.wrote() {
+            if let Some(text) = self.local_advice.borrow_mut().take() {
+                said::hint(&text);
+            }
+        }
+    }
+
     /// Returns where this command's ledgers are: the local refs, or the remote's (`--remote`,
     /// else `lease.remote`).
     pub(crate) fn backend(&self) -> Result<Box<dyn Backend + '_>, Error> {
@@ -365,6 +386,29 @@ fn run(cli: Cli) -> Result<u8, Failure> {
     }
     // The manual and completions describe the tool, not a repository: no repository needed.
     match &cli.command {
+        Command::Man(args) if cli.json && args.install.is_none() => {
+            return Err(Error::InvalidInput(
+                "man prints the manual page (roff), which has no JSON form: --json goes with \
+                 man --install, which reports the pages it wrote"
+                    .into(),
+            )
+            .into())
+        }
+        Command::Completions(_) if cli.json => {
+            return Err(Error::InvalidInput(
+                "completions prints a shell script, which has no JSON form: leave out --json"
+                    .into(),
+            )
+            .into())
+        }
+        Command::Hook(_) if cli.json => {
+            return Err(Error::InvalidInput(
+                "hook speaks git's hook protocol (refusals are lines git relays to the \
+                 pusher), which has no JSON form: leave out --json"
+                    .into(),
+            )
+            .into())
+        }
         Command::Man(args) => {
             let mut out = std::io::stdout().lock();
             return manual::man(args.install.clone(), cli.json, &mut out);
@@ -405,31 +449,35 @@ fn run(cli: Cli) -> Result<u8, Failure> {
             .clone()
             .or_else(|| ledger.store().config_string("lease.remote"))
     };
-    color::decide(
-        cli.color,
-        ledger.store().config_string("color.ui").as_deref(),
-        cli.json,
-    );
-    if remote.is_none() && !cli.local && cli.command.writes_leases() {
-        advise_local(&ledger)?;
-    }
+    let color_ui = git_lease::config::color(
+        "color.ui",
+        ledger.store().config_flag("color.ui").as_deref(),
+    )?;
+    color::decide(cli.color, color_ui, cli.json);
+    // Read before anything is written, so that a bad `advice.leaseLocal` writes nothing.
+    let local_advice = if remote.is_none() && !cli.local && cli.command.writes_leases() {
+        local_advice(&ledger)?
+    } else {
+        None
+    };
     let ctx = Context {
         ledger,
         now,
         json: cli.json,
         remote,
+        local_advice: std::cell::RefCell::new(local_advice),
     };
     let stdout = std::io::stdout();
     // Buffered: `list` prints tens of thousands of lines.
     let mut out = std::io::BufWriter::with_capacity(64 * 1024, stdout.lock());
     let result = dispatch(&ctx, cli.command, &mut out);
+    // After the answer, as git gives its advice, and only if a claim was written here.
+    let _ = out.flush();
+    ctx.advise_local(false);
     // What an operation did beside its answer (a local history kept aside) is said even when
     // the command then failed.
     for notice in ctx.ledger.take_notices() {
-        eprintln!(
-            "git lease: warning: {}",
-            git_lease::text::printable(&notice)
-        );
+        said::warning(&git_lease::text::printable(&notice));
     }
     let code = result?;
     out.flush()?;
@@ -490,6 +538,11 @@ pub(crate) fn distinct_issues(ids: &[String]) -> Result<Vec<IssueId>, Error> {
 
 /// Parses a duration option (`500ms`, `10s`, `2m`).
 pub(crate) fn parse_duration(text: &str) -> Result<std::time::Duration, Error> {
+    if text.trim_start().starts_with('-') {
+        return Err(Error::InvalidInput(format!(
+            "invalid duration {text:?}: a duration cannot be negative"
+        )));
+    }
     humantime::parse_duration(text)
         .map_err(|e| Error::InvalidInput(format!("invalid duration {text:?}: {e}")))
 }
@@ -512,29 +565,28 @@ impl Command {
     }
 }
 
-/// Warns, the way git's `advice.*` hints do, that a write is local to a repository that has
-/// remotes: whoever shares those remotes cannot see it, and may take the same issue with the
-/// same token. `lease.remote` (or `--remote`), `--local`, or `advice.leaseLocal=false`
-/// silences it.
-fn advise_local(ledger: &Ledger) -> Result<(), Error> {
+/// Returns the hint, given the way git's `advice.*` hints are, that a write is local to a
+/// repository that has remotes: whoever shares those remotes cannot see it, and may take the
+/// same issue with the same token. `None` when the repository has no remote or
+/// `advice.leaseLocal=false`; `lease.remote` (or `--remote`) and `--local` silence it too.
+fn local_advice(ledger: &Ledger) -> Result<Option<String>, Error> {
     let store = ledger.store();
     let key = "advice.leaseLocal";
-    if git_lease::config::boolean(key, store.config_string(key).as_deref())? == Some(false) {
-        return Ok(());
+    if git_lease::config::boolean(key, store.config_flag(key).as_deref())? == Some(false) {
+        return Ok(None);
     }
     let remotes = store.remote_names();
     let Some(first) = remotes.first() else {
-        return Ok(());
+        return Ok(None);
     };
-    eprintln!(
-        "hint: this claim is local to this repository, which has remotes ({}): whoever shares\n\
-         hint: them cannot see it, and may take the same issue with the same token.\n\
-         hint: Share claims with `git config lease.remote {first}` (or --remote {first}); keep this\n\
-         hint: repository's worktrees to themselves with --local.\n\
-         hint: Disable this message with `git config advice.leaseLocal false`.",
+    Ok(Some(format!(
+        "this claim is local to this repository, which has remotes ({}): whoever shares\n\
+         them cannot see it, and may take the same issue with the same token.\n\
+         Share claims with `git config lease.remote {first}` (or --remote {first}); keep this\n\
+         repository's worktrees to themselves with --local.\n\
+         Disable this message with `git config advice.leaseLocal false`.",
         remotes.join(", ")
-    );
-    Ok(())
+    )))
 }
 
 #[cfg(test)]

@@ -310,9 +310,7 @@ pub(crate) fn install_hook(
                 .to_owned(),
         );
     }
-    for w in &warnings {
-        eprintln!("git lease: warning: {w}");
-    }
+    // Each said once: on stderr, or with --json in the answer's `warnings`.
     if ctx.json {
         let value = serde_json::json!({
             "hook": hook_path.display().to_string(),
@@ -330,8 +328,9 @@ pub(crate) fn install_hook(
             hook_path.display(),
             exe.display()
         )?;
+        out.flush()?;
         for w in &warnings {
-            writeln!(out, "warning: {w}")?;
+            super::output::said::warning(w);
         }
     }
     Ok(exit::OK)

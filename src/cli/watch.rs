@@ -24,6 +24,7 @@ use gix::ObjectId;
 
 use super::output;
 use super::output::json::json_line;
+use super::output::said;
 use super::run::RunningClock;
 use super::{exit, parse_duration, Context, Failure};
 
@@ -60,6 +61,8 @@ enum Source<'a> {
 
 /// Runs `git lease watch`.
 pub(crate) fn watch(ctx: &Context, args: WatchArgs, out: &mut dyn Write) -> Result<u8, Failure> {
+    // It runs until stopped: what it says beside its events is said at once.
+    said::stream();
     let clock = RunningClock::starting_at(ctx.now);
     let prefix = args.prefix.unwrap_or_default();
     let since = args
@@ -146,13 +149,13 @@ pub(crate) fn watch(ctx: &Context, args: WatchArgs, out: &mut dyn Write) -> Resu
                     let (events, errors) = follower.update(store, &tips);
                     print(ctx, &events, out)?;
                     for e in errors {
-                        eprintln!("git lease watch: {e}");
+                        said::line("git lease watch", &e.to_string());
                     }
                 }
                 Err(_) if git_lease::git::stopping() => return Ok(exit::OK),
                 Err(e) => {
                     failures = failures.saturating_add(1);
-                    eprintln!("git lease watch: {e}");
+                    said::line("git lease watch", &e.to_string());
                 }
             }
             next_read = Instant::now() + backoff(interval, failures);
@@ -210,7 +213,7 @@ fn read_tips(
                     .diverged
                     .insert((d.issue.clone(), d.remote.clone()))
                 {
-                    eprintln!("git lease watch: {}", d.into_error(remote.name()));
+                    said::line("git lease watch", &d.into_error(remote.name()).to_string());
                 }
             }
             Ok(fetched.verified)
@@ -347,9 +350,12 @@ fn watch_refs(
     match started {
         Ok(w) => Some(w),
         Err(e) => {
-            eprintln!(
-                "git lease watch: no file-system notifications ({e}); reading the refs every {}",
-                humantime::format_duration(interval)
+            said::line(
+                "git lease watch",
+                &format!(
+                    "no file-system notifications ({e}); reading the refs every {}",
+                    humantime::format_duration(interval)
+                ),
             );
             None
         }

@@ -219,7 +219,10 @@ impl Ledger {
             store.write_staged(&staged)?;
             before_commit(attempt);
             Ok(match store.swap_many(&edits, "git-lease: batch")? {
-                Swap::Done => Attempt::Done(reports),
+                Swap::Done => {
+                    self.note_write();
+                    Attempt::Done(reports)
+                }
                 Swap::Lost => Attempt::Again,
             })
         })

@@ -106,6 +106,8 @@ pub struct Ledger {
     /// What the operations so far did beside their answer that a user must hear of (a local
     /// history kept aside); see [`Ledger::take_notices`].
     notices: std::cell::RefCell<Vec<String>>,
+    /// Whether an operation moved a ledger ref here: see [`Ledger::wrote`].
+    wrote: std::cell::Cell<bool>,
 }
 
 impl Ledger {
@@ -126,6 +128,7 @@ impl Ledger {
             host: None,
             clock: std::cell::Cell::new(None),
             notices: Default::default(),
+            wrote: std::cell::Cell::new(false),
         }
     }
 
@@ -138,6 +141,17 @@ impl Ledger {
     /// must hear of: a command line prints them as warnings.
     pub fn take_notices(&self) -> Vec<String> {
         std::mem::take(&mut self.notices.borrow_mut())
+    }
+
+    /// Returns true once an operation of this ledger wrote a claim to its own refs (a
+    /// compare-and-swap that landed): what a local claim's user may need to hear of, and only
+    /// then. Claims through a remote are the remote's writes.
+    pub fn wrote(&self) -> bool {
+        self.wrote.get()
+    }
+
+    pub(crate) fn note_write(&self) {
+        self.wrote.set(true);
     }
 
     /// Judges history taken from elsewhere (a remote's new commits, a mirror's, an audit) also
@@ -330,13 +344,16 @@ impl Ledger {
                 let commit = self.store.write(&next, parent)?;
                 let message = format!("git-lease: {}", next.event);
                 Ok(match self.store.swap(issue, commit, parent, &message)? {
-                    Swap::Done => Attempt::Done(Report::written(
-                        transition.outcome,
-                        issue,
-                        commit,
-                        parent,
-                        next,
-                    )),
+                    Swap::Done => {
+                        self.note_write();
+                        Attempt::Done(Report::written(
+                            transition.outcome,
+                            issue,
+                            commit,
+                            parent,
+                            next,
+                        ))
+                    }
                     Swap::Lost => Attempt::Again,
                 })
             },
@@ -367,7 +384,10 @@ impl Ledger {
                     return Ok(Attempt::Done(reports));
                 }
                 Ok(match self.store.swap_many(&edits, "git-lease: acquire")? {
-                    Swap::Done => Attempt::Done(reports),
+                    Swap::Done => {
+                        self.note_write();
+                        Attempt::Done(reports)
+                    }
                     Swap::Lost => Attempt::Again,
                 })
             },

@@ -32,6 +32,9 @@ impl Ttl {
             input: input.to_owned(),
             reason,
         };
+        if text.starts_with('-') {
+            return Err(invalid("cannot be negative".into()));
+        }
         let std = humantime::parse_duration(text).map_err(|e| invalid(e.to_string()))?;
         if std.as_secs() == 0 {
             return Err(invalid("must be at least one second".into()));

@@ -96,7 +96,7 @@ impl Fsync {
     pub fn from_repo(repo: &gix::Repository) -> crate::Result<Fsync> {
         let config = repo.config_snapshot();
         let setting = |key: &str| config.string(key).map(|s| s.to_str_lossy().into_owned());
-        let boolean = |key: &str| crate::config::boolean(key, setting(key).as_deref());
+        let boolean = |key: &str| crate::config::boolean(key, super::flag(&config, key).as_deref());
         Ok(Fsync::from_settings(
             setting("core.fsync").as_deref(),
             boolean("core.fsyncObjectFiles")?,

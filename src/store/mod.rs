@@ -149,22 +149,29 @@ impl Store {
     /// Returns [`Error::NotARepository`] when there is none, and [`Error::RefStorage`] for a
     /// repository whose ref storage is neither files nor reftable.
     pub fn discover(dir: &Path) -> Result<Store> {
-        let repo = gix::ThreadSafeRepository::discover_with_environment_overrides(dir)
-            .map_err(|e| Error::NotARepository {
-                path: dir.to_owned(),
-                message: first_line(&format!("{e}")),
-            })?
-            .to_thread_local();
-        Store::from_repo(repo)
+        use gix::sec::trust::DefaultForLevel;
+        let settings = CommandLine::read()?;
+        let options = |level| settings.apply(gix::open::Options::default_for_level(level));
+        let trust = gix::sec::trust::Mapping {
+            full: options(gix::sec::Trust::Full),
+            reduced: options(gix::sec::Trust::Reduced),
+        };
+        let repo = gix::ThreadSafeRepository::discover_with_environment_overrides_opts(
+            dir,
+            Default::default(),
+            trust,
+        )
+        .map_err(|e| not_a_repository(dir, &e))?
+        .to_thread_local();
+        Store::from_repo(settings.after_open(repo)?)
     }
 
     /// Opens exactly the repository at `path` (a work tree or a git dir), without searching.
     pub fn open(path: &Path) -> Result<Store> {
-        let repo = gix::open(path).map_err(|e| Error::NotARepository {
-            path: path.to_owned(),
-            message: first_line(&format!("{e}")),
-        })?;
-        Store::from_repo(repo)
+        let settings = CommandLine::read()?;
+        let repo = gix::open_opts(path, settings.apply(gix::open::Options::default()))
+            .map_err(|e| not_a_repository(path, &e))?;
+        Store::from_repo(settings.after_open(repo)?)
     }
 
     /// Opens the repository as [`Store::open`] (`exact`) or [`Store::discover`] does, after
@@ -313,6 +320,13 @@ impl Store {
             .config_snapshot()
             .string(key)
             .map(|s| s.to_str_lossy().into_owned())
+    }
+
+    /// Returns the value of a boolean setting for [`crate::config::boolean`]: its string, or
+    /// `true` for a key given without a value (`[lease] requireToken`), which git reads as true
+    /// (and an empty value, `requireToken =`, as false).
+    pub fn config_flag(&self, key: &str) -> Option<String> {
+        flag(&self.repo.config_snapshot(), key)
     }
 
     /// Returns a string value from the repository's own configuration file (`$GIT_DIR/config`)
@@ -691,6 +705,98 @@ pub(super) fn symbolic(name: &str, to: &str) -> Error {
         issue: name.trim_start_matches(REF_PREFIX).to_owned(),
         commit: format!("(symbolic ref to {to})"),
         reason: "a lease ref must point at a commit, not at another ref".into(),
+    }
+}
+
+/// The `-c` settings of the git that started this process ([`crate::config::command_line`]),
+/// as the repository is opened with them: as gix's command-line overrides, which come after
+/// every configuration file and `GIT_CONFIG_COUNT`, as in git, and count while the repository
+/// is being opened; or, when one of them cannot be carried that way (gix reads an override as
+/// `key=value`, split at the first `=` and trimmed, so a subsection holding `=` or a value
+/// with white space at either end would change), all of them appended in order once it is
+/// open.
+struct CommandLine {
+    settings: Vec<crate::config::Parameter>,
+    as_overrides: Option<Vec<gix::bstr::BString>>,
+}
+
+impl CommandLine {
+    fn read() -> Result<CommandLine> {
+        let settings = crate::config::command_line()?;
+        let as_overrides = settings
+            .iter()
+            .map(|p| {
+                let mut text = gix::bstr::BString::from(p.key.clone());
+                if let Some(value) = &p.value {
+                    if p.key.contains(&b'=') || value.trim() != value.as_slice() {
+                        return None;
+                    }
+                    text.push(b'=');
+                    text.extend_from_slice(value);
+                }
+                Some(text)
+            })
+            .collect();
+        Ok(CommandLine {
+            settings,
+            as_overrides,
+        })
+    }
+
+    fn apply(&self, options: gix::open::Options) -> gix::open::Options {
+        match &self.as_overrides {
+            Some(overrides) if !overrides.is_empty() => options.cli_overrides(overrides.clone()),
+            _ => options,
+        }
+    }
+
+    fn after_open(&self, mut repo: gix::Repository) -> Result<gix::Repository> {
+        if self.as_overrides.is_some() {
+            return Ok(repo);
+        }
+        let refuse =
+            |e: &dyn std::fmt::Display| Error::CommandLineConfig(first_line(&format!("{e}")));
+        let mut file =
+            gix::config::File::new(gix::config::file::Metadata::from(gix::config::Source::Cli));
+        for setting in &self.settings {
+            let key = gix::config::KeyRef::parse_unvalidated(setting.key.as_bstr())
+                .ok_or_else(|| refuse(&format!("invalid key: {}", setting.key.as_bstr())))?;
+            file.section_mut_or_create_new(key.section_name, key.subsection_name)
+                .map_err(|e| refuse(&e))?
+                .push(
+                    key.value_name,
+                    setting.value.as_deref().map(ByteSlice::as_bstr),
+                )
+                .map_err(|e| refuse(&e))?;
+        }
+        let mut config = repo.config_snapshot_mut();
+        config.append(file).map_err(|e| refuse(&e))?;
+        config.commit().map_err(|e| refuse(&e))?;
+        Ok(repo)
+    }
+}
+
+/// Returns a boolean setting's value as [`Store::config_flag`] does.
+pub(crate) fn flag(config: &gix::config::Snapshot<'_>, key: &str) -> Option<String> {
+    config
+        .plumbing()
+        .string_implicit(key)
+        .map(|value| value.map_or_else(|| "true".to_owned(), |v| v.to_str_lossy().into_owned()))
+}
+
+/// The error of a repository that cannot be opened from `path`: none found there or above
+/// it, as git says it, or the reason it cannot be opened.
+fn not_a_repository(path: &Path, e: &dyn std::fmt::Display) -> Error {
+    let message = first_line(&format!("{e}"));
+    Error::NotARepository {
+        path: path.to_owned(),
+        // gix's "Could not find a git repository in <path> or in any of its parents" says
+        // what the error's own words say.
+        message: if message.starts_with("Could not find a git repository") {
+            String::new()
+        } else {
+            message
+        },
     }
 }
 

@@ -7,6 +7,9 @@
 //! - [`json`]: `--json`, against docs/JSON.md and wherever the flag is given.
 //! - [`prefixes`]: prefix resolution of issue ids.
 //! - [`bad_input`]: bad ids, TTLs, clocks, holders and configuration are bad usage.
+//! - [`conventions`]: git's conventions: settings as git reads them (`git -c` included),
+//!   `--json` whose stderr holds JSON only, hints only when they apply, one name for a
+//!   timeout, and a newcomer's first mistakes answered plainly.
 //! - [`multi_acquire`]: several issues in one `acquire`, all or none, locally (one ref
 //!   transaction) and through a remote (one atomic push), alone and under a race.
 //! - [`descriptors`]: closed standard descriptors and closed pipes.
@@ -66,6 +69,7 @@ mod attack;
 mod bad_input;
 mod cgi;
 mod completion;
+mod conventions;
 mod daemon;
 mod descriptors;
 mod end_states;

@@ -4,9 +4,9 @@
 
 use std::io::Write;
 
-use git_lease::{rules, Credentials, Ending};
+use git_lease::{rules, Credentials, Ending, Outcome};
 
-use crate::cli::output::emit_reports;
+use crate::cli::output::{emit_reports, printable, said};
 use crate::cli::{resolve_for_write, Context, Failure, HolderArg};
 
 /// The arguments of `release`, `complete` and `abandon`.
@@ -35,5 +35,16 @@ pub(crate) fn run(
     let report = target.apply(&issue, &mut |cur| {
         rules::release(&issue, cur, who, ending, ctx.now)
     })?;
-    emit_reports(ctx, &[report], false, None, out)
+    let code = emit_reports(ctx, std::slice::from_ref(&report), false, None, out)?;
+    let live = |e: &git_lease::Entry| git_lease::is_live(e.current(), ctx.now);
+    if report.outcome == Outcome::NotHolder && report.entry.as_ref().is_some_and(live) {
+        out.flush()?;
+        let issue = printable(issue.as_str());
+        said::hint(&format!(
+            "{issue} is someone else's until it expires or they free it. Wait for it with\n\
+             `git lease wait {issue}` (`--acquire` to take it then), or have an administrator\n\
+             free it with `git lease revoke {issue} --reason <why>`."
+        ));
+    }
+    Ok(code)
 }

@@ -21,11 +21,16 @@ pub(crate) struct Args {
     pub(crate) ttl: TtlArg,
     /// How often to renew; with --ttl never, how often to read the lease, to stop the command
     /// once it is revoked [default: a third of the TTL (less under 3s); 10s for --ttl never]
-    #[arg(long, value_name = "DURATION")]
+    #[arg(long, value_name = "DURATION", allow_hyphen_values = true)]
     pub(crate) every: Option<String>,
     /// How long the child gets between SIGTERM and SIGKILL once the lease is lost (less when
     /// no renewal succeeded and the lease is about to expire)
-    #[arg(long, value_name = "DURATION", default_value = "10s")]
+    #[arg(
+        long,
+        value_name = "DURATION",
+        default_value = "10s",
+        allow_hyphen_values = true
+    )]
     pub(crate) grace: String,
     /// What to record when the command succeeds
     #[arg(long, value_enum, default_value = "complete")]
@@ -34,7 +39,8 @@ pub(crate) struct Args {
     #[arg(long, value_enum, default_value = "release")]
     pub(crate) on_failure: crate::cli::run::EndAs,
     /// While the issue (or with --any, every candidate) is held by someone else, wait for
-    /// it instead of exiting 3; give up after TIMEOUT if given (as `flock -w`)
+    /// it instead of exiting 3, as `flock -w` does (`--wait=TIMEOUT`: `--wait --timeout
+    /// TIMEOUT`)
     #[arg(
         long,
         value_name = "TIMEOUT",
@@ -43,6 +49,14 @@ pub(crate) struct Args {
         default_missing_value = ""
     )]
     pub(crate) wait: Option<String>,
+    /// With --wait, give up after this long (exit 3, nothing run), as `wait --timeout`
+    #[arg(
+        long,
+        value_name = "DURATION",
+        requires = "wait",
+        allow_hyphen_values = true
+    )]
+    pub(crate) timeout: Option<String>,
     /// The command and its arguments
     #[arg(last = true, required = true, value_name = "COMMAND")]
     pub(crate) command: Vec<String>,
@@ -60,19 +74,33 @@ pub(crate) fn run(ctx: &Context, args: Args, _out: &mut dyn Write) -> Result<u8,
         on_success,
         on_failure,
         wait,
+        timeout,
         command,
         ..
     } = args;
     if !any && issues.len() != 1 {
-        return Err(Error::InvalidInput(
-            "run takes one issue, or several candidates with --any".into(),
-        )
+        // `--wait 20s` is `--wait` and a second issue, `20s`: say what was meant.
+        let meant = match (&wait, &timeout, issues.as_slice()) {
+            (Some(w), None, [_, second]) if w.is_empty() && parse_duration(second).is_ok() => {
+                format!(": did you mean --wait --timeout {second} (or --wait={second})?")
+            }
+            _ => String::new(),
+        };
+        return Err(Error::InvalidInput(format!(
+            "run takes one issue, or several candidates with --any{meant}"
+        ))
         .into());
     }
-    let wait = match wait.as_deref() {
-        None => None,
-        Some("") => Some(None),
-        Some(timeout) => Some(Some(parse_duration(timeout)?)),
+    let wait = match (wait.as_deref(), timeout.as_deref()) {
+        (None, _) => None,
+        (Some(""), None) => Some(None),
+        (Some(""), Some(timeout)) | (Some(timeout), None) => Some(Some(parse_duration(timeout)?)),
+        (Some(_), Some(_)) => {
+            return Err(Error::InvalidInput(
+                "give the timeout once: --wait --timeout D (--wait=D says the same)".into(),
+            )
+            .into())
+        }
     };
     let args = crate::cli::run::RunArgs {
         issues,

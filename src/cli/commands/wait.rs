@@ -12,7 +12,7 @@ pub(crate) struct Args {
     /// The exact issue id
     pub(crate) issue: String,
     /// Give up after this long (exit 3)
-    #[arg(long, value_name = "DURATION")]
+    #[arg(long, value_name = "DURATION", allow_hyphen_values = true)]
     pub(crate) timeout: Option<String>,
     /// Acquire the issue as soon as it is free
     #[arg(long)]

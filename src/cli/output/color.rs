@@ -20,14 +20,19 @@ pub(crate) enum ColorChoice {
 
 static ENABLED: AtomicBool = AtomicBool::new(false);
 
-/// Decides, once, whether this command paints its output.
-pub(crate) fn decide(flag: Option<ColorChoice>, color_ui: Option<&str>, json: bool) {
+/// Decides, once, whether this command paints its output; `color_ui` is `color.ui`.
+pub(crate) fn decide(
+    flag: Option<ColorChoice>,
+    color_ui: Option<git_lease::config::Color>,
+    json: bool,
+) {
+    use git_lease::config::Color;
     let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
-    let from_config = match color_ui.map(str::to_ascii_lowercase).as_deref() {
-        Some("always") => Some(ColorChoice::Always),
-        Some("never" | "false" | "no" | "off" | "0") => Some(ColorChoice::Never),
-        _ => None,
-    };
+    let from_config = color_ui.map(|c| match c {
+        Color::Always => ColorChoice::Always,
+        Color::Never => ColorChoice::Never,
+        Color::Auto => ColorChoice::Auto,
+    });
     let choice = flag
         .or(if no_color {
             Some(ColorChoice::Never)

@@ -8,6 +8,7 @@
 
 pub(crate) mod color;
 pub(crate) mod json;
+pub(crate) mod said;
 
 use std::borrow::Cow;
 use std::io::Write;
@@ -437,7 +438,7 @@ pub(crate) fn report_diverged(
         let e = d
             .clone()
             .into_error(ctx.remote.as_deref().unwrap_or("the remote"));
-        eprintln!("git lease: {e}");
+        said::line("git lease", &e.to_string());
     }
     Ok(())
 }

@@ -95,6 +95,7 @@ mod tree {
     }
 }
 
+use super::output::said;
 use super::{exit, output, Context, Failure};
 use child::{catch_signals, child_code, forward_signals, stop_child, supervise};
 use renewal::{renew_interval, StopWindow};
@@ -290,6 +291,8 @@ enum Event {
 /// Runs `git lease run`: take the lease, start the child, renew while it runs, and end the
 /// lease (or stop the child) by what happens first.
 pub(crate) fn run(ctx: &Context, args: RunArgs) -> Result<u8, Failure> {
+    // Its reports are a stream of JSON lines on stderr: what it says beside them joins it.
+    said::stream();
     let clock = RunningClock::starting_at(ctx.now);
     let Some((program, program_args)) = args.command.split_first() else {
         return Err(Error::InvalidInput("give the command to run after --".into()).into());
@@ -339,6 +342,7 @@ pub(crate) fn run(ctx: &Context, args: RunArgs) -> Result<u8, Failure> {
         }
     };
     tell(ctx, &report, now, None);
+    ctx.advise_local(report.wrote);
 
     // The tree is prepared before signals are caught, so that its guard starts with
     // `run`'s own dispositions.
@@ -431,7 +435,7 @@ pub(crate) fn run(ctx: &Context, args: RunArgs) -> Result<u8, Failure> {
                     );
                     return Ok(exit::LEASE_LOST);
                 }
-                Err(e) => eprintln!("git lease run: could not end the lease: {e}"),
+                Err(e) => said::line("git lease run", &format!("could not end the lease: {e}")),
             }
             Ok(code)
         }
@@ -520,7 +524,7 @@ fn take_lease(
         };
         let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
         if args.wait.is_none() || left.is_some_and(|l| l.is_zero()) {
-            eprintln!("git lease run: {held_by_another}");
+            said::line("git lease run", &held_by_another);
             return Ok(None);
         }
         std::thread::sleep(left.map_or(pause, |l| l.min(pause)));
@@ -560,9 +564,9 @@ fn not_started(
             .into())
         }
     };
-    eprintln!(
-        "git lease run: cannot start {}: {e}",
-        output::printable(program)
+    said::line(
+        "git lease run",
+        &format!("cannot start {}: {e}", output::printable(program)),
     );
     Ok(code)
 }
@@ -642,7 +646,10 @@ fn renew_in_background(
                     let _ = events.send(Event::LeaseLost(why));
                     return;
                 }
-                Err(e) => eprintln!("git lease run: renewing failed, will retry: {e}"),
+                Err(e) => said::line(
+                    "git lease run",
+                    &format!("renewing failed, will retry: {e}"),
+                ),
             }
         }
     });

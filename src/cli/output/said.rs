@@ -1,0 +1,72 @@
+//! What a command says on stderr beside its answer: hints (`hint:` lines, as git's advice),
+//! warnings (`git lease: warning: …`) and other diagnostics.
+//!
+//! In human output each is printed as it is said. With `--json`, stderr holds JSON only: what
+//! is said is kept, and goes into the one object that ends the command's stderr, as its
+//! `hints` (docs/JSON.md): the error's, or after a success `{"schema_version", "hints"}` when
+//! anything was said. A command that reports as it goes (`run`, whose stderr is a stream of JSON
+//! lines, and `watch`, which runs until stopped) says each at once instead, as such an object
+//! of its own ([`stream`]).
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
+
+static JSON: AtomicBool = AtomicBool::new(false);
+static STREAM: AtomicBool = AtomicBool::new(false);
+static KEPT: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
+/// Decides, once, whether what is said is kept for a JSON object.
+pub(crate) fn set_json(json: bool) {
+    JSON.store(json, Ordering::Relaxed);
+}
+
+/// From now on, with `--json`, says each thing at once, as `{"schema_version", "hints"}`
+/// on a line of its own: for a command whose stderr is a stream of JSON lines.
+pub(crate) fn stream() {
+    STREAM.store(true, Ordering::Relaxed);
+}
+
+fn keep(text: String) {
+    if STREAM.load(Ordering::Relaxed) {
+        let value = serde_json::json!({ "hints": [text] });
+        eprintln!("{}", super::json::json_text(&value).unwrap_or_default());
+        return;
+    }
+    KEPT.lock().unwrap_or_else(|e| e.into_inner()).push(text);
+}
+
+/// Says a hint: each line of `text` as a `hint: ` line, or with `--json` the lines joined
+/// into one string.
+pub(crate) fn hint(text: &str) {
+    if JSON.load(Ordering::Relaxed) {
+        keep(text.lines().map(str::trim).collect::<Vec<_>>().join(" "));
+    } else {
+        for line in text.lines() {
+            eprintln!("hint: {line}");
+        }
+    }
+}
+
+/// Says a warning: `git lease: warning: <text>`, or with `--json` `warning: <text>`.
+pub(crate) fn warning(text: &str) {
+    if JSON.load(Ordering::Relaxed) {
+        keep(format!("warning: {text}"));
+    } else {
+        eprintln!("git lease: warning: {text}");
+    }
+}
+
+/// Says a diagnostic line as it is, `prefix` before it in human output only (`git lease`,
+/// `git lease run`).
+pub(crate) fn line(prefix: &str, text: &str) {
+    if JSON.load(Ordering::Relaxed) {
+        keep(text.to_owned());
+    } else {
+        eprintln!("{prefix}: {text}");
+    }
+}
+
+/// Returns (and forgets) what was kept for the JSON object.
+pub(crate) fn take() -> Vec<String> {
+    std::mem::take(&mut KEPT.lock().unwrap_or_else(|e| e.into_inner()))
+}

@@ -1,0 +1,450 @@
+//! git's own conventions: settings read as git reads them (`git -c` included, run through git
+//! itself), `--json` whose stderr holds JSON only, hints given only when they apply, one name
+//! for a timeout, and the plain words of a newcomer's first mistakes.
+
+use serde_json::Value;
+
+use crate::env::{at_min, Cmd, Run, TestRepo, BIN, T0};
+use crate::server::Server;
+
+/// `git <args>` in `repo`, with the binary under test's directory first on `PATH`, so that git
+/// runs it as `git lease`, with `GIT_LEASE_NOW` at T0.
+fn git_lease(repo: &TestRepo, args: &[&str]) -> Cmd {
+    let bin_dir = std::path::Path::new(BIN)
+        .parent()
+        .expect("the binary's directory");
+    let path = std::env::join_paths(std::iter::once(bin_dir.to_owned()).chain(
+        std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default()),
+    ))
+    .expect("PATH");
+    repo.git_cmd().env("PATH", &path).now(T0).args(args)
+}
+
+/// The JSON objects of `text`, one a line.
+fn objects(text: &str) -> Vec<Value> {
+    text.lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l:?}")))
+        .collect()
+}
+
+/// The one JSON object that is the whole of `run`'s stderr.
+#[track_caller]
+fn stderr_object(run: &Run) -> Value {
+    let all = objects(&run.stderr);
+    assert_eq!(all.len(), 1, "stderr should be one JSON object\n{run}");
+    all.into_iter().next().expect("one object")
+}
+
+// ---------------------------------------------------------------------------------------------
+// Settings, as git reads them
+
+#[test]
+fn git_c_settings_win_over_git_config_count_and_the_repositorys_own() {
+    let repo = TestRepo::new();
+    repo.git(&["config", "lease.holder", "alice"]);
+    repo.git(&["config", "lease.ttl", "2h"]);
+    let expiry = |cmd: Cmd| cmd.run().ok().json()["expires_at"].clone();
+    // The repository's own.
+    let own = git_lease(&repo, &["lease", "--json", "acquire", "1"]);
+    assert_eq!(expiry(own), at_min(120));
+    // GIT_CONFIG_COUNT over it.
+    let count = |cmd: Cmd| {
+        cmd.env("GIT_CONFIG_COUNT", "1")
+            .env("GIT_CONFIG_KEY_0", "lease.ttl")
+            .env("GIT_CONFIG_VALUE_0", "30m")
+    };
+    let by_env = count(git_lease(&repo, &["lease", "--json", "acquire", "2"]));
+    assert_eq!(expiry(by_env), at_min(30));
+    // git -c over both; the last -c wins.
+    let by_c = count(git_lease(
+        &repo,
+        &[
+            "-c",
+            "lease.ttl=1m",
+            "-c",
+            "lease.TTL=5m",
+            "lease",
+            "--json",
+            "acquire",
+            "3",
+        ],
+    ));
+    assert_eq!(expiry(by_c), at_min(5));
+    // What the ledger recorded, as plain git sees it.
+    let stored: Value =
+        serde_json::from_str(&repo.git(&["show", "refs/leases/3:lease.json"])).expect("JSON");
+    assert_eq!(stored["expires_at"], at_min(5));
+}
+
+#[test]
+fn git_c_user_email_is_the_holder() {
+    let repo = TestRepo::new();
+    repo.git(&["config", "user.email", "alice@example.com"]);
+    let run = git_lease(
+        &repo,
+        &["-c", "user.email=bob@example.com", "lease", "acquire", "1"],
+    )
+    .run();
+    run.ok().stdout_has("for bob@example.com");
+    assert_eq!(repo.lease_json("1")["holder"], "bob@example.com");
+}
+
+#[test]
+fn a_git_c_value_reaches_it_exactly_as_git_has_it() {
+    let repo = TestRepo::new();
+    // git keeps the white space of a -c value; so does git-lease, which refuses such a holder.
+    let spaced = ["-c", "lease.holder=alice "];
+    let git_says = git_lease(&repo, &[&spaced[..], &["config", "lease.holder"]].concat()).run();
+    assert_eq!(git_says.ok().stdout, "alice \n");
+    git_lease(&repo, &[&spaced[..], &["lease", "acquire", "1"]].concat())
+        .run()
+        .code(2)
+        .stderr_has("invalid holder \"alice \"");
+    // The other settings of the same command line still count.
+    let run = git_lease(
+        &repo,
+        &[
+            "-c",
+            "gc.auto= 0",
+            "-c",
+            "lease.ttl=5m",
+            "lease",
+            "--json",
+            "acquire",
+            "2",
+            "--holder",
+            "alice",
+        ],
+    )
+    .run();
+    assert_eq!(run.ok().json()["expires_at"], at_min(5));
+}
+
+#[test]
+fn a_bad_git_c_value_is_refused_naming_the_key_and_the_value() {
+    let repo = TestRepo::new();
+    for (setting, key, value) in [
+        ("lease.ttl=soon", "lease.ttl", "\"soon\""),
+        ("lease.ttl=-5m", "lease.ttl", "\"-5m\""),
+        (
+            "advice.leaseLocal=perhaps",
+            "advice.leaseLocal",
+            "\"perhaps\"",
+        ),
+    ] {
+        git_lease(
+            &repo,
+            &["-c", setting, "lease", "acquire", "1", "--holder", "a"],
+        )
+        .run()
+        .code(2)
+        .stderr_has(key)
+        .stderr_has(value);
+    }
+    assert_eq!(repo.lease_refs(), "", "nothing written");
+}
+
+#[test]
+fn a_boolean_setting_means_what_git_reads_it_as() {
+    let repo = clone_with_a_remote();
+    let hint = "hint: this claim is local";
+    for (n, setting) in [
+        "advice.leaseLocal=",
+        "advice.leaseLocal",
+        "advice.leaseLocal=2",
+        "advice.leaseLocal=0",
+        "advice.leaseLocal=1k",
+        "advice.leaseLocal=Off",
+        "advice.leaseLocal=yes",
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let git_says = git_lease(
+            &repo,
+            &["-c", setting, "config", "--type=bool", "advice.leaseLocal"],
+        )
+        .run();
+        let advised = git_says.ok().stdout == "true\n";
+        let issue = n.to_string();
+        let run = git_lease(&repo, &["-c", setting, "lease", "acquire", &issue]).run();
+        assert_eq!(run.ok().stderr.contains(hint), advised, "{setting}\n{run}");
+    }
+    // What git refuses is refused.
+    let setting = "advice.leaseLocal=maybe";
+    let git_says = git_lease(
+        &repo,
+        &["-c", setting, "config", "--type=bool", "advice.leaseLocal"],
+    )
+    .run();
+    assert_ne!(git_says.code, 0, "{git_says}");
+    git_lease(&repo, &["-c", setting, "lease", "acquire", "x"])
+        .run()
+        .code(2)
+        .stderr_has("\"maybe\" for advice.leaseLocal");
+}
+
+#[test]
+fn command_line_settings_git_could_not_read_are_bad_usage() {
+    let repo = TestRepo::new();
+    for (parameters, says) in [
+        ("'lease.ttl", "bogus format in GIT_CONFIG_PARAMETERS"),
+        ("'lease.ttl'='5m'x", "bogus format in GIT_CONFIG_PARAMETERS"),
+        ("'ttl=5m'", "key does not contain a section: ttl"),
+        ("'lease.t_t_l=5m'", "invalid key: lease.t_t_l"),
+    ] {
+        repo.lease()
+            .now(T0)
+            .env("GIT_CONFIG_PARAMETERS", parameters)
+            .args(["acquire", "1", "--holder", "a"])
+            .run()
+            .code(2)
+            .stderr_has("unable to parse command-line config")
+            .stderr_has(says);
+    }
+    assert_eq!(repo.lease_refs(), "", "nothing written");
+}
+
+#[test]
+fn git_c_color_ui_always_colours_and_a_value_git_refuses_is_refused() {
+    let repo = TestRepo::new();
+    git_lease(&repo, &["lease", "acquire", "1", "--holder", "a"])
+        .run()
+        .ok();
+    let plain = git_lease(&repo, &["lease", "show", "1"]).run();
+    assert!(!plain.ok().stdout.contains('\x1b'), "{plain}");
+    let always = git_lease(&repo, &["-c", "color.ui=always", "lease", "show", "1"]).run();
+    always.ok().stdout_has("\x1b[32mheld\x1b[m");
+    // `true` is `auto` as in git: no colour through a pipe.
+    let auto = git_lease(&repo, &["-c", "color.ui=true", "lease", "show", "1"]).run();
+    assert!(!auto.ok().stdout.contains('\x1b'), "{auto}");
+    // git refuses `sometimes`; so does git-lease, naming the key and the value.
+    let git_refuses = repo
+        .git_cmd()
+        .args(["-c", "color.ui=sometimes", "log", "-1"])
+        .run();
+    assert_ne!(git_refuses.code, 0, "{git_refuses}");
+    assert!(git_refuses.stderr.contains("color.ui"), "{git_refuses}");
+    git_lease(&repo, &["-c", "color.ui=sometimes", "lease", "show", "1"])
+        .run()
+        .code(2)
+        .stderr_has("color.ui")
+        .stderr_has("\"sometimes\"");
+}
+
+#[test]
+fn the_git_commands_it_starts_see_git_c_too() {
+    let server = Server::daemon();
+    let client = server.client("alice");
+    // The configured URL leads nowhere; a -c rewrites it into the server's, which only the
+    // git fetch and push that git-lease starts read.
+    client.git(&["remote", "set-url", "origin", "/nonexistent/repo.git"]);
+    let url = format!("url.{}.insteadOf=/nonexistent/repo.git", server.url());
+    git_lease(
+        &client,
+        &["-c", &url, "lease", "acquire", "1", "--remote", "origin"],
+    )
+    .run()
+    .ok();
+    assert!(server.tip("1").is_some(), "the claim reached the server");
+}
+
+// ---------------------------------------------------------------------------------------------
+// --json: stderr holds JSON only
+
+/// A repository with a remote (claims there are local, and hinted so) and `lease.holder`.
+fn clone_with_a_remote() -> TestRepo {
+    let repo = TestRepo::new();
+    repo.git(&["remote", "add", "origin", "/nonexistent/repo.git"]);
+    repo.git(&["config", "lease.holder", "alice"]);
+    repo
+}
+
+#[test]
+fn a_json_error_is_alone_on_stderr_in_a_clone_with_a_remote() {
+    let repo = clone_with_a_remote();
+    let run = repo.lease().now(T0).args(["acquire", "", "--json"]).run();
+    run.code(2);
+    assert!(run.stdout.is_empty(), "{run}");
+    let error = stderr_object(&run);
+    assert_eq!(error["schema_version"], 1);
+    assert_eq!(error["error"]["exit_code"], 2);
+    assert_eq!(error["hints"], serde_json::json!([]), "nothing was written");
+}
+
+#[test]
+fn the_local_claim_hint_comes_only_after_a_local_write() {
+    let repo = clone_with_a_remote();
+    let hint = "git config lease.remote origin";
+    // Nothing written: a usage error, a release of nothing; no hint.
+    for args in [&["acquire", ""][..], &["release", "7"], &["renew", "7"]] {
+        let run = repo.lease().now(T0).args(args).run();
+        assert!(!run.stderr.contains(hint), "{run}");
+    }
+    // A write: the hint, after the answer.
+    let run = repo.lease().now(T0).args(["acquire", "7"]).run();
+    run.ok()
+        .stderr_has(&format!("hint: Share claims with `{hint}`"));
+    // With --json, the hint is in the one object on stderr.
+    let run = repo.lease().now(T0).args(["--json", "acquire", "8"]).run();
+    assert_eq!(run.ok().json()["issue"], "8");
+    let said = stderr_object(&run);
+    assert_eq!(said["schema_version"], 1);
+    let hints = said["hints"].as_array().expect("hints");
+    assert_eq!(hints.len(), 1, "{run}");
+    assert!(hints[0].as_str().is_some_and(|h| h.contains(hint)), "{run}");
+    // Nothing written with --json: stderr stays empty.
+    let run = repo.lease().now(T0).args(["--json", "release", "9"]).run();
+    run.ok();
+    assert_eq!(run.stderr, "", "{run}");
+}
+
+#[test]
+fn commands_without_a_json_form_refuse_json() {
+    let repo = TestRepo::new();
+    for args in [
+        &["completions", "bash"][..],
+        &["man"],
+        &["hook", "pre-receive"],
+    ] {
+        let run = repo.lease().arg_json().args(args).run();
+        run.code(2);
+        assert!(run.stdout.is_empty(), "{run}");
+        let error = stderr_object(&run);
+        assert_eq!(error["error"]["kind"], "usage", "{run}");
+        assert!(
+            error["error"]["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("no JSON form")),
+            "{run}"
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// One name for a timeout
+
+#[test]
+fn run_wait_with_a_separate_duration_asks_whether_the_timeout_was_meant() {
+    let repo = TestRepo::new();
+    let marker = repo.scratch("ran").join("marker");
+    let touch = ["--", "touch", marker.to_str().expect("UTF-8")];
+    repo.lease()
+        .now(T0)
+        .args([&["run", "42", "--wait", "20s", "--holder", "a"][..], &touch].concat())
+        .run()
+        .code(2)
+        .stderr_has("did you mean --wait --timeout 20s (or --wait=20s)?");
+    // --timeout is for waiting: alone, it is bad usage.
+    repo.lease()
+        .now(T0)
+        .args(
+            [
+                &["run", "42", "--timeout", "20s", "--holder", "a"][..],
+                &touch,
+            ]
+            .concat(),
+        )
+        .run()
+        .code(2)
+        .stderr_has("--wait");
+    assert!(!marker.exists(), "nothing ran");
+    assert_eq!(repo.lease_refs(), "", "nothing written");
+}
+
+#[test]
+fn run_and_wait_give_up_after_their_timeout_under_one_name() {
+    let repo = TestRepo::new();
+    repo.run_at(T0, &["acquire", "42", "--holder", "bob"]).ok();
+    let marker = repo.scratch("ran").join("marker");
+    let touch = ["--", "touch", marker.to_str().expect("UTF-8")];
+    for wait in [&["--wait", "--timeout", "0s"][..], &["--wait=0s"]] {
+        repo.lease()
+            .now(T0)
+            .args([&["run", "42", "--holder", "alice"][..], wait, &touch].concat())
+            .run()
+            .code(3)
+            .stderr_has("held by bob");
+    }
+    repo.run_at(T0, &["wait", "42", "--timeout", "0s"]).code(3);
+    assert!(!marker.exists(), "nothing ran");
+    repo.lease()
+        .now(T0)
+        .args(
+            [
+                &["run", "42", "--wait=1s", "--timeout", "1s", "--holder", "a"][..],
+                &touch,
+            ]
+            .concat(),
+        )
+        .run()
+        .code(2)
+        .stderr_has("give the timeout once");
+}
+
+// ---------------------------------------------------------------------------------------------
+// A newcomer's first mistakes
+
+#[test]
+fn a_negative_ttl_or_duration_is_refused_as_negative() {
+    let repo = TestRepo::new();
+    let run = repo.run_at(T0, &["acquire", "1", "--holder", "a", "--ttl", "-5m"]);
+    run.code(2)
+        .stderr_has("invalid TTL \"-5m\": cannot be negative");
+    assert!(!run.stderr.contains("-- -5m"), "{run}");
+    repo.run_at(T0, &["wait", "1", "--timeout", "-1s"])
+        .code(2)
+        .stderr_has("cannot be negative");
+    assert_eq!(repo.lease_refs(), "");
+}
+
+#[test]
+fn outside_a_repository_it_says_so_once() {
+    let repo = TestRepo::new();
+    let elsewhere = repo.scratch("elsewhere");
+    let run = repo.lease().cwd(&elsewhere).args(["list"]).run();
+    run.code(2);
+    assert_eq!(
+        run.stderr,
+        format!(
+            "git lease: not a git repository (or any of the parent directories): {}\n",
+            elsewhere.display()
+        ),
+        "{run}"
+    );
+}
+
+#[test]
+fn releasing_anothers_live_lease_says_what_to_do_instead() {
+    let repo = TestRepo::new();
+    repo.run_at(T0, &["acquire", "42", "--holder", "bob"]).ok();
+    let run = repo.run_at(&at_min(1), &["release", "42", "--holder", "alice"]);
+    run.code(3)
+        .stdout_has("not holder: 42 is held by bob")
+        .stderr_has("git lease wait 42")
+        .stderr_has("git lease revoke 42");
+    // Once it expired, anyone may release it: nothing to suggest.
+    let run = repo.run_at(&at_min(61), &["release", "42", "--holder", "alice"]);
+    assert!(!run.ok().stderr.contains("hint:"), "{run}");
+}
+
+#[test]
+fn install_hook_says_each_warning_once() {
+    let served = TestRepo::bare();
+    let path = served.path().to_str().expect("UTF-8");
+    let run = served.run(&["install-hook", "--repo", path]);
+    run.ok()
+        .stderr_has("git lease: warning: no identity is configured");
+    assert!(!run.stdout.contains("warning"), "{run}");
+    assert_eq!(run.stderr.matches("no identity").count(), 1, "{run}");
+    // With --json, in the answer only.
+    let run = served.run(&["--json", "install-hook", "--repo", path]);
+    let warnings = run.ok().json()["warnings"].clone();
+    assert!(
+        warnings[0]
+            .as_str()
+            .is_some_and(|w| w.starts_with("no identity")),
+        "{run}"
+    );
+    assert_eq!(run.stderr, "", "{run}");
+}
