@@ -65,6 +65,7 @@ pub mod git;
 pub mod hook;
 pub mod ledger;
 pub mod model;
+pub mod probe;
 pub mod rules;
 pub mod store;
 pub mod text;
