@@ -15,9 +15,13 @@
 //!
 //! [`checks`] runs the same story through each server; [`traps`] the installation traps and
 //! the exit codes of a push on every transport; [`docs`] ties docs/SERVER.md to the fixtures.
+//! [`thirdparty`] starts servers this project did not write (JGit's daemon, dulwich's daemon
+//! and HTTP server); [`engines`] runs claims and races through them.
 
 mod checks;
 mod docs;
+mod engines;
+pub mod thirdparty;
 mod traps;
 
 use std::fs::File;
@@ -99,7 +103,7 @@ impl Kind {
 /// Reports a server that cannot run here: fails the test in CI (`CI=true`), otherwise says so
 /// on stderr (not captured by the test harness) and returns `None` so that the test returns
 /// early.
-pub fn unavailable<T>(kind: Kind, why: &str) -> Option<T> {
+pub fn unavailable<T>(kind: impl std::fmt::Debug, why: &str) -> Option<T> {
     if std::env::var("CI").is_ok_and(|v| v == "true") {
         panic!("{kind:?}: cannot start the server in CI: {why}");
     }
