@@ -173,6 +173,18 @@ pub enum Error {
         /// What exactly is wrong.
         detail: String,
     },
+    /// `git lease doctor` found that the remote does not honour a push's expected old value,
+    /// so a write through it could win a race it lost; writes are refused until doctor finds
+    /// otherwise, or the user accepts the danger (`remote.<name>.leaseUnsafeCas`).
+    #[error("refusing to write through {remote}: `git lease doctor` found that it does not honour a push's expected old value ({detail}), so two claimers could both win; fix the server and run `git lease doctor --remote {remote}` again, or accept the danger with `git config {key} true`")]
+    UnsafeRemote {
+        /// The remote.
+        remote: String,
+        /// The setting that would let writes through anyway.
+        key: String,
+        /// What doctor recorded.
+        detail: String,
+    },
     /// A git subprocess that talks to a remote (push, fetch, ls-remote) failed.
     #[error("{command} failed: {message}")]
     Transport {
@@ -239,6 +251,7 @@ impl Error {
             | Error::Transport { .. }
             | Error::HookFailed { .. }
             | Error::RemoteDiverged { .. }
+            | Error::UnsafeRemote { .. }
             | Error::Git { .. }
             | Error::GitOp { .. }
             | Error::Io { .. } => ErrorKind::Failure,

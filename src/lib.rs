@@ -59,6 +59,7 @@
 pub mod autogc;
 pub mod cache;
 pub mod config;
+pub mod doctor;
 pub mod error;
 pub mod gc;
 pub mod git;
