@@ -2,8 +2,9 @@
 //! version and policy shown), one with no identity, a hookless one (told what to install), one
 //! that ignores a push's expected old value (dulwich's HTTP server: reported, remembered, and
 //! writes through it refused until the danger is accepted by name or the server is found
-//! fixed), a login that is not the holder name (with the line to run), a server clock beyond
-//! the skew, and a clone whose refspecs work against its ledgers. No probe leaves a ref behind;
+//! fixed), one that serves one connection at a time (dulwich's git:// daemon: told apart, not
+//! condemned), a login that is not the holder name (with the line to run), a server clock
+//! beyond the skew, and a clone whose refspecs work against its ledgers. No probe leaves a ref behind;
 //! and the hook lets doctor's scratch refs pass, reporting itself to them.
 
 use serde_json::Value;
@@ -405,4 +406,27 @@ fn a_refspec_that_moves_the_ledgers_unverified_is_named_with_the_command_that_re
         "ok",
         "no configured refspec",
     );
+}
+
+#[test]
+fn a_server_that_serves_one_connection_at_a_time_is_told_apart_from_one_that_ignores_old_values() {
+    let Some(dulwich) = ThirdParty::start(Engine::DulwichDaemon) else {
+        return;
+    };
+    let alice = dulwich.client("alice");
+
+    // Its git:// daemon answers one connection after the other: the probe's own push holds
+    // it, so the push that would move the ref behind it is never answered, and the probe
+    // gives up at its limit.
+    let run = doctor(&alice, 0, &[]);
+    run.ok();
+    assert_check(
+        &run,
+        "compare_and_swap",
+        "warn",
+        "it took no second connection while the probe's push held one open",
+    );
+    assert!(verdicts(&alice).is_empty(), "{run}");
+    assert_no_probe_ref(&dulwich.repo().git(&["for-each-ref"]));
+    lease(&alice, 0, &["--remote", "origin", "acquire", "7"]).ok();
 }
