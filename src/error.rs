@@ -195,6 +195,18 @@ pub enum Error {
         /// The issues of the claim.
         issues: String,
     },
+    /// `git lease doctor` found that the remote does not honour a push's expected old value,
+    /// so a write through it could win a race it lost; writes are refused until doctor finds
+    /// otherwise, or the user accepts the danger (`remote.<name>.leaseUnsafeCas`).
+    #[error("refusing to write through {remote}: `git lease doctor` found that it does not honour a push's expected old value ({detail}), so two claimers could both win; fix the server and run `git lease doctor --remote {remote}` again, or accept the danger with `git config {key} true`")]
+    UnsafeRemote {
+        /// The remote.
+        remote: String,
+        /// The setting that would let writes through anyway.
+        key: String,
+        /// What doctor recorded.
+        detail: String,
+    },
     /// A git subprocess that talks to a remote (push, fetch, ls-remote) failed.
     #[error("{command} failed: {message}")]
     Transport {
@@ -275,6 +287,7 @@ impl Error {
             | Error::AtomicUnsupported { .. }
             | Error::HookFailed { .. }
             | Error::RemoteDiverged { .. }
+            | Error::UnsafeRemote { .. }
             | Error::Git { .. }
             | Error::GitOp { .. }
             | Error::Io { .. } => ErrorKind::Failure,

@@ -8,7 +8,8 @@
 //! while the issue the glob's `*` matched (slashes included) is live, only from its holder
 //! when the pusher is known (`lease.identity`), and, when the push carries
 //! `-o lease-token=<N>` (or `lease.requireToken` asks for it), only with the live tenure's
-//! token.
+//! token. Doctor's scratch refs (`refs/lease-probe/*`, [`crate::probe`]) pass, whatever a
+//! fence glob says.
 
 use chrono::{DateTime, Duration, Utc};
 use gix::ObjectId;
@@ -16,6 +17,7 @@ use gix::ObjectId;
 use crate::issue::{IssueId, REF_PREFIX};
 use crate::lease::Lease;
 use crate::liveness::LocalHost;
+use crate::probe::{ProbeReport, PROBE_PREFIX};
 use crate::rules::is_live;
 pub use crate::step::Pusher;
 use crate::step::{Arrival, Judgement};
@@ -252,7 +254,10 @@ pub fn check_push(
     let mut refusals = Vec::new();
     let mut approvals = Vec::new();
     for update in updates {
-        if update.name.starts_with(REPLACE_PREFIX) {
+        if update.name.starts_with(PROBE_PREFIX) {
+            // A doctor's scratch ref: no ledger, no work; whatever a fence glob says.
+            continue;
+        } else if update.name.starts_with(REPLACE_PREFIX) {
             refusals.push(Refusal {
                 name: update.name.clone(),
                 commit: update.new.to_string(),
@@ -303,6 +308,22 @@ pub fn check_push(
         }
     }
     refusals
+}
+
+/// Returns the hook's report of itself ([`ProbeReport`]) when the push touches doctor's scratch
+/// namespace (`refs/lease-probe/*`): its version, clock and policy, and who it takes `pusher`
+/// to be. Nothing else is said to other pushes.
+pub fn probe_report(
+    store: &Store,
+    policy: &Policy,
+    pusher: &Pusher,
+    updates: &[RefUpdate],
+    now: DateTime<Utc>,
+) -> Option<ProbeReport> {
+    updates
+        .iter()
+        .any(|u| u.name.starts_with(PROBE_PREFIX))
+        .then(|| ProbeReport::of(policy, pusher, store.ref_format(), now))
 }
 
 /// Where, in the served repository's git dir, the push check leaves one file per fenced
@@ -401,6 +422,9 @@ pub fn check_transaction(
 ) -> Vec<Refusal> {
     let mut refusals = Vec::new();
     for update in updates {
+        if update.name.starts_with(PROBE_PREFIX) {
+            continue;
+        }
         let Some(issue) = fenced_issue(&policy.fences, &update.name) else {
             continue;
         };

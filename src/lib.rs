@@ -59,12 +59,14 @@
 pub mod autogc;
 pub mod cache;
 pub mod config;
+pub mod doctor;
 pub mod error;
 pub mod gc;
 pub mod git;
 pub mod hook;
 pub mod ledger;
 pub mod model;
+pub mod probe;
 pub mod rules;
 pub mod store;
 pub mod text;

@@ -129,6 +129,19 @@ enum Command {
     /// Stream lease events, one line each, as they appear (reads only; ends on SIGINT, SIGTERM
     /// or SIGHUP)
     Watch(commands::watch::Args),
+    /// Check a remote as the engine of claims (compare-and-swap, hook, identity, clock) and
+    /// this clone's settings; exit 1 when a check fails
+    ///
+    /// One line per check: ok, warn or fail, what was found, and what to do. This clone: git,
+    /// its ref storage, lease.remote, refspecs that move or prune the lease refs. The remote
+    /// (--remote, lease.remote, else origin; none with --local): reached, its capabilities,
+    /// whether it refuses a push whose expected old value is stale (probed with pushes to a
+    /// scratch ref, refs/lease-probe/<random>, deleted after), its hook's version and policy
+    /// as the hook reports them, who it says you are against your holder name, and its clock
+    /// against yours. A remote found to ignore expected old values is remembered: writes
+    /// through it are refused (exit 1) until doctor finds it fixed, or
+    /// `git config remote.<name>.leaseUnsafeCas true` accepts the danger.
+    Doctor(commands::doctor::Args),
     /// Run as a server hook (git runs this; see install-hook)
     Hook(commands::hook::Args),
     /// Install the server hook into a repository, chaining with an existing pre-receive hook
@@ -317,6 +330,8 @@ pub(crate) struct Context {
     pub(crate) remote: Option<String>,
     /// The local-claim hint ([`local_advice`]), until it is given.
     local_advice: std::cell::RefCell<Option<String>>,
+    /// `--local`: the local refs, whatever `lease.remote` says.
+    pub(crate) local: bool,
 }
 
 impl Context {
@@ -466,6 +481,7 @@ fn run(cli: Cli) -> Result<u8, Failure> {
         json: cli.json,
         remote,
         local_advice: std::cell::RefCell::new(local_advice),
+        local: cli.local,
     };
     let stdout = std::io::stdout();
     // Buffered: `list` prints tens of thousands of lines.
@@ -504,6 +520,7 @@ fn dispatch(ctx: &Context, command: Command, out: &mut dyn Write) -> Result<u8, 
         Command::Gc(args) => commands::gc::run(ctx, args, out),
         Command::Watch(args) => commands::watch::run(ctx, args, out),
         Command::Push(args) => commands::push::run(ctx, args, out),
+        Command::Doctor(args) => commands::doctor::run(ctx, args, out),
         Command::Man(args) => commands::man::run(ctx, args, out),
         Command::Completions(args) => commands::completions::run(ctx, args, out),
         Command::Run(args) => commands::run::run(ctx, args, out),

@@ -414,7 +414,7 @@ pub const EXAMPLES: &[(&str, &[Example])] = &[
 /// The exit statuses, as README.md's "Exit codes" table gives them: `(status, meaning)`.
 pub const EXIT_STATUS: &[(u8, &str)] = &[
     (0, "done, including \"not held\" (release of nothing)"),
-    (1, "failure: I/O, git, a corrupt ledger, a transport error, the server's hook failed (it could not run, or another hook or the server's access rules declined: no `git-lease: refused` line); a claim of several issues at once on a server without the `atomic` capability (nothing pushed); `verify` found a broken rule; `sync` refused a ledger"),
+    (1, "failure: I/O, git, a corrupt ledger, a transport error, the server's hook failed (it could not run, or another hook or the server's access rules declined: no `git-lease: refused` line); a claim of several issues at once on a server without the `atomic` capability (nothing pushed); `verify` found a broken rule; `sync` refused a ledger; `doctor` found a check failing; a write through a remote that `doctor` found to ignore a push's expected old value"),
     (2, "bad usage or invalid input (issue id, TTL, `GIT_LEASE_NOW`, ref clash, not a repository, unsupported repository, a bad setting, a git older than the command needs: 2.29 for a remote, 2.45 for a reftable repository); `install-hook`: a link where it would read or write, a `core.hooksPath` outside the repository"),
     (3, "refused: held by someone else, not the holder, fencing check failed, refused by the lease rules of the remote's hook (`remote: git-lease: refused …`)"),
     (4, "no such lease (`show`, `log`), or an ambiguous prefix"),

@@ -125,6 +125,9 @@ pub(crate) fn hook(ctx: &Context, kind: &HookKind) -> Result<u8, Failure> {
     let store = ctx.ledger.store();
     let policy = Policy::from_config(store)?;
     let pusher = hook::pusher_from_env(&policy.identity);
+    if let Some(report) = hook::probe_report(store, &policy, &pusher, &updates, ctx.now) {
+        eprintln!("{}", report.line());
+    }
     let refusals = hook::check_push(
         store,
         &policy,

@@ -332,6 +332,50 @@ impl Store {
         Ok(())
     }
 
+    /// Writes the commits of doctor's probe of a remote, as loose objects: a root commit of
+    /// the empty tree and two children of it, each message naming `nonce`, dated `now`.
+    /// Returns them as `[root, first child, second child]`. They belong to no ledger.
+    pub(crate) fn write_probe(
+        &self,
+        nonce: &str,
+        now: chrono::DateTime<chrono::Utc>,
+    ) -> Result<[ObjectId; 3]> {
+        let time = gix::date::Time::new(now.timestamp(), 0);
+        let commit = |tree, parent: Option<ObjectId>, which: &str| gix::objs::Commit {
+            tree,
+            parents: parent.into_iter().collect(),
+            author: signature("git-lease", time),
+            committer: signature("git-lease", time),
+            encoding: None,
+            message: format!("git-lease doctor: probe {nonce} ({which})\n").into(),
+            extra_headers: Vec::new(),
+        };
+        // At most three objects a batch, so that each is written loose.
+        let mut first = Staged::default();
+        let tree = first.add(
+            self.object_hash(),
+            gix::objs::Kind::Tree,
+            encode(&gix::objs::Tree::empty())?,
+        )?;
+        let root = first.add(
+            self.object_hash(),
+            gix::objs::Kind::Commit,
+            encode(&commit(tree, None, "root"))?,
+        )?;
+        self.write_staged(&first)?;
+        let mut children = Staged::default();
+        let mut child = |which| {
+            children.add(
+                self.object_hash(),
+                gix::objs::Kind::Commit,
+                encode(&commit(tree, Some(root), which))?,
+            )
+        };
+        let (moved, stale) = (child("moved")?, child("stale")?);
+        self.write_staged(&children)?;
+        Ok([root, moved, stale])
+    }
+
     fn object_hash(&self) -> gix::hash::Kind {
         self.repo.object_hash()
     }

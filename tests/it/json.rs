@@ -243,6 +243,11 @@ fn every_commands_json_is_the_documented_shape() {
         .run_at(&at(0), &["--remote", "origin", "release", "s"])
         .ok();
     push(&mut seen);
+    record(
+        &mut seen,
+        "doctor",
+        &client.lease().now(T0).arg_json().args(["doctor"]).run(),
+    );
     let mirror = server.mirror();
     record(
         &mut seen,

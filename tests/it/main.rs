@@ -39,6 +39,8 @@
 //! - [`remote`], [`mirror`], [`verify`]: claims through a remote, sync, and ledger audits.
 //! - [`sharing`]: a clone's claims are local until told otherwise; a diverged ledger adopted.
 //! - [`reflog`]: reflogs of every ref update without a configured identity.
+//! - [`doctor`]: `git lease doctor` against healthy, hookless, identity-less and broken
+//!   servers (dulwich's HTTP server ignores expected old values), and its verdict remembered.
 //! - [`hook`], [`fence`]: the server hook against forged pushes, and fenced work branches.
 //! - [`http`]: the hook behind a web server, judging the authenticated pusher.
 //! - [`install_root`]: `install-hook` as root in a hostile repository another account owns,
@@ -72,6 +74,7 @@ mod completion;
 mod conventions;
 mod daemon;
 mod descriptors;
+mod doctor;
 mod end_states;
 mod faults;
 mod fence;

@@ -20,6 +20,7 @@ const COMMANDS: &[&str] = &[
     "verify",
     "revoke",
     "push",
+    "doctor",
     "run",
     "wait",
     "watch",

@@ -5,6 +5,7 @@
 pub(crate) mod acquire;
 pub(crate) mod check;
 pub(crate) mod completions;
+pub(crate) mod doctor;
 pub(crate) mod end;
 pub(crate) mod gc;
 pub(crate) mod hook;

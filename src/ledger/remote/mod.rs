@@ -26,6 +26,7 @@ mod fetch;
 mod memory;
 mod push;
 pub mod refusal;
+mod verdict;
 
 use std::process::Command;
 use std::time::Duration;
@@ -48,6 +49,7 @@ use push::run;
 pub(crate) use push::PushResult;
 pub use push::{redact_url, redact_urls};
 pub use refusal::{hook_verdict, HookVerdict};
+pub use verdict::{UNSAFE_CAS_KEY, VERDICT_DIR};
 
 /// The namespace of remote-tracking lease refs: what each remote was seen to hold, verified.
 pub const TRACKING_PREFIX: &str = "refs/lease-remotes/";
@@ -80,6 +82,10 @@ pub struct Remote<'a> {
     recalled: std::cell::RefCell<std::collections::HashSet<String>>,
     /// The local ledger tips read just before a push, by issue, for [`Remote::record_accepted`].
     local_before_push: std::cell::RefCell<std::collections::HashMap<String, Option<gix::ObjectId>>>,
+    /// What doctor found of the server's compare-and-swap.
+    verdict: verdict::Verdict,
+    /// Whether this command's writes were found allowed by that verdict (read once).
+    writes_allowed: std::cell::Cell<bool>,
 }
 
 /// How long one fetch or push of a remote may take by default (`lease.networkTimeout`).
@@ -119,7 +125,18 @@ impl<'a> Remote<'a> {
         .unwrap_or(DEFAULT_NETWORK_TIMEOUT);
         let http_low_speed_unset = store.config_string("http.lowSpeedLimit").is_none()
             && store.config_string("http.lowSpeedTime").is_none();
+        // Pushes go to the push URL: that server's compare-and-swap is what a write relies on.
+        let push_url = if configured {
+            store
+                .config_string(&format!("remote.{remote}.pushurl"))
+                .or_else(|| store.config_string(&format!("remote.{remote}.url")))
+                .unwrap_or_else(|| remote.to_owned())
+        } else {
+            remote.to_owned()
+        };
         Ok(Remote {
+            verdict: verdict::Verdict::of(store, &push_url),
+            writes_allowed: Default::default(),
             memory: memory::Memory::of(store, &slug),
             recalled: Default::default(),
             local_before_push: Default::default(),
@@ -186,8 +203,67 @@ impl<'a> Remote<'a> {
         run(cmd, shown, self.network_timeout)
     }
 
+    /// Runs `cmd` as [`Remote::run_git`] does, for at most `limit` (or `lease.networkTimeout`
+    /// when that is shorter).
+    pub(crate) fn run_git_within(
+        &self,
+        cmd: Command,
+        shown: &str,
+        limit: Duration,
+    ) -> Result<std::process::Output> {
+        let limit = self.network_timeout.map_or(limit, |l| l.min(limit));
+        run(cmd, shown, Some(limit))
+    }
+
     pub(crate) fn incoming_ref(&self, issue: &IssueId) -> String {
         format!("{}{}", self.incoming, issue)
+    }
+
+    /// Returns the remote as git is given it: a configured remote's name, or a URL (with its
+    /// credentials: never for messages).
+    pub(crate) fn target(&self) -> &str {
+        &self.remote
+    }
+
+    /// Returns the setting that lets writes through this remote although doctor found it
+    /// ignores expected old values: `remote.<name>.leaseUnsafeCas`.
+    pub fn unsafe_cas_key(&self) -> String {
+        format!("remote.{}.{}", self.shown, verdict::UNSAFE_CAS_KEY)
+    }
+
+    /// Returns whether `remote.<name>.leaseUnsafeCas` is set to true.
+    pub fn unsafe_cas_allowed(&self) -> Result<bool> {
+        let key = self.unsafe_cas_key();
+        let set = self.ledger.store().config_string(&key);
+        Ok(crate::config::boolean(&key, set.as_deref())?.unwrap_or(false))
+    }
+
+    /// Records doctor's finding that the server ignores a push's expected old value (`what`
+    /// it saw, one line), or, with `None`, that it honours it.
+    pub(crate) fn record_cas(&self, ignored: Option<&str>) -> Result<()> {
+        match ignored {
+            Some(what) => self.verdict.record_ignored(what),
+            None => self.verdict.clear(),
+        }
+    }
+
+    /// Refuses a write, before its first push, through a server doctor found to ignore
+    /// expected old values, unless the user accepted that for this remote.
+    fn check_writes_allowed(&self) -> Result<()> {
+        if self.writes_allowed.get() {
+            return Ok(());
+        }
+        if let Some(detail) = self.verdict.ignored() {
+            if !self.unsafe_cas_allowed()? {
+                return Err(Error::UnsafeRemote {
+                    remote: self.shown.clone(),
+                    key: self.unsafe_cas_key(),
+                    detail,
+                });
+            }
+        }
+        self.writes_allowed.set(true);
+        Ok(())
     }
 }
 

@@ -144,6 +144,7 @@ impl Remote<'_> {
         &self,
         edits: &[(IssueId, ObjectId, Option<ObjectId>)],
     ) -> Result<PushResult> {
+        self.check_writes_allowed()?;
         {
             let store = self.ledger.store();
             let mut before = self.local_before_push.borrow_mut();
