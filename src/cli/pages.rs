@@ -379,6 +379,21 @@ pub const EXAMPLES: &[(&str, &[Example])] = &[
         ],
     ),
     (
+        "doctor",
+        &[
+            Example {
+                line: "git lease doctor --local",
+                says: "Check this clone alone: its git, its ref storage, lease.remote, refspecs that would move the lease refs.",
+                exit: 0,
+            },
+            Example {
+                line: "git lease doctor --remote origin",
+                says: "Check origin as the engine of claims: reached, a stale push refused, its hook, who it says you are, its clock.",
+                exit: 0,
+            },
+        ],
+    ),
+    (
         "gc",
         &[Example {
             line: "git lease gc",

@@ -259,14 +259,22 @@ fn capabilities_check(caps: Option<&[String]>) -> Check {
     };
     let has = |name: &str| caps.iter().any(|c| c == name);
     let mut missing = Vec::new();
+    let mut fixes = Vec::new();
     if !has("atomic") {
-        missing.push("no atomic push (a claim of several issues at once is not all or none)");
+        missing.push("no atomic push (a claim of several issues at once is refused there; one issue per claim works)");
+        fixes.push(
+            "serve it with a server that has atomic (git 2.4 or newer, JGit, dulwich 1.2 or newer)",
+        );
     }
     if !has("push-options") {
         missing.push("no push options (git lease push cannot carry the fencing token)");
+        fixes.push(
+            "on the server: git config receive.advertisePushOptions true (install-hook sets it)",
+        );
     }
     if !has("report-status") && !has("report-status-v2") {
         missing.push("no report-status (a push's outcome per ref is not told)");
+        fixes.push("serve it with a server that reports the status of each ref");
     }
     if missing.is_empty() {
         Check::ok(
@@ -274,11 +282,7 @@ fn capabilities_check(caps: Option<&[String]>) -> Check {
             "receive-pack offers atomic, push-options and report-status",
         )
     } else {
-        Check::warn(
-            "capabilities",
-            &missing.join("; "),
-            "on the server: git config receive.advertisePushOptions true (install-hook sets it); atomic needs git 2.4 or newer",
-        )
+        Check::warn("capabilities", &missing.join("; "), &fixes.join("; "))
     }
 }
 

@@ -386,7 +386,7 @@ fn jgit_runs_no_hook_and_install_hook_warns_in_a_gerrit_repository() {
         .git(&["update-ref", "refs/meta/config", &config]);
     let run = install_hook(&server);
     run.ok()
-        .stdout_has("warning: this repository has refs/meta/config")
+        .stderr_has("warning: this repository has refs/meta/config")
         .stderr_has("never judges a push there");
 }
 
