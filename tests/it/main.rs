@@ -19,6 +19,7 @@
 //!   a real bash with git's completion.
 //! - [`faults`]: corrupt ledgers, stale locks, ref clashes, repository formats and layouts.
 //! - [`race`]: real concurrent processes on one issue.
+//! - [`queue`]: an ordered queue (`--any --ordered`), alone and under a race.
 //! - [`gc_race`]: readers and writers while git packs objects and refs under them.
 //! - [`model`]: property test of the library against a simple model.
 //! - [`perf`]: the list cache, packing, fsync mode and batches never change an answer.
@@ -90,6 +91,7 @@ mod oldgit;
 mod output;
 mod perf;
 mod prefixes;
+mod queue;
 mod race;
 mod readme;
 mod reflog;
