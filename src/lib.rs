@@ -62,6 +62,7 @@ pub mod config;
 pub mod error;
 pub mod gc;
 pub mod git;
+pub mod guard;
 pub mod hook;
 pub mod ledger;
 pub mod model;

@@ -38,6 +38,7 @@
 //! - [`sharing`]: a clone's claims are local until told otherwise; a diverged ledger adopted.
 //! - [`reflog`]: reflogs of every ref update without a configured identity.
 //! - [`hook`], [`fence`]: the server hook against forged pushes, and fenced work branches.
+//! - [`guard`]: the guard on the client (`install-hook --client`): pre-push and pre-commit.
 //! - [`http`]: the hook behind a web server, judging the authenticated pusher.
 //! - [`install_root`]: `install-hook` as root in a hostile repository another account owns,
 //!   with links planted: it follows none, and gives the owner only what it made.
@@ -76,6 +77,7 @@ mod fleet;
 mod forge;
 mod format;
 mod gc_race;
+mod guard;
 mod hook;
 mod http;
 mod human;
