@@ -22,9 +22,9 @@
 //! The claimer's first write goes to the first candidate it read as free (after its own live
 //! lease, which is always kept first). Only once a write of this claim was lost to another
 //! claimer does it spread: each later write goes to one chosen at random among the first `k`
-//! candidates it last read as free, where `k` is one more than the number of candidates it
-//! saw taken or moved by others since it read them (its observed contention, see
-//! [`window`]). So a claimer that meets no racer takes the queue in strict order, and it
+//! candidates it last read as free, where `k` is the larger of `2^L` (`L` its writes lost so
+//! far) and one more than the number of candidates it saw taken or moved by others since it
+//! read them (its observed contention, see [`window`]). So a claimer that meets no racer takes the queue in strict order, and it
 //! passes over a candidate it last read as free, for a lower one, only after it lost a race
 //! in this claim: never on its first write. [`AnyReport::passed_over`] names the ones it
 //! passed over.
@@ -62,12 +62,21 @@ pub enum Order {
     Priority,
 }
 
-/// How many of the first free candidates a priority-ordered claim chooses among, once it has
-/// seen `contended` candidates taken or moved by others since it read them: `1` before any
-/// (strict order), else `contended + 1`, so that the losers of one race, who have seen as
-/// many racers, spread over about as many candidates as there were racers.
-pub fn window(contended: usize) -> usize {
-    contended.saturating_add(1)
+/// How many of the first free candidates a priority-ordered claim chooses among, once `lost`
+/// of its writes were lost to other claimers and it has seen `contended` candidates taken or
+/// moved by others since it read them: `1` before any lost write (strict order), else the
+/// larger of `2^lost` and `contended + 1`. A lost race tells of at least one racer but not of
+/// how many: the window doubles with each loss, as a back-off does, and is at least as wide
+/// as the racers seen, so that the losers of one race spread over about as many candidates as
+/// there were racers.
+pub fn window(lost: u32, contended: usize) -> usize {
+    if lost == 0 {
+        return 1;
+    }
+    let doubled = 1usize
+        .checked_shl(lost.min(usize::BITS - 1))
+        .unwrap_or(usize::MAX);
+    doubled.max(contended.saturating_add(1))
 }
 
 /// What a claim of any one candidate did.
@@ -152,21 +161,21 @@ fn plan(
 }
 
 /// Takes the next candidate to try out of `untried`: the first one, except in a priority
-/// order after a lost race (`contended > 0`), where it is one at random among the first
-/// [`window`]`(contended)`. Returns it with the candidates left ahead of it, which this try
-/// passes over (they stay untried).
+/// order after a lost race (`lost > 0`), where it is one at random among the first
+/// [`window`]`(lost, contended)`. Returns it with the candidates left ahead of it, which this
+/// try passes over (they stay untried).
 fn next(
     untried: &mut Vec<IssueId>,
     order: Order,
-    contended: usize,
+    (lost, contended): (u32, usize),
     rng: &mut fastrand::Rng,
 ) -> Option<(IssueId, Vec<IssueId>)> {
     if untried.is_empty() {
         return None;
     }
     let pick = match order {
-        Order::Priority if contended > 0 => rng.usize(0..window(contended).min(untried.len())),
-        _ => 0,
+        Order::Priority => rng.usize(0..window(lost, contended).min(untried.len())),
+        Order::Random => 0,
     };
     let ahead = untried[..pick].to_vec();
     Some((untried.remove(pick), ahead))
@@ -193,7 +202,7 @@ impl Ledger {
         let mut report = AnyReport::none(candidates.len(), order);
         let mut untried = plan(&candidates, &state, claim, now, order, rng);
         let mut contended = 0;
-        while let Some((issue, ahead)) = next(&mut untried, order, contended, rng) {
+        while let Some((issue, ahead)) = next(&mut untried, order, (report.lost, contended), rng) {
             report.attempts += 1;
             // The compare-and-swap re-reads and decides again on a lost swap; a candidate
             // taken meanwhile answers `held`, and the next one is tried.
@@ -434,7 +443,8 @@ impl Remote<'_> {
                 untried = plan(&again, &state, claim, now, order, rng);
                 moved.clear();
             }
-            let Some((issue, ahead)) = next(&mut untried, order, contended, rng) else {
+            let Some((issue, ahead)) = next(&mut untried, order, (report.lost, contended), rng)
+            else {
                 report.diverged = diverged;
                 return Ok(report);
             };
