@@ -181,35 +181,59 @@ class Bench:
             raise SystemExit("fleet.py: a plain push failed: %r" % (bad[:2],))
         return {"wall": wall, **delta, "claims": n}
 
-    def fleet(self, n, m, tag):
+    def fleet(self, n, m, tag, ordered=False):
         candidates = ["%s-%d" % (tag, j) for j in range(1, m + 1)]
+        flags = ["--ordered"] if ordered else []
         cmds = [
-            [self.gl, "-C", self.agents[i], "--json", "acquire", "--any", "--remote",
-             "origin", "--ttl", "1h"] + candidates
+            [self.gl, "-C", self.agents[i], "--json", "acquire", "--any"] + flags
+            + ["--remote", "origin", "--ttl", "1h"] + candidates
             for i in range(n)
         ]
         wall, runs, delta = self.launch(cmds)
-        issues = []
-        attempts = 0
+        answers = []
         for code, out, err in runs:
             if code != 0:
                 raise SystemExit("fleet.py: a claim failed (exit %d): %s %s" % (code, out, err))
-            v = json.loads(out)
-            issues.append(v["issue"])
-            attempts += v["attempts"]
+            answers.append(json.loads(out))
+        issues = [v["issue"] for v in answers]
+        attempts = sum(v["attempts"] for v in answers)
         if len(set(issues)) != n:
             raise SystemExit("fleet.py: an issue was claimed twice: %r" % issues)
-        return {"wall": wall, **delta, "claims": n, "attempts": attempts}
+        res = {"wall": wall, **delta, "claims": n, "attempts": attempts}
+        if ordered:
+            # The guarantee: a claimer passes over a candidate it last read as free only
+            # after a lost race (violation: passed over with no push lost). And what it says
+            # it read taken must have been taken: every candidate ahead of a claimed one that
+            # it did not pass over was claimed by another agent of this round (the candidates
+            # are fresh, so nothing else took them; violation otherwise).
+            claimed = set(issues)
+            violations = 0
+            skipped = 0
+            for v in answers:
+                passed = v["passed_over"]
+                skipped += len(passed)
+                if passed and v["lost"] == 0:
+                    violations += 1
+                ahead = candidates[: candidates.index(v["issue"])]
+                if any(c not in claimed and c not in passed for c in ahead):
+                    violations += 1
+            res.update(violations=violations, skipped=skipped)
+        return res
 
     def run(self):
         results = {}
         for n in self.ns:
-            kinds = [("floor", n, None), ("fleet M=N", n, n), ("fleet M=2N", n, 2 * n)]
+            kinds = [("floor", n, None), ("fleet M=N", n, n), ("fleet M=2N", n, 2 * n),
+                     ("ordered M=N", n, n)]
             for r in range(self.rounds):
-                order = kinds[r % 3:] + kinds[:r % 3]
+                order = kinds[r % 4:] + kinds[:r % 4]
                 for name, n_, m in order:
-                    tag = "n%d-r%d-%s" % (n, r, "floor" if m is None else "m%d" % m)
-                    res = self.floor(n_, tag) if m is None else self.fleet(n_, m, tag)
+                    tag = "n%d-r%d-%s" % (n, r, "floor" if m is None else
+                                          ("o%d" % m if name.startswith("ordered") else "m%d" % m))
+                    if m is None:
+                        res = self.floor(n_, tag)
+                    else:
+                        res = self.fleet(n_, m, tag, ordered=name.startswith("ordered"))
                     res["round"] = r
                     results.setdefault((n, name), []).append(res)
                     print("N=%-2d %-10s round %d: %.0f ms, %d receive-pack, %d hooked, %d upload-pack"
@@ -238,24 +262,33 @@ def report(results, ns, rounds, out):
     for n in ns:
         floor = results[(n, "floor")]
         fw = [x["wall"] * 1000 for x in floor]
-        for name, m in (("fleet M=N", n), ("fleet M=2N", 2 * n)):
+        for name, m in (("fleet M=N", n), ("fleet M=2N", 2 * n), ("ordered M=N", n)):
             fl = results[(n, name)]
             w = [x["wall"] * 1000 for x in fl]
             ratios = [a["wall"] / b["wall"] for a, b in zip(fl, floor)]
             claims = sum(x["claims"] for x in fl)
             per = lambda k: sum(x[k] for x in fl) / claims
             fq, wq, rq = quartiles(fw), quartiles(w), quartiles(ratios)
+            label = "%d, ordered" % m if name.startswith("ordered") else "%d" % m
             lines.append(
-                "| %d | %d | %.0f ms (%.0f–%.0f) | %.0f ms (%.0f–%.0f) | **%.2fx** (%.2f–%.2f) | **%.2f** | %.2f | %.2f | %.2f |"
-                % (n, m, median(fw), fq[0], fq[1], median(w), wq[0], wq[1],
+                "| %d | %s | %.0f ms (%.0f–%.0f) | %.0f ms (%.0f–%.0f) | **%.2fx** (%.2f–%.2f) | **%.2f** | %.2f | %.2f | %.2f |"
+                % (n, label, median(fw), fq[0], fq[1], median(w), wq[0], wq[1],
                    median(ratios), rq[0], rq[1], per("receive"), per("hooked"),
                    per("upload"), per("attempts"))
             )
-            summary["%d/%d" % (n, m)] = {
+            key = "%d/%d%s" % (n, m, " ordered" if name.startswith("ordered") else "")
+            summary[key] = {
                 "floor_ms": median(fw), "fleet_ms": median(w), "ratio": median(ratios),
                 "pushes_per_claim": per("receive"), "hooked_per_claim": per("hooked"),
                 "fetches_per_claim": per("upload"), "attempts_per_claim": per("attempts"),
             }
+            if name.startswith("ordered"):
+                summary[key].update(
+                    priority_violations=sum(x["violations"] for x in fl),
+                    passed_over_per_claim=per("skipped"),
+                )
+                lines.append("|  | (ordered: %d priority violations in %d claims; %.2f candidates passed over per claim, each after a lost race) |  |  |  |  |  |  |  |"
+                             % (sum(x["violations"] for x in fl), claims, per("skipped")))
         fp = sum(x["receive"] for x in floor) / sum(x["claims"] for x in floor)
         lines.append("|  |  | (floor: %.2f pushes per push) |  |  |  |  |  |  |" % fp)
     text = "\n".join(lines) + "\n"

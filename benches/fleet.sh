@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Fleet scale benchmark: N agents (8, 16, 32) each claim one of M candidates (M = N and 2N)
+# Fleet scale benchmark: N agents (8, 16, 32) each claim one of M candidates (M = N and 2N,
+# and an ordered queue of M = N: acquire --any --ordered, its priority violations counted)
 # with `git-lease acquire --any --remote` through git daemon on 127.0.0.1, side by side with
 # the floor: N concurrent plain `git push`es of distinct refs to the same server.
 #
@@ -24,7 +25,7 @@ while [ $# -gt 0 ]; do
         --no-build) BUILD=0; shift ;;
         --ns|--rounds|--listener|--out|--tmp) ARGS+=("$1" "$2"); shift 2 ;;
         --keep) ARGS+=("$1"); shift ;;
-        -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
         *) echo "fleet.sh: unknown option $1" >&2; exit 2 ;;
     esac
 done

@@ -63,6 +63,7 @@ pub mod doctor;
 pub mod error;
 pub mod gc;
 pub mod git;
+pub mod guard;
 pub mod hook;
 pub mod ledger;
 pub mod model;

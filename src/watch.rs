@@ -60,6 +60,20 @@ impl WatchEvent {
     pub fn issue(&self) -> &str {
         &self.entry.lease.issue
     }
+
+    /// Whether this event matters to `holder` (`watch --mine`, `--holder`): its own claims
+    /// and their ends (`holder` is the holder after the event), the expiry of its lease (the
+    /// holder whose lease expired), a revoke or a takeover of it (`holder` is the holder
+    /// before the event, `previous_holder`), and what it did to others' leases (`by`).
+    pub fn concerns(&self, holder: &str) -> bool {
+        let l = &self.entry.lease;
+        match self.kind {
+            Kind::Expired => l.holder.as_deref() == Some(holder),
+            Kind::Recorded(_) => [&l.holder, &l.previous_holder, &l.by]
+                .iter()
+                .any(|h| h.as_deref() == Some(holder)),
+        }
+    }
 }
 
 /// The `--json` shape of a watch event (see `docs/JSON.md`).

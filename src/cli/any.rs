@@ -3,7 +3,7 @@
 use std::io::{BufRead, Write};
 
 use crate::cli::output::json::ReportView;
-use git_lease::any::{fresh_rng, AnyReport};
+use git_lease::any::{fresh_rng, AnyReport, Order};
 use git_lease::{Claim, Error, IssueId, Outcome};
 
 use super::output::json::json_line;
@@ -38,18 +38,28 @@ pub(crate) fn candidates(args: &[String]) -> Result<Vec<IssueId>, Error> {
     Ok(out)
 }
 
-/// Claims one of `candidates` for `claim` at `now` where this command operates: the local
-/// refs, or the remote.
+/// The order `--ordered` asks for.
+pub(crate) fn order(ordered: bool) -> Order {
+    if ordered {
+        Order::Priority
+    } else {
+        Order::Random
+    }
+}
+
+/// Claims one of `candidates` for `claim` at `now`, tried in `order`, where this command
+/// operates: the local refs, or the remote.
 pub(crate) fn claim(
     ctx: &Context,
     candidates: &[IssueId],
     claim: &Claim,
     now: chrono::DateTime<chrono::Utc>,
+    order: Order,
 ) -> Result<AnyReport, Error> {
     // A round of `run --any --wait` judges a remote's new commits at its own instant.
     ctx.ledger.set_reader_clock(now);
     ctx.backend()?
-        .acquire_any(candidates, claim, now, &mut fresh_rng())
+        .acquire_any(candidates, claim, now, order, &mut fresh_rng())
 }
 
 /// Says that no candidate was free, in one line.
@@ -81,6 +91,9 @@ pub(crate) fn emit(
                     report: ReportView,
                     candidates: usize,
                     attempts: u32,
+                    lost: u32,
+                    #[serde(skip_serializing_if = "Option::is_none")]
+                    passed_over: Option<Vec<&'a str>>,
                     #[serde(skip_serializing_if = "Option::is_none")]
                     secret: Option<&'a str>,
                 }
@@ -90,6 +103,9 @@ pub(crate) fn emit(
                         report: ReportView::new(claimed, ctx.now),
                         candidates: report.candidates,
                         attempts: report.attempts,
+                        lost: report.lost,
+                        passed_over: (report.order == Order::Priority)
+                            .then(|| report.passed_over.iter().map(IssueId::as_str).collect()),
                         secret,
                     },
                 )?;

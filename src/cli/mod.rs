@@ -172,6 +172,24 @@ pub(crate) enum HookKind {
         /// The transaction's state: preparing, prepared, committed or aborted
         state: String,
     },
+    /// git's pre-push hook in a working repository (install-hook --client): refuse a push to
+    /// a fenced branch without this holder's live token
+    PrePush {
+        /// The remote's name (or URL)
+        remote: String,
+        /// The remote's URL
+        url: Option<String>,
+    },
+    /// git's pre-commit hook in a working repository (install-hook --client): refuse a commit
+    /// on a fenced branch whose lease this holder lost
+    PreCommit,
+}
+
+impl HookKind {
+    /// Whether git runs this hook on a server (as opposed to a working repository's guard).
+    pub(crate) fn server_side(&self) -> bool {
+        !matches!(self, HookKind::PrePush { .. } | HookKind::PreCommit)
+    }
 }
 
 /// The options that choose where leases are (`--remote`, `--local`), which mean nothing to the
@@ -385,8 +403,9 @@ impl Context {
 }
 
 fn run(cli: Cli) -> Result<u8, Failure> {
-    // The hook judges at the server's clock: never at one the pusher's environment names.
-    let is_hook = matches!(cli.command, Command::Hook(_));
+    // The server's hook judges at the server's clock: never at one the pusher's environment
+    // names. The client's (pre-push, pre-commit) read the clock as every client command does.
+    let is_hook = matches!(&cli.command, Command::Hook(h) if h.kind.server_side());
     let now = if is_hook {
         git_lease::time::system_now()
     } else {

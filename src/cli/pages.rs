@@ -477,9 +477,14 @@ pub const ENVIRONMENT: &[Variable] = &[
         text: "Set by `run` for its command: the fencing token of its tenure, for `git lease push` or `git lease check`.",
     },
     Variable {
+        name: "GIT_LEASE_PUSH_TOKEN",
+        pages: &["push", "install-hook"],
+        text: "Set by `git lease push` for the `git push` it runs: the token it passes as `-o lease-token=N`, which the guard of `install-hook --client` (its pre-push hook) checks. The guard also reads GIT_LEASE_TOKEN and GIT_LEASE_HOLDER, which `run` sets, in its pre-commit hook.",
+    },
+    Variable {
         name: "GIT_LEASE_NOW",
         pages: &["acquire", "renew", "release", "show", "list", "check", "run", "wait", "watch"],
-        text: "The instant every rule is judged at, instead of the system clock: unix seconds or RFC 3339, between 1970 and 9999 (tests, replays, scripts). Read once per command; `run`, `wait` and `watch` count on from it with the monotonic clock. Never read by the server hook.",
+        text: "The instant every rule is judged at, instead of the system clock: unix seconds or RFC 3339, between 1970 and 9999 (tests, replays, scripts). Read once per command; `run`, `wait` and `watch` count on from it with the monotonic clock. Never read by the server hook (the client's guard hooks read it).",
     },
     Variable {
         name: "GIT_LEASE_RUN_CGROUP",

@@ -13,9 +13,6 @@ use git_lease::{Error, IssueId};
 
 use super::{exit, output, Context, Failure, HolderArg, HookKind};
 
-/// The fence glob `push` assumes when this repository sets no `lease.fence` of its own.
-const DEFAULT_FENCE: &str = "refs/heads/issue/*";
-
 /// The line that marks a hook script as ours, so a reinstall replaces it instead of chaining.
 const MARKER: &str = "# installed by git lease install-hook";
 
@@ -121,6 +118,8 @@ pub(crate) fn hook(ctx: &Context, kind: &HookKind) -> Result<u8, Failure> {
         HookKind::Update { refname, old, new } => (vec![ref_update(refname, old, new)?], None),
         HookKind::PreReceive => (stdin_updates()?, Some(hook::push_options_from_env())),
         HookKind::ReferenceTransaction { state } => return reference_transaction(ctx, state),
+        HookKind::PrePush { .. } => return pre_push(ctx),
+        HookKind::PreCommit => return pre_commit(ctx),
     };
     let store = ctx.ledger.store();
     let policy = Policy::from_config(store)?;
@@ -175,25 +174,7 @@ pub(crate) fn install_hook(
 ) -> Result<u8, Failure> {
     // `--repo` was opened as the context's repository.
     let store = ctx.ledger.store();
-    let io = |context: String| move |source| Error::Io { context, source };
-    let exe = match binary {
-        Some(path) if path.is_absolute() => path.to_owned(),
-        Some(path) => {
-            return Err(Error::InvalidInput(format!(
-                "--binary {}: give an absolute path (the hook runs from the repository)",
-                path.display()
-            ))
-            .into())
-        }
-        None => std::env::current_exe().map_err(io("cannot locate the git-lease binary".into()))?,
-    };
-    if exe.to_str().is_none() || exe.to_string_lossy().contains('\n') {
-        return Err(Error::InvalidInput(format!(
-            "the binary's path {} cannot be written into a hook script",
-            exe.display()
-        ))
-        .into());
-    }
+    let exe = hook_binary(binary)?;
     // A hook that would refuse every push is not installed: the configuration is fixed first.
     let policy = Policy::from_config(store)?;
     let git_dir = store.open_git_dir()?;
@@ -232,24 +213,7 @@ pub(crate) fn install_hook(
     let hook_path = hooks.path().join(HOOK);
     let chained = hooks.path().join(CHAINED);
     let mut note = String::new();
-    let exe_quoted = exe.display().to_string().replace('\'', r"'\''");
-    let script = |what: &str, run: &str| {
-        format!(
-            "#!/bin/sh\n{MARKER}\n\
-             # {what}\n\
-             bin='{exe_quoted}'\n\
-             if [ ! -x \"$bin\" ]; then\n\
-             \techo \"git-lease hook: cannot run $bin as user $(id -un 2>/dev/null || id -u): \
-             install git-lease where this user can run it (git lease install-hook --binary PATH)\" >&2\n\
-             \texit 1\n\
-             fi\n\
-             input=$(cat)\n\
-             if [ -x \"$0.before-git-lease\" ]; then\n\
-             \tprintf '%s\\n' \"$input\" | \"$0.before-git-lease\" \"$@\" || exit $?\n\
-             fi\n\
-             printf '%s\\n' \"$input\" | exec \"$bin\" {run}\n"
-        )
-    };
+    let script = |what: &str, run: &str| hook_script(&exe, what, run);
     let moved = install_script(
         &hooks,
         [HOOK, CHAINED, HOOK_TMP],
@@ -337,6 +301,278 @@ pub(crate) fn install_hook(
         }
     }
     Ok(exit::OK)
+}
+
+/// The binary a hook runs: `binary` (absolute), or this one.
+fn hook_binary(binary: Option<&Path>) -> Result<std::path::PathBuf, Failure> {
+    let io = |context: String| move |source| Error::Io { context, source };
+    let exe = match binary {
+        Some(path) if path.is_absolute() => path.to_owned(),
+        Some(path) => {
+            return Err(Error::InvalidInput(format!(
+                "--binary {}: give an absolute path (the hook runs from the repository)",
+                path.display()
+            ))
+            .into())
+        }
+        None => std::env::current_exe().map_err(io("cannot locate the git-lease binary".into()))?,
+    };
+    if exe.to_str().is_none() || exe.to_string_lossy().contains('\n') {
+        return Err(Error::InvalidInput(format!(
+            "the binary's path {} cannot be written into a hook script",
+            exe.display()
+        ))
+        .into());
+    }
+    Ok(exe)
+}
+
+/// The guard's hooks in a working repository, as (hook, kept, temporary) names, with what
+/// each checks and the arguments it runs the binary with.
+const CLIENT_HOOKS: [([&str; 3], &str, &str); 2] = [
+    (
+        [
+            "pre-push",
+            "pre-push.before-git-lease",
+            "pre-push.git-lease-tmp",
+        ],
+        "Refuses a push to a fenced branch (lease.fence) without this holder's live token.",
+        "hook pre-push \"$@\"",
+    ),
+    (
+        [
+            "pre-commit",
+            "pre-commit.before-git-lease",
+            "pre-commit.git-lease-tmp",
+        ],
+        "Refuses a commit on a fenced branch whose lease this holder lost (--no-verify skips it).",
+        "hook pre-commit",
+    ),
+];
+
+/// Installs the guard of a working repository: its pre-push and pre-commit hooks, each
+/// chaining with a hook already there (which runs first).
+pub(crate) fn install_client_hooks(
+    ctx: &Context,
+    binary: Option<&Path>,
+    allow_hooks_path: bool,
+    out: &mut dyn Write,
+) -> Result<u8, Failure> {
+    let store = ctx.ledger.store();
+    let exe = hook_binary(binary)?;
+    let git_dir = store.open_git_dir()?;
+    if let Some(setting) = store.config_string("core.hooksPath") {
+        if !Path::new(&setting).is_absolute() && store.repo().workdir().is_some() {
+            return Err(Error::Config {
+                key: "core.hooksPath".into(),
+                value: setting,
+                expected: "an absolute path (a working repository runs its hooks from the \
+                           working tree, which install-hook --client does not guess)",
+            }
+            .into());
+        }
+    }
+    store.check_repository_config(&git_dir)?;
+    let (hooks, _created, _inside) = hooks_dir(store, &git_dir, allow_hooks_path)?;
+    for (names, _, _) in CLIENT_HOOKS {
+        for name in names {
+            hooks.expect_file_or_nothing(name)?;
+        }
+    }
+    let mut installed = Vec::new();
+    for (names, what, run) in CLIENT_HOOKS {
+        let moved = install_script(&hooks, names, &hook_script(&exe, what, run), None)?;
+        installed.push((
+            hooks.path().join(names[0]),
+            moved.then(|| hooks.path().join(names[1])),
+        ));
+    }
+    if ctx.json {
+        let hooks: Vec<_> = installed
+            .iter()
+            .map(|(hook, chained)| {
+                serde_json::json!({
+                    "hook": hook.display().to_string(),
+                    "chained": chained.as_ref().map(|c| c.display().to_string()),
+                })
+            })
+            .collect();
+        let value = serde_json::json!({
+            "hooks": hooks,
+            "binary": exe.display().to_string(),
+            "fences": git_lease::guard::fences(store),
+        });
+        super::output::json::json_line(out, &value)?;
+    } else {
+        for (hook, chained) in &installed {
+            let note = chained
+                .as_ref()
+                .map(|c| format!(" (the existing hook runs first, as {})", c.display()))
+                .unwrap_or_default();
+            writeln!(out, "installed {}{note}", hook.display())?;
+        }
+        writeln!(
+            out,
+            "it runs {}; fenced branches: {} (a courtesy: only the server's hook is a fence)",
+            exe.display(),
+            git_lease::guard::fences(store).join(", ")
+        )?;
+    }
+    Ok(exit::OK)
+}
+
+/// The holder the guard's hooks judge for: `GIT_LEASE_HOLDER` (set under `git lease run`),
+/// else the configured one.
+fn guard_holder(ctx: &Context) -> Result<git_lease::Holder, Error> {
+    ctx.holder(&HolderArg {
+        holder: std::env::var("GIT_LEASE_HOLDER")
+            .ok()
+            .filter(|h| !h.is_empty()),
+        secret: None,
+    })
+}
+
+/// The token a push carries, as the pre-push hook can learn it: `GIT_LEASE_PUSH_TOKEN` (set
+/// by `git lease push`), else the `-o lease-token=N` of the `git push` that runs the hook
+/// (read from its command line in `/proc`), else a `push.pushOption` of the configuration.
+fn pushed_token(ctx: &Context) -> Option<u64> {
+    if let Some(token) = std::env::var("GIT_LEASE_PUSH_TOKEN")
+        .ok()
+        .and_then(|t| t.parse().ok())
+    {
+        return Some(token);
+    }
+    // The hook script runs this binary from a pipeline of its own: the `git push` is an
+    // ancestor a few processes up.
+    let mut pid = std::os::unix::process::parent_id();
+    for _ in 0..4 {
+        let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
+            break;
+        };
+        let args: Vec<String> = cmdline
+            .split(|b| *b == 0)
+            .map(|a| String::from_utf8_lossy(a).into_owned())
+            .collect();
+        if args.iter().any(|a| a == "push") {
+            if let Some(token) = git_lease::guard::token_in_push_args(&args) {
+                return Some(token);
+            }
+            break;
+        }
+        match parent_of(pid) {
+            Some(parent) if parent > 1 => pid = parent,
+            _ => break,
+        }
+    }
+    let options: Vec<String> = ctx
+        .ledger
+        .store()
+        .config_strings("push.pushOption")
+        .into_iter()
+        .flat_map(|o| ["-o".to_owned(), o])
+        .collect();
+    git_lease::guard::token_in_push_args(&options)
+}
+
+/// The parent of process `pid`, from `/proc/<pid>/stat` (the field after the command name,
+/// which is in parentheses and may hold anything).
+fn parent_of(pid: u32) -> Option<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let (_, rest) = stat.rsplit_once(')')?;
+    rest.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// git's pre-push hook of the guard: each fenced ref of the push (stdin) needs this holder's
+/// live token; refusals go to stderr, one line each, and fail the push (exit 1).
+fn pre_push(ctx: &Context) -> Result<u8, Failure> {
+    let mut input = String::new();
+    std::io::Read::read_to_string(&mut std::io::stdin().lock(), &mut input).map_err(|e| {
+        Error::Io {
+            context: "cannot read the pushed refs from standard input".into(),
+            source: e,
+        }
+    })?;
+    let store = ctx.ledger.store();
+    let fences = git_lease::guard::fences(store);
+    let pushed = git_lease::guard::parse_pre_push(&input);
+    if !pushed
+        .iter()
+        .any(|p| hook::fenced_issue(&fences, &p.remote_ref).is_some())
+    {
+        return Ok(exit::OK);
+    }
+    let holder = guard_holder(ctx)?;
+    let backend = ctx.backend()?;
+    let refusals = git_lease::guard::check_push(
+        &fences,
+        &pushed,
+        &holder,
+        pushed_token(ctx),
+        |issue| backend.current(issue),
+        ctx.now,
+    )?;
+    for r in &refusals {
+        eprintln!("{r}");
+    }
+    Ok(if refusals.is_empty() {
+        exit::OK
+    } else {
+        exit::FAILURE
+    })
+}
+
+/// git's pre-commit hook of the guard: a commit on a fenced branch needs this holder's live
+/// lease (and under `git lease run`, its tenure, `GIT_LEASE_TOKEN`).
+fn pre_commit(ctx: &Context) -> Result<u8, Failure> {
+    let store = ctx.ledger.store();
+    let Some(branch) = store.head_name()? else {
+        return Ok(exit::OK);
+    };
+    let fences = git_lease::guard::fences(store);
+    if hook::fenced_issue(&fences, &branch).is_none() {
+        return Ok(exit::OK);
+    }
+    let holder = guard_holder(ctx)?;
+    let token = std::env::var("GIT_LEASE_TOKEN")
+        .ok()
+        .and_then(|t| t.parse().ok());
+    let backend = ctx.backend()?;
+    let refusal = git_lease::guard::check_commit(
+        &fences,
+        &branch,
+        &holder,
+        token,
+        |issue| backend.current(issue),
+        ctx.now,
+    )?;
+    Ok(match refusal {
+        Some(r) => {
+            eprintln!("{r}");
+            exit::FAILURE
+        }
+        None => exit::OK,
+    })
+}
+
+/// The hook script that runs `exe` with `run` (its arguments) after the hook it replaced, if
+/// any (kept as `<name>.before-git-lease`), both given the same arguments and standard input.
+fn hook_script(exe: &Path, what: &str, run: &str) -> String {
+    let exe_quoted = exe.display().to_string().replace('\'', r"'\''");
+    format!(
+        "#!/bin/sh\n{MARKER}\n\
+         # {what}\n\
+         bin='{exe_quoted}'\n\
+         if [ ! -x \"$bin\" ]; then\n\
+         \techo \"git-lease hook: cannot run $bin as user $(id -un 2>/dev/null || id -u): \
+         install git-lease where this user can run it (git lease install-hook --binary PATH)\" >&2\n\
+         \texit 1\n\
+         fi\n\
+         input=$(cat)\n\
+         if [ -x \"$0.before-git-lease\" ]; then\n\
+         \tprintf '%s\\n' \"$input\" | \"$0.before-git-lease\" \"$@\" || exit $?\n\
+         fi\n\
+         printf '%s\\n' \"$input\" | exec \"$bin\" {run}\n"
+    )
 }
 
 /// Installs `script` as the hook `names[0]` of `hooks`, through the temporary file
@@ -543,10 +779,7 @@ pub(crate) fn push(
         }
     };
     // The server's rule, on this repository's copy of the fence globs (or the usual one).
-    let fences = match ctx.ledger.store().config_strings("lease.fence") {
-        globs if globs.is_empty() => vec![DEFAULT_FENCE.to_owned()],
-        globs => globs,
-    };
+    let fences = git_lease::guard::fences(ctx.ledger.store());
     let full = format!("refs/heads/{}", branch.trim_start_matches("refs/heads/"));
     let issue_part = hook::fenced_issue(&fences, &full).ok_or_else(|| {
         Error::InvalidInput(format!(
@@ -607,6 +840,7 @@ pub(crate) fn push(
         .arg(&remote_name)
         .arg(&branch)
         .env("LC_ALL", "C")
+        .env("GIT_LEASE_PUSH_TOKEN", token.to_string())
         .stdin(Stdio::inherit())
         .stdout(Stdio::inherit())
         .stderr(Stdio::piped())
@@ -623,6 +857,14 @@ pub(crate) fn push(
     if pushed.status.success() {
         eprint!("{stderr}");
         return answer("pushed", Some(token), None, exit::OK);
+    }
+    if let Some(line) = stderr
+        .lines()
+        .find(|l| l.starts_with("git-lease guard: refused"))
+    {
+        eprint!("{stderr}");
+        let reason = format!("by this repository's guard: {line}");
+        return answer("refused", Some(token), Some(reason), exit::REFUSED);
     }
     if stderr.contains("hook declined") {
         return match hook_verdict(&stderr) {

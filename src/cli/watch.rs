@@ -51,6 +51,8 @@ pub(crate) struct WatchArgs {
     pub since: Option<String>,
     pub interval: Option<String>,
     pub prefix: Option<String>,
+    /// Only the events that matter to this holder.
+    pub holder: Option<String>,
 }
 
 /// Where the tips come from.
@@ -105,7 +107,7 @@ pub(crate) fn watch(ctx: &Context, args: WatchArgs, out: &mut dyn Write) -> Resu
     let mut follower = match since {
         Some(since) => {
             let (follower, events) = Follower::replay(store, &tips, &prefix, since, now)?;
-            print(ctx, &events, out)?;
+            print(ctx, args.holder.as_deref(), &events, out)?;
             follower
         }
         None => Follower::start(store, &tips, &prefix, now)?,
@@ -147,7 +149,7 @@ pub(crate) fn watch(ctx: &Context, args: WatchArgs, out: &mut dyn Write) -> Resu
                 Ok(tips) => {
                     failures = 0;
                     let (events, errors) = follower.update(store, &tips);
-                    print(ctx, &events, out)?;
+                    print(ctx, args.holder.as_deref(), &events, out)?;
                     for e in errors {
                         said::line("git lease watch", &e.to_string());
                     }
@@ -161,7 +163,7 @@ pub(crate) fn watch(ctx: &Context, args: WatchArgs, out: &mut dyn Write) -> Resu
             next_read = Instant::now() + backoff(interval, failures);
         }
         let events = follower.expire(clock.now());
-        print(ctx, &events, out)?;
+        print(ctx, args.holder.as_deref(), &events, out)?;
         out.flush()?;
     }
 }
@@ -221,8 +223,16 @@ fn read_tips(
     }
 }
 
-fn print(ctx: &Context, events: &[WatchEvent], out: &mut dyn Write) -> Result<(), Failure> {
-    for e in events {
+fn print(
+    ctx: &Context,
+    holder: Option<&str>,
+    events: &[WatchEvent],
+    out: &mut dyn Write,
+) -> Result<(), Failure> {
+    for e in events
+        .iter()
+        .filter(|e| holder.is_none_or(|h| e.concerns(h)))
+    {
         if ctx.json {
             json_line(out, &WatchView::from(e))?;
         } else {

@@ -17,6 +17,17 @@
 //! meanwhile, and the next push goes to one that did not. The lost and moved ones are fetched
 //! and verified again only when nothing else is left, and retried only if free again.
 //! Nothing is pushed when no candidate is free.
+//!
+//! With [`Order::Priority`] the candidates are a priority order, the first the most urgent.
+//! The claimer's first write goes to the first candidate it read as free (after its own live
+//! lease, which is always kept first). Only once a write of this claim was lost to another
+//! claimer does it spread: each later write goes to one chosen at random among the first `k`
+//! candidates it last read as free, where `k` is the larger of `2^L` (`L` its writes lost so
+//! far) and one more than the number of candidates it saw taken or moved by others since it
+//! read them (its observed contention, see [`window`]). So a claimer that meets no racer takes the queue in strict order, and it
+//! passes over a candidate it last read as free, for a lower one, only after it lost a race
+//! in this claim: never on its first write. [`AnyReport::passed_over`] names the ones it
+//! passed over.
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -39,6 +50,35 @@ const MAX_REFSPECS: usize = 256;
 /// random part of the lost push's own duration, up to this).
 const MAX_SPREAD: Duration = Duration::from_millis(500);
 
+/// How a claim of any one candidate orders its candidates.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Order {
+    /// Each claimer in a random order of its own (claimers spread over the candidates).
+    #[default]
+    Random,
+    /// The candidates as given are a priority order: the first free one is taken, and the
+    /// claimer spreads over the first few only after a lost race (see the module
+    /// documentation).
+    Priority,
+}
+
+/// How many of the first free candidates a priority-ordered claim chooses among, once `lost`
+/// of its writes were lost to other claimers and it has seen `contended` candidates taken or
+/// moved by others since it read them: `1` before any lost write (strict order), else the
+/// larger of `2^lost` and `contended + 1`. A lost race tells of at least one racer but not of
+/// how many: the window doubles with each loss, as a back-off does, and is at least as wide
+/// as the racers seen, so that the losers of one race spread over about as many candidates as
+/// there were racers.
+pub fn window(lost: u32, contended: usize) -> usize {
+    if lost == 0 {
+        return 1;
+    }
+    let doubled = 1usize
+        .checked_shl(lost.min(usize::BITS - 1))
+        .unwrap_or(usize::MAX);
+    doubled.max(contended.saturating_add(1))
+}
+
 /// What a claim of any one candidate did.
 #[derive(Clone, Debug)]
 pub struct AnyReport {
@@ -48,6 +88,13 @@ pub struct AnyReport {
     pub candidates: usize,
     /// How many writes were attempted: compare-and-swaps locally, pushes through a remote.
     pub attempts: u32,
+    /// The order the candidates were tried in.
+    pub order: Order,
+    /// How many of those writes were lost to another claimer.
+    pub lost: u32,
+    /// With [`Order::Priority`]: the candidates ahead of the claimed one, in order, that this
+    /// claimer last read as free and did not try (empty unless a write was lost first).
+    pub passed_over: Vec<IssueId>,
     /// Remote ledgers left out because the remote rewound or rewrote them.
     pub diverged: Vec<Diverged>,
 }
@@ -86,12 +133,14 @@ fn available(issue: &IssueId, state: &States, claim: &Claim, now: DateTime<Utc>)
 }
 
 /// Orders `candidates` for trying: those `claim` would re-acquire (already its own, live)
-/// first, then the free ones in `rng`'s random order; the others are left out.
+/// first, then the free ones, in `rng`'s random order or, with [`Order::Priority`], in the
+/// order given; the others are left out.
 fn plan(
     candidates: &[IssueId],
     state: &States,
     claim: &Claim,
     now: DateTime<Utc>,
+    order: Order,
     rng: &mut fastrand::Rng,
 ) -> Vec<IssueId> {
     let mut own = Vec::new();
@@ -103,15 +152,38 @@ fn plan(
             None => {}
         }
     }
-    rng.shuffle(&mut own);
-    rng.shuffle(&mut free);
+    if order == Order::Random {
+        rng.shuffle(&mut own);
+        rng.shuffle(&mut free);
+    }
     own.extend(free);
     own
 }
 
+/// Takes the next candidate to try out of `untried`: the first one, except in a priority
+/// order after a lost race (`lost > 0`), where it is one at random among the first
+/// [`window`]`(lost, contended)`. Returns it with the candidates left ahead of it, which this
+/// try passes over (they stay untried).
+fn next(
+    untried: &mut Vec<IssueId>,
+    order: Order,
+    (lost, contended): (u32, usize),
+    rng: &mut fastrand::Rng,
+) -> Option<(IssueId, Vec<IssueId>)> {
+    if untried.is_empty() {
+        return None;
+    }
+    let pick = match order {
+        Order::Priority => rng.usize(0..window(lost, contended).min(untried.len())),
+        Order::Random => 0,
+    };
+    let ahead = untried[..pick].to_vec();
+    Some((untried.remove(pick), ahead))
+}
+
 impl Ledger {
     /// Claims exactly one of `candidates` for `claim.holder` in this repository's refs: the
-    /// first free one in a random order (see the module documentation).
+    /// first free one in `order` (see the module documentation).
     ///
     /// Returns [`AnyReport::claimed`] `None`, having moved no ref, when none is free.
     pub fn acquire_any(
@@ -119,6 +191,7 @@ impl Ledger {
         candidates: &[IssueId],
         claim: &Claim,
         now: DateTime<Utc>,
+        order: Order,
         rng: &mut fastrand::Rng,
     ) -> Result<AnyReport> {
         let candidates = distinct(candidates);
@@ -126,27 +199,51 @@ impl Ledger {
         for issue in &candidates {
             state.insert(issue.clone(), self.current(issue)?);
         }
-        let mut attempts = 0;
-        for issue in plan(&candidates, &state, claim, now, rng) {
-            attempts += 1;
+        let mut report = AnyReport::none(candidates.len(), order);
+        let mut untried = plan(&candidates, &state, claim, now, order, rng);
+        let mut contended = 0;
+        while let Some((issue, ahead)) = next(&mut untried, order, (report.lost, contended), rng) {
+            report.attempts += 1;
             // The compare-and-swap re-reads and decides again on a lost swap; a candidate
             // taken meanwhile answers `held`, and the next one is tried.
-            let report = self.apply(&issue, |cur| rules::acquire(&issue, cur, claim, now))?;
-            if report.outcome == Outcome::Acquired {
-                return Ok(AnyReport {
-                    claimed: Some(report),
-                    candidates: candidates.len(),
-                    attempts,
-                    diverged: Vec::new(),
-                });
+            let claimed = self.apply(&issue, |cur| rules::acquire(&issue, cur, claim, now))?;
+            if claimed.outcome == Outcome::Acquired {
+                report.claimed = Some(claimed);
+                report.passed_over = ahead;
+                return Ok(report);
+            }
+            report.lost += 1;
+            contended += 1;
+            if order == Order::Priority {
+                // Read the untried ones again: those taken meanwhile are left out, and each
+                // counts as contention.
+                let mut still = Vec::with_capacity(untried.len());
+                for other in untried {
+                    state.insert(other.clone(), self.current(&other)?);
+                    if available(&other, &state, claim, now).is_some() {
+                        still.push(other);
+                    } else {
+                        contended += 1;
+                    }
+                }
+                untried = still;
             }
         }
-        Ok(AnyReport {
+        Ok(report)
+    }
+}
+
+impl AnyReport {
+    fn none(candidates: usize, order: Order) -> AnyReport {
+        AnyReport {
             claimed: None,
-            candidates: candidates.len(),
-            attempts,
+            candidates,
+            order,
+            attempts: 0,
+            lost: 0,
+            passed_over: Vec::new(),
             diverged: Vec::new(),
-        })
+        }
     }
 }
 
@@ -311,21 +408,19 @@ impl Remote<'_> {
         candidates: &[IssueId],
         claim: &Claim,
         now: DateTime<Utc>,
+        order: Order,
         rng: &mut fastrand::Rng,
     ) -> Result<AnyReport> {
         let store = self.ledger().store();
         let candidates = distinct(candidates);
         let (mut state, mut diverged) = self.fetch_some(&candidates)?;
-        let mut report = AnyReport {
-            claimed: None,
-            candidates: candidates.len(),
-            attempts: 0,
-            diverged: Vec::new(),
-        };
+        let mut report = AnyReport::none(candidates.len(), order);
         // The candidates to try, in order; and those set aside since they were verified (lost
         // to a racer, or moved on the remote), to be read again only if nothing else is free.
-        let mut untried = plan(&candidates, &state, claim, now, rng);
+        let mut untried = plan(&candidates, &state, claim, now, order, rng);
         let mut moved: Vec<IssueId> = Vec::new();
+        // How many candidates this claim saw taken or moved by others (see `window`).
+        let mut contended = 0;
         loop {
             if untried.is_empty() && !moved.is_empty() {
                 let (fresh, more) = self.fetch_some(&moved)?;
@@ -335,14 +430,24 @@ impl Remote<'_> {
                     diverged.retain(|seen| seen.issue != d.issue);
                     diverged.push(d);
                 }
-                untried = plan(&moved, &state, claim, now, rng);
+                // In a priority order, the ones read again go back into their places.
+                let again = if order == Order::Priority {
+                    candidates
+                        .iter()
+                        .filter(|c| moved.contains(c))
+                        .cloned()
+                        .collect()
+                } else {
+                    std::mem::take(&mut moved)
+                };
+                untried = plan(&again, &state, claim, now, order, rng);
                 moved.clear();
             }
-            if untried.is_empty() {
+            let Some((issue, ahead)) = next(&mut untried, order, (report.lost, contended), rng)
+            else {
                 report.diverged = diverged;
                 return Ok(report);
-            }
-            let issue = untried.remove(0);
+            };
             if report.attempts >= self.attempts() {
                 return Err(Error::LostRace {
                     issue: issue.to_string(),
@@ -355,6 +460,7 @@ impl Remote<'_> {
             let Some(next) = transition.next else {
                 // Already the claimant's, with nothing to refresh: nothing to push.
                 report.claimed = Some(Report::unchanged(transition.outcome, &issue, current));
+                report.passed_over = ahead;
                 report.diverged = diverged;
                 return Ok(report);
             };
@@ -372,6 +478,7 @@ impl Remote<'_> {
                         parent,
                         next,
                     ));
+                    report.passed_over = ahead;
                     report.diverged = diverged;
                     return Ok(report);
                 }
@@ -382,6 +489,8 @@ impl Remote<'_> {
                     // Someone else moved it first: set it aside, and every untried candidate
                     // that moved too, and go on with one that did not.
                     moved.push(issue);
+                    report.lost += 1;
+                    contended += 1;
                     // The other losers of this race learn of it at the same moment: spread the
                     // retries over one push's time, so that a later one sees the claims of the
                     // earlier ones instead of colliding with them again.
@@ -396,6 +505,7 @@ impl Remote<'_> {
                         .into_iter()
                         .partition(|i| tips.get(i.as_str()).copied() == verified(i));
                     untried = still;
+                    contended += gone.len();
                     moved.extend(gone);
                 }
             }

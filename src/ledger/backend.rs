@@ -8,7 +8,7 @@
 use chrono::{DateTime, Utc};
 use gix::ObjectId;
 
-use crate::any::AnyReport;
+use crate::any::{AnyReport, Order};
 use crate::error::Result;
 use crate::issue::IssueId;
 use crate::ledger::{Ledger, Report};
@@ -56,12 +56,13 @@ pub trait Backend {
         claim: &Claim,
         now: DateTime<Utc>,
     ) -> Result<Vec<Report>>;
-    /// Claims exactly one free issue of `candidates`.
+    /// Claims exactly one free issue of `candidates`, tried in `order`.
     fn acquire_any(
         &self,
         candidates: &[IssueId],
         claim: &Claim,
         now: DateTime<Utc>,
+        order: Order,
         rng: &mut fastrand::Rng,
     ) -> Result<AnyReport>;
 }
@@ -113,8 +114,9 @@ impl Backend for &Ledger {
         candidates: &[IssueId],
         claim: &Claim,
         now: DateTime<Utc>,
+        order: Order,
         rng: &mut fastrand::Rng,
     ) -> Result<AnyReport> {
-        Ledger::acquire_any(self, candidates, claim, now, rng)
+        Ledger::acquire_any(self, candidates, claim, now, order, rng)
     }
 }

@@ -768,3 +768,112 @@ fn watch_ends_with_exit_0_when_its_stdout_is_closed() {
     };
     assert_eq!(status.code(), Some(0), "{status:?}");
 }
+
+/// The (issue, event, holder) of each event `watch` printed, in order.
+fn events_seen(watch: &Watch) -> Vec<(String, String, String)> {
+    watch
+        .seen
+        .iter()
+        .map(|v| {
+            let text = |k: &str| v[k].as_str().unwrap_or("-").to_owned();
+            (text("issue"), text("event"), text("holder"))
+        })
+        .collect()
+}
+
+#[test]
+fn watch_mine_shows_only_what_matters_to_its_holder_its_expiry_a_revoke_and_a_takeover() {
+    let repo = TestRepo::new();
+    repo.git(&["config", "lease.holder", ALICE]);
+    mark(&repo, "marker");
+    let mut watch = Watch::spawn(&repo, watch_cmd(&repo, &["--mine"]));
+    watch.wait_event("marker", "acquire");
+
+    let lease = |now: &str, args: &[&str]| repo.lease().now(now).args(args).run();
+    // Bob's own claims are none of Alice's business.
+    lease(T0, &["acquire", "b1", "--holder", BOB, "--ttl", "1h"]).ok();
+    lease(T0, &["release", "b1", "--holder", BOB]).ok();
+    // Alice's claim, revoked by an administrator.
+    lease(T0, &["acquire", "r1", "--ttl", "1h"]).ok();
+    lease(
+        T0,
+        &[
+            "revoke",
+            "r1",
+            "--holder",
+            "admin@example.com",
+            "--reason",
+            "reassigned",
+        ],
+    )
+    .ok();
+    let revoked = watch.wait_event("r1", "revoke");
+    assert_eq!(revoked["previous_holder"], ALICE, "{revoked}");
+    assert_eq!(revoked["by"], "admin@example.com", "{revoked}");
+    // Alice's claim that expires two seconds after the watch's T0, and that Bob takes over.
+    lease(T0, &["acquire", "t1", "--ttl", "2s"]).ok();
+    let expired = watch.wait_event("t1", "expired");
+    assert_eq!(expired["holder"], ALICE, "{expired}");
+    assert_eq!(expired["at"], at(2), "{expired}");
+    lease(&at(3), &["acquire", "t1", "--holder", BOB, "--ttl", "1h"]).ok();
+    let taken = watch.wait_for("Bob's takeover of t1", |v| {
+        v["issue"] == "t1" && v["event"] == "acquire" && v["holder"] == BOB
+    });
+    assert_eq!(taken["previous_holder"], ALICE, "{taken}");
+    assert_eq!(taken["token"], 2, "{taken}");
+    // Bob's renewal of what he took is his own business again.
+    lease(&at(4), &["renew", "t1", "--holder", BOB]).ok();
+    lease(&at(4), &["acquire", "end", "--ttl", "never"]).ok();
+    watch.wait_event("end", "acquire");
+    watch.signal("TERM");
+    assert_eq!(watch.wait_exit().code(), Some(0), "{}", watch.stderr());
+    watch.drain();
+
+    let want: Vec<(String, String, String)> = [
+        ("marker", "acquire", ALICE),
+        ("r1", "acquire", ALICE),
+        ("r1", "revoke", "-"),
+        ("t1", "acquire", ALICE),
+        ("t1", "expired", ALICE),
+        ("t1", "acquire", BOB),
+        ("end", "acquire", ALICE),
+    ]
+    .iter()
+    .map(|(i, e, h)| ((*i).to_owned(), (*e).to_owned(), (*h).to_owned()))
+    .collect();
+    assert_eq!(events_seen(&watch), want, "{:#?}", watch.seen);
+
+    // --holder names another: a replay of the same history shows Bob's events only.
+    let mut bobs = Watch::spawn(
+        &repo,
+        repo.lease().now(&at(10)).arg_json().args([
+            "watch",
+            "--since",
+            &at(-3600),
+            "--holder",
+            BOB,
+        ]),
+    );
+    bobs.wait_for("Bob's renewal of t1", |v| {
+        v["issue"] == "t1" && v["event"] == "renew"
+    });
+    bobs.signal("TERM");
+    assert_eq!(bobs.wait_exit().code(), Some(0), "{}", bobs.stderr());
+    bobs.drain();
+    let want: Vec<(String, String, String)> = [
+        ("b1", "acquire", BOB),
+        ("b1", "release", "-"),
+        ("t1", "acquire", BOB),
+        ("t1", "renew", BOB),
+    ]
+    .iter()
+    .map(|(i, e, h)| ((*i).to_owned(), (*e).to_owned(), (*h).to_owned()))
+    .collect();
+    assert_eq!(events_seen(&bobs), want, "{:#?}", bobs.seen);
+
+    // --mine and --holder are one or the other.
+    repo.lease()
+        .args(["watch", "--mine", "--holder", BOB])
+        .run()
+        .code(2);
+}

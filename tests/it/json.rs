@@ -188,6 +188,11 @@ fn every_commands_json_is_the_documented_shape() {
             served.path().to_str().expect("a UTF-8 path"),
         ]),
     );
+    record(
+        &mut seen,
+        "install_hook_client",
+        &j(&["install-hook", "--client"]),
+    );
     let man = repo.scratch("man");
     record(
         &mut seen,

@@ -22,6 +22,7 @@
 //!   a real bash with git's completion.
 //! - [`faults`]: corrupt ledgers, stale locks, ref clashes, repository formats and layouts.
 //! - [`race`]: real concurrent processes on one issue.
+//! - [`queue`]: an ordered queue (`--any --ordered`), alone and under a race.
 //! - [`gc_race`]: readers and writers while git packs objects and refs under them.
 //! - [`model`]: property test of the library against a simple model.
 //! - [`perf`]: the list cache, packing, fsync mode and batches never change an answer.
@@ -42,6 +43,7 @@
 //! - [`doctor`]: `git lease doctor` against healthy, hookless, identity-less and broken
 //!   servers (dulwich's HTTP server ignores expected old values), and its verdict remembered.
 //! - [`hook`], [`fence`]: the server hook against forged pushes, and fenced work branches.
+//! - [`guard`]: the guard on the client (`install-hook --client`): pre-push and pre-commit.
 //! - [`http`]: the hook behind a web server, judging the authenticated pusher.
 //! - [`install_root`]: `install-hook` as root in a hostile repository another account owns,
 //!   with links planted: it follows none, and gives the owner only what it made.
@@ -82,6 +84,7 @@ mod fleet;
 mod forge;
 mod format;
 mod gc_race;
+mod guard;
 mod hook;
 mod http;
 mod human;
@@ -97,6 +100,7 @@ mod oldgit;
 mod output;
 mod perf;
 mod prefixes;
+mod queue;
 mod race;
 mod readme;
 mod reflog;

@@ -16,6 +16,10 @@ pub(crate) struct Args {
     /// Claim exactly one free issue of these candidates, trying them in a random order
     #[arg(long)]
     pub(crate) any: bool,
+    /// With --any: the candidates are a priority order, most urgent first; take the first
+    /// free one (spreading over the first few only after a race lost to another claimer)
+    #[arg(long, requires = "any")]
+    pub(crate) ordered: bool,
     #[command(flatten)]
     pub(crate) holder: HolderArg,
     #[command(flatten)]
@@ -47,6 +51,7 @@ pub(crate) fn run(ctx: &Context, args: Args, out: &mut dyn Write) -> Result<u8, 
         session,
         pid,
         any,
+        ordered,
     } = args;
     let now = ctx.now;
     let target = ctx.backend()?;
@@ -78,7 +83,7 @@ pub(crate) fn run(ctx: &Context, args: Args, out: &mut dyn Write) -> Result<u8, 
         process,
     };
     if any {
-        let report = any::claim(ctx, &issues, &claim, now)?;
+        let report = any::claim(ctx, &issues, &claim, now, any::order(ordered))?;
         let started = report.claimed.as_ref().is_some_and(|r| {
             r.wrote
                 && claim.session.is_some()

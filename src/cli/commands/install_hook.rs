@@ -1,4 +1,5 @@
-//! `git lease install-hook`: install the server hook into a repository.
+//! `git lease install-hook`: install the server hook into a repository, or with `--client`
+//! the guard of a working repository.
 
 use std::io::Write;
 
@@ -20,6 +21,11 @@ pub(crate) struct Args {
     /// refused: the repository's configuration may have been written by someone else)
     #[arg(long)]
     pub(crate) allow_hooks_path: bool,
+    /// Install the guard of a working repository instead: a pre-push hook that refuses a
+    /// push to a fenced branch without this holder's live token, and a pre-commit hook that
+    /// refuses a commit on one whose lease is lost (a courtesy: --no-verify skips both)
+    #[arg(long)]
+    pub(crate) client: bool,
 }
 
 /// Runs `git lease install-hook`.
@@ -27,7 +33,16 @@ pub(crate) fn run(ctx: &Context, args: Args, out: &mut dyn Write) -> Result<u8, 
     let Args {
         binary,
         allow_hooks_path,
+        client,
         ..
     } = args;
+    if client {
+        return crate::cli::server::install_client_hooks(
+            ctx,
+            binary.as_deref(),
+            allow_hooks_path,
+            out,
+        );
+    }
     crate::cli::server::install_hook(ctx, binary.as_deref(), allow_hooks_path, out)
 }

@@ -15,6 +15,10 @@ pub(crate) struct Args {
     /// Claim exactly one free issue of the candidates, and run the command for it
     #[arg(long)]
     pub(crate) any: bool,
+    /// With --any: the candidates are a priority order, most urgent first; take the first
+    /// free one (spreading over the first few only after a race lost to another claimer)
+    #[arg(long, requires = "any")]
+    pub(crate) ordered: bool,
     #[command(flatten)]
     pub(crate) holder: HolderArg,
     #[command(flatten)]
@@ -67,6 +71,7 @@ pub(crate) fn run(ctx: &Context, args: Args, _out: &mut dyn Write) -> Result<u8,
     let Args {
         issues,
         any,
+        ordered,
         holder,
         ttl,
         every,
@@ -105,6 +110,7 @@ pub(crate) fn run(ctx: &Context, args: Args, _out: &mut dyn Write) -> Result<u8,
     let args = crate::cli::run::RunArgs {
         issues,
         any,
+        order: crate::cli::any::order(ordered),
         wait,
         holder: ctx.holder(&holder)?,
         ttl: ctx.ttl(&ttl)?,

@@ -2,7 +2,7 @@
 
 use std::io::Write;
 
-use crate::cli::{Context, Failure};
+use crate::cli::{Context, Failure, HolderArg};
 
 /// The arguments of `watch`.
 #[derive(clap::Args, Debug)]
@@ -14,6 +14,14 @@ pub(crate) struct Args {
     /// when no file-system notification came [default: 2s]
     #[arg(long, value_name = "DURATION")]
     pub(crate) interval: Option<String>,
+    /// Only the events that matter to this holder: its claims and their ends, its lease's
+    /// expiry, a revoke or takeover of its lease
+    #[arg(long, conflicts_with = "mine", value_name = "NAME")]
+    pub(crate) holder: Option<String>,
+    /// Only the events that matter to you (the holder of --holder's default: GIT_LEASE_HOLDER,
+    /// then lease.holder, then user.email)
+    #[arg(long)]
+    pub(crate) mine: bool,
     /// Only issues starting with this prefix
     pub(crate) prefix: Option<String>,
 }
@@ -24,14 +32,27 @@ pub(crate) fn run(ctx: &Context, args: Args, out: &mut dyn Write) -> Result<u8, 
         since,
         interval,
         prefix,
-        ..
+        holder,
+        mine,
     } = args;
+    let holder = if mine {
+        let me = HolderArg {
+            holder: std::env::var("GIT_LEASE_HOLDER")
+                .ok()
+                .filter(|h| !h.is_empty()),
+            secret: None,
+        };
+        Some(ctx.holder(&me)?.into())
+    } else {
+        holder
+    };
     crate::cli::watch::watch(
         ctx,
         crate::cli::watch::WatchArgs {
             since,
             interval,
             prefix,
+            holder,
         },
         out,
     )

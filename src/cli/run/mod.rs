@@ -128,6 +128,8 @@ pub(crate) struct RunArgs {
     pub issues: Vec<String>,
     /// Claim any one free issue of `issues`.
     pub any: bool,
+    /// The order `any` tries the candidates in.
+    pub order: git_lease::any::Order,
     /// Wait while the issue is held (`Some`), for at most this long (`Some(Some(_))`).
     pub wait: Option<Option<Duration>>,
     pub holder: Holder,
@@ -493,7 +495,7 @@ fn take_lease(
     loop {
         let now = clock.now();
         let held_by_another = if args.any {
-            let got = super::any::claim(ctx, &candidates, claim, now)?;
+            let got = super::any::claim(ctx, &candidates, claim, now, args.order)?;
             super::output::report_diverged(ctx, &got.diverged, &mut std::io::stderr())?;
             match got.claimed {
                 Some(report) => {

@@ -33,7 +33,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 
-use crate::any::AnyReport;
+use crate::any::{AnyReport, Order};
 use crate::backend::{Backend, Listing, Tips};
 use crate::cas::{self, Attempt};
 use crate::error::{Error, Result};
@@ -440,9 +440,10 @@ impl Backend for Remote<'_> {
         candidates: &[IssueId],
         claim: &Claim,
         now: DateTime<Utc>,
+        order: Order,
         rng: &mut fastrand::Rng,
     ) -> Result<AnyReport> {
-        Remote::acquire_any(self, candidates, claim, now, rng)
+        Remote::acquire_any(self, candidates, claim, now, order, rng)
     }
 }
 
