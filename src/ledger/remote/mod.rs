@@ -181,11 +181,6 @@ impl<'a> Remote<'a> {
         Ok(cmd)
     }
 
-    /// Runs `cmd`, a git command talking to this remote, within `lease.networkTimeout`.
-    pub(crate) fn run_git(&self, cmd: Command, shown: &str) -> Result<std::process::Output> {
-        run(cmd, shown, self.network_timeout)
-    }
-
     pub(crate) fn incoming_ref(&self, issue: &IssueId) -> String {
         format!("{}{}", self.incoming, issue)
     }
