@@ -192,7 +192,7 @@ pub enum Error {
         /// The issues of the claim.
         issues: String,
     },
-    /// A git subprocess that talks to a remote (push, fetch, ls-remote) failed.
+    /// A git subprocess that talks to a remote (push, fetch) failed.
     #[error("{command} failed: {message}")]
     Transport {
         /// The command that failed, as a user could type it.
