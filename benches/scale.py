@@ -2,7 +2,7 @@
 """Remote operations by number of ledgers on the server, against a plain push at the same size.
 
     benches/scale.py [--sizes 1000,100000] [--live 1000] [--rounds 3] [--runs 5]
-                     [--bin NAME=PATH ...] [--ops acquire,renew,list,sync]
+                     [--bin NAME=PATH ...] [--ops acquire,any,renew,list,sync]
                      [--tmp /var/tmp] [--out FILE]
 
 For each size N: a bare server repository of N ledgers, LIVE of them live, written by
@@ -12,6 +12,8 @@ hyperfine, each operation side by side with one plain `git push` of one new ref 
 server (one lease commit: blob, tree and commit, as an acquire sends):
 
   acquire   `git-lease acquire s-new<k> --remote URL`: a new issue (one push, no fetch)
+  any       `git-lease acquire --any <16 new issues> --remote URL`: one claimer, no race (a
+            fetch of the candidates' ledgers, then a push)
   renew     `git-lease renew <a live lease> --remote URL` by its holder (a fetch of one
             ledger, then a push)
   list      `git-lease list --remote URL` (a fetch of every ledger; the client synced once
@@ -87,7 +89,7 @@ def main():
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--runs", type=int, default=5)
     p.add_argument("--bin", action="append", default=[])
-    p.add_argument("--ops", default="acquire,renew,list,sync")
+    p.add_argument("--ops", default="acquire,any,renew,list,sync")
     p.add_argument("--tmp", default="/var/tmp")
     p.add_argument("--out", default=os.path.join(HERE, "target", "bench-results", "scale.md"))
     a = p.parse_args()
@@ -161,6 +163,10 @@ def main():
                     if op == "acquire":
                         cmd = counter(os.path.join(d, f"ctr.acq.{name}")) + \
                             f"exec {path} -C {c} acquire new-{name}-$n --ttl 1h --remote {url}"
+                    elif op == "any":
+                        cands = " ".join(f"any-{name}-$n-{k}" for k in range(16))
+                        cmd = counter(os.path.join(d, f"ctr.any.{name}")) + \
+                            f"exec {path} -C {c} acquire --any {cands} --ttl 1h --remote {url}"
                     elif op == "renew":
                         issue = f"s{first_h0 + 50 * bi}"
                         cmd = f"exec {path} -C {c} renew {issue} --ttl 1h --remote {url}"
