@@ -207,7 +207,7 @@ pub enum Error {
         /// What doctor recorded.
         detail: String,
     },
-    /// A git subprocess that talks to a remote (push, fetch, ls-remote) failed.
+    /// A git subprocess that talks to a remote (push, fetch; doctor's ls-remote) failed.
     #[error("{command} failed: {message}")]
     Transport {
         /// The command that failed, as a user could type it.

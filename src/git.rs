@@ -4,7 +4,7 @@
 //! exception, reftable's ref reads and writes, builds its own in `store::refdb` (which also
 //! drops `GIT_NAMESPACE` and reads git in the C locale).
 //!
-//! The commands a remote runs (fetch, push, ls-remote) run through [`output_within`], with
+//! The commands a remote runs (fetch, push) run through [`output_within`], with
 //! `lease.networkTimeout` as their limit, so that a command that must end at once (`watch` on
 //! SIGTERM, however long a silent remote keeps git waiting) can end them: [`stop_commands`].
 //!

@@ -13,7 +13,7 @@
 //! every attempt is exactly one push with an expected old value, decided from the verified
 //! tracking copy. A push that loses the race does not retry the contended issue: after a
 //! random part of the lost push's own duration (so that the other losers of the same race
-//! spread out), one listing of the remote's refs tells which untried candidates moved
+//! spread out), one fetch of the untried candidates' refs alone tells which of them moved
 //! meanwhile, and the next push goes to one that did not. The lost and moved ones are fetched
 //! and verified again only when nothing else is left, and retried only if free again.
 //! Nothing is pushed when no candidate is free.
@@ -41,6 +41,11 @@ use crate::ledger::{Ledger, Report};
 use crate::remote::{Diverged, PushResult, Remote};
 use crate::rules::{self, Claim, Outcome};
 use crate::store::Entry;
+
+/// Every character a lease ref name may hold right after an issue id, in ASCII (see
+/// [`Remote::fetch_scoped`]): the printable ones but space and `~ ^ : ? * [ \\`.
+const LONGER: &str =
+    "!\"#$%&'()+,-./0123456789;<=>@ABCDEFGHIJKLMNOPQRSTUVWXYZ]_`abcdefghijklmnopqrstuvwxyz{|}";
 
 /// Past this many candidates, a remote claim learns their state by fetching every lease ref
 /// of the remote (one refspec) rather than one refspec per candidate on the command line.
@@ -288,51 +293,12 @@ impl Remote<'_> {
                 .collect();
             return Ok((state, diverged));
         }
-        // An exact refspec fails the whole fetch when the remote lacks that ref (a never
-        // claimed issue), so each candidate is fetched by a pattern that matches it exactly
-        // or, at most, other ledgers whose id ends in `/<issue>`: the `*` stands where
-        // `refs/leases/<issue>` has nothing and `refs/leases/x/<issue>` has `/x`, and maps
-        // to the same place below the staging namespace. (A ref of a namespace that merely
-        // starts with `refs/leases`, `refs/leases-old/<issue>`, would land beside the staging
-        // namespace, in a staging ref nothing reads without fetching it first.)
-        let leases = REF_PREFIX.trim_end_matches('/');
-        let incoming = self.incoming_prefix().trim_end_matches('/');
-        let refspecs: Vec<String> = issues
-            .iter()
-            .map(|issue| format!("+{leases}*/{issue}:{incoming}*/{issue}"))
-            .collect();
-        // Protocol version 0: the server advertises its refs as soon as the client connects,
-        // so a fetch that finds nothing new is one exchange, and one that does, two; version
-        // 2 asks for the refs first, one more round trip (over git:// on loopback, one more
-        // 40 ms delayed-ACK stall). Either way every lease ref is listed: a pattern's prefix
-        // is all of `refs/leases`. And no automatic maintenance: one process less per claim.
-        let mut args = vec![
-            "--quiet",
-            "--no-tags",
-            "--no-write-fetch-head",
-            "--no-auto-maintenance",
-            "--",
-            self.name(),
-        ];
-        args.extend(refspecs.iter().map(String::as_str));
-        let shown = format!(
-            "git fetch {} {} (one refspec for each of {} candidates)",
-            self.name(),
-            refspecs[0],
-            issues.len()
-        );
         // What was verified is read before the fetch (see `Remote::fetch_one`).
         let seen = issues
             .iter()
             .map(|issue| self.seen_tip(issue))
             .collect::<Result<Vec<_>>>()?;
-        let out = self.fetch_configured(&["protocol.version=0"], &args, &shown)?;
-        if !out.status.success() {
-            return Err(Error::Transport {
-                command: shown,
-                message: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
-            });
-        }
+        self.fetch_scoped(issues)?;
         let mut moves = Vec::new();
         let mut tips = Vec::with_capacity(issues.len());
         for (issue, seen) in issues.iter().zip(seen) {
@@ -358,35 +324,79 @@ impl Remote<'_> {
         Ok((state, diverged))
     }
 
-    /// Returns the tip of every lease ref of the remote, by issue, as the remote advertises
-    /// them: one exchange and no objects (`git ls-remote`, protocol version 0). Nothing is
-    /// verified or recorded; this only tells which ledgers moved.
-    pub fn remote_tips(&self) -> Result<HashMap<String, ObjectId>> {
-        let mut cmd = self.git()?;
-        cmd.args(["-c", "protocol.version=0", "ls-remote", "--refs", "--"])
-            .arg(self.name())
-            .env("LC_ALL", "C");
-        let shown = format!("git ls-remote {}", self.name());
-        let out = self.run_git(cmd, &shown)?;
+    /// Fetches the remote's ledgers of `issues` into the staging refs, in one `git fetch` that
+    /// asks the remote for those refs alone, so that what it lists and sends does not grow with
+    /// the number of ledgers it holds.
+    ///
+    /// An exact refspec fails the whole fetch when the remote lacks that ref (a never claimed
+    /// issue), so each candidate is fetched by the pattern `refs/leases/<issue>*`, whose
+    /// prefix protocol version 2 sends as the listing's `ref-prefix`: the remote lists only
+    /// the refs whose names begin with it. Negative refspecs, `^refs/leases/<issue><c>*` for
+    /// every character `c` a ref name may hold, then leave out the longer ids it also matches
+    /// (`<issue>0`, `<issue>/x`), client-side, except where that would leave out another
+    /// candidate (`<issue>0` among them); a longer id that slips through so (or continues with
+    /// a non-ASCII character) is fetched into its own staging ref, which nothing reads without
+    /// fetching it first. Without protocol version 2 (an older server), the remote lists
+    /// every ref and the same refspecs pick the same ledgers. No automatic maintenance: one
+    /// process less per claim.
+    fn fetch_scoped(&self, issues: &[IssueId]) -> Result<()> {
+        let incoming = self.incoming_prefix();
+        let mut refspecs = Vec::with_capacity(issues.len() * (1 + LONGER.len()));
+        for issue in issues {
+            refspecs.push(format!("+{REF_PREFIX}{issue}*:{incoming}{issue}*"));
+            for c in LONGER.chars() {
+                // `@{` is never part of a ref name, nor of a refspec git accepts.
+                if c == '{' && issue.as_str().ends_with('@') {
+                    continue;
+                }
+                let longer = format!("{issue}{c}");
+                // A negative refspec leaves a ref out of every pattern: never one that would
+                // leave out another candidate.
+                if issues.iter().any(|i| i.as_str().starts_with(&longer)) {
+                    continue;
+                }
+                refspecs.push(format!("^{REF_PREFIX}{longer}*"));
+            }
+        }
+        let mut args = vec![
+            "--quiet",
+            "--no-tags",
+            "--no-write-fetch-head",
+            "--no-auto-maintenance",
+            "--",
+            self.name(),
+        ];
+        args.extend(refspecs.iter().map(String::as_str));
+        let shown = format!(
+            "git fetch {} {} (one refspec for each of {} candidates)",
+            self.name(),
+            refspecs[0],
+            issues.len()
+        );
+        let out = self.fetch_configured(&["protocol.version=2"], &args, &shown)?;
         if !out.status.success() {
             return Err(Error::Transport {
                 command: shown,
                 message: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
             });
         }
-        let text = String::from_utf8_lossy(&out.stdout);
+        Ok(())
+    }
+
+    /// Returns the remote's tip of each of `issues` that it has, fetched as
+    /// [`Remote::fetch_scoped`] does: one exchange that lists only those refs. Nothing is
+    /// verified or recorded; this only tells which ledgers moved.
+    fn remote_tips(&self, issues: &[IssueId]) -> Result<HashMap<String, ObjectId>> {
         let mut tips = HashMap::new();
-        for line in text.lines() {
-            let Some((id, name)) = line.split_once('\t') else {
-                continue;
-            };
-            let (Some(issue), Ok(id)) = (
-                name.strip_prefix(REF_PREFIX),
-                ObjectId::from_hex(id.as_bytes()),
-            ) else {
-                continue;
-            };
-            tips.insert(issue.to_owned(), id);
+        if issues.is_empty() {
+            return Ok(tips);
+        }
+        self.fetch_scoped(issues)?;
+        let store = self.ledger().store();
+        for issue in issues {
+            if let Some(tip) = store.tip_of(&self.incoming_ref(issue))? {
+                tips.insert(issue.as_str().to_owned(), tip);
+            }
         }
         Ok(tips)
     }
@@ -394,8 +404,8 @@ impl Remote<'_> {
     /// Claims exactly one of `candidates` on the remote for `claim.holder`: one fetch, then
     /// one push per attempt (see the module documentation).
     ///
-    /// After a lost push, one listing of the remote's refs (no objects) tells which of the
-    /// untried candidates moved since they were verified; those are set aside, and the next
+    /// After a lost push, one fetch of the untried candidates' refs alone tells which of
+    /// them moved since they were verified; those are set aside, and the next
     /// push goes to one that did not move, decided from its verified state. Only when none is
     /// left are the lost and moved ones fetched (one fetch) and verified, and any of them
     /// that is free again is tried.
@@ -499,7 +509,7 @@ impl Remote<'_> {
                     if spread_ms > 0 {
                         std::thread::sleep(Duration::from_millis(rng.u64(0..spread_ms)));
                     }
-                    let tips = self.remote_tips()?;
+                    let tips = self.remote_tips(&untried)?;
                     let verified = |i: &IssueId| state.get(i).cloned().flatten().map(|e| e.commit);
                     let (still, gone): (Vec<IssueId>, Vec<IssueId>) = untried
                         .into_iter()

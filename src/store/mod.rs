@@ -133,6 +133,31 @@ fn without_replacements(mut repo: gix::Repository) -> gix::Repository {
     repo
 }
 
+/// How much decoded object data one reader keeps to resolve delta chains in packs, unless
+/// `core.deltaBaseCacheLimit` says otherwise (git's own default is 96 MiB).
+pub const DELTA_BASE_CACHE: usize = 8 << 20;
+
+/// Returns `repo` reading packed objects with a delta-base cache, as git does: without one,
+/// gix inflates every base of a delta chain again for each object, and the bases of ledger
+/// objects (similar `lease.json` blobs and commits) are shared by thousands of them. Its size
+/// is `core.deltaBaseCacheLimit` where set (0 or less: no cache), else [`DELTA_BASE_CACHE`];
+/// the cache holds what it caps, so a listing's memory stays bounded at any number of ledgers.
+fn with_delta_base_cache(mut repo: gix::Repository) -> gix::Repository {
+    let limit = repo
+        .config_snapshot()
+        .integer("core.deltaBaseCacheLimit")
+        .map_or(Some(DELTA_BASE_CACHE), |n| {
+            usize::try_from(n).ok().filter(|n| *n > 0)
+        });
+    match limit {
+        Some(bytes) => repo.objects.set_pack_cache(move || {
+            Box::new(gix_pack::cache::lru::MemoryCappedHashmap::new(bytes))
+        }),
+        None => repo.objects.unset_pack_cache(),
+    }
+    repo
+}
+
 /// The repository's own configuration file, in its git dir.
 const CONFIG: &str = "config";
 /// The temporary file [`Store::set_repository_config`] writes before renaming it over
@@ -205,7 +230,7 @@ impl Store {
     /// Wraps an open repository, with the ref database its `extensions.refStorage` names:
     /// files (the default) in-process, reftable through git.
     pub fn from_repo(repo: gix::Repository) -> Result<Store> {
-        let repo = without_replacements(repo);
+        let repo = with_delta_base_cache(without_replacements(repo));
         let config = repo.config_snapshot();
         let setting = |key: &str| config.string(key).map(|s| s.to_str_lossy().into_owned());
         let lock_wait =

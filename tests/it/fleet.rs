@@ -220,6 +220,54 @@ fn racing_any_claimers_on_one_repository_each_get_a_distinct_issue() {
 }
 
 #[test]
+fn any_through_a_daemon_asks_only_for_its_candidates_and_fetches_no_id_that_extends_one() {
+    let daemon = Server::daemon();
+    let alice = daemon.client(ALICE);
+    for c in ["n10", "n100", "n1x", "other"] {
+        alice
+            .lease()
+            .now(T0)
+            .args(["acquire", c, "--ttl", "1h", "--remote", "origin"])
+            .run()
+            .ok();
+    }
+    let bob = daemon.client(BOB);
+    let trace = bob.scratch("trace").join("packets");
+    let candidates = ["n1".to_owned(), "n10".to_owned()];
+    let run = any_cmd(&bob, BOB, &candidates, true)
+        .env("GIT_TRACE_PACKET", &trace)
+        .run();
+    run.ok();
+    assert_eq!(
+        run.json()["issue"],
+        "n1",
+        "n10 is alice's, so n1 is bob's: {run}"
+    );
+    let packets = std::fs::read_to_string(&trace).expect("the packet trace");
+    // The fetch asks the remote for the candidates' names alone (protocol version 2's
+    // ref-prefix), so it never lists a ledger outside them. (The push that follows is told
+    // of every ref: receive-pack advertises them all.)
+    let fetched: String = packets
+        .lines()
+        .filter(|l| l.contains("fetch<"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert!(packets.contains("ref-prefix refs/leases/n10"), "{packets}");
+    assert!(
+        !fetched.contains("refs/leases/other"),
+        "another ledger was listed: {fetched}"
+    );
+    // A ledger whose id merely begins with a candidate's is listed, never fetched; a
+    // candidate whose id begins with another's is fetched.
+    let refs = bob.git(&["for-each-ref", "--format=%(refname)"]);
+    assert!(refs.contains("/n10\n"), "{refs}");
+    assert!(
+        !refs.contains("n100") && !refs.contains("n1x") && !refs.contains("other"),
+        "{refs}"
+    );
+}
+
+#[test]
 fn any_with_nothing_free_exits_3_and_writes_nothing() {
     // Through a daemon: every candidate is held by someone else.
     let daemon = Server::daemon();

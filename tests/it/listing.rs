@@ -389,3 +389,43 @@ fn list_filters_combine_over_completed_expired_and_namespaced_leases() {
     let bad = repo.run_at(&at_min(20), &["list", "--state", "sleeping"]);
     bad.code(2);
 }
+
+#[test]
+fn packed_ledgers_read_the_same_with_the_delta_base_cache_or_without_it() {
+    let repo = TestRepo::new();
+    // Forty ledgers of several steps each, packed with deep delta chains, as a server's are.
+    for i in 0..40 {
+        let issue = format!("p{i}");
+        repo.json_at(
+            T0,
+            0,
+            &["acquire", &issue, "--holder", "alice", "--ttl", "1h"],
+        );
+        repo.json_at(
+            &at_min(1),
+            0,
+            &["renew", &issue, "--holder", "alice", "--ttl", "2h"],
+        );
+        if i % 2 == 0 {
+            repo.json_at(&at_min(2), 0, &["release", &issue, "--holder", "alice"]);
+        }
+    }
+    repo.git(&["repack", "-adf", "--depth=50", "--window=250"]);
+    repo.git(&["prune-packed"]);
+    let cache = repo.git_dir().join("git-lease").join("list-cache");
+    let listed = |limit: Option<&str>| {
+        if let Some(limit) = limit {
+            repo.git(&["config", "core.deltaBaseCacheLimit", limit]);
+        }
+        // A cold listing: every tip decoded from the pack.
+        let _ = std::fs::remove_file(&cache);
+        let all = repo.json_at(&at_min(3), 0, &["list", "--all"]);
+        repo.lease().now(&at_min(3)).args(["verify"]).run().ok();
+        all
+    };
+    let default = listed(None);
+    assert_eq!(issues(&default).len(), 40, "{default}");
+    assert_eq!(listed(Some("0")), default, "without a cache");
+    assert_eq!(listed(Some("1")), default, "with a cache of one byte");
+    assert_eq!(listed(Some("96m")), default, "with git's default");
+}
