@@ -7,6 +7,7 @@ mod completion;
 mod exit;
 mod gc;
 mod manual;
+mod mcp;
 mod output;
 mod pages;
 mod progress;
@@ -18,7 +19,7 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use crate::cli::output::color;
-use crate::cli::output::json::json_text;
+use crate::cli::output::json::error_text;
 use chrono::{DateTime, Utc};
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 use git_lease::backend::Backend;
@@ -139,6 +140,8 @@ enum Command {
     Man(commands::man::Args),
     /// Print a shell completion script, completing issue ids from the lease refs
     Completions(commands::completions::Args),
+    /// Serve the lease commands as MCP tools over stdio, lease events as notifications
+    Mcp(commands::mcp::Args),
 }
 
 #[derive(Subcommand, Debug)]
@@ -254,10 +257,7 @@ pub fn main(args: Vec<std::ffi::OsString>) -> u8 {
 /// returns its exit code.
 fn fail(json: bool, kind: &str, message: &str, code: u8) -> u8 {
     if json {
-        let error = serde_json::json!({
-            "error": {"kind": kind, "message": message, "exit_code": code},
-        });
-        eprintln!("{}", json_text(&error).unwrap_or_default());
+        eprintln!("{}", error_text(kind, message, code));
     } else {
         eprintln!("git lease: {message}");
     }
@@ -419,6 +419,10 @@ fn run(cli: Cli) -> Result<u8, Failure> {
         json: cli.json,
         remote,
     };
+    // The MCP server writes to stdout from its own threads: never locked here.
+    if matches!(cli.command, Command::Mcp(_)) {
+        return mcp::serve(&ctx);
+    }
     let stdout = std::io::stdout();
     // Buffered: `list` prints tens of thousands of lines.
     let mut out = std::io::BufWriter::with_capacity(64 * 1024, stdout.lock());
@@ -460,6 +464,7 @@ fn dispatch(ctx: &Context, command: Command, out: &mut dyn Write) -> Result<u8, 
         Command::Completions(args) => commands::completions::run(ctx, args, out),
         Command::Run(args) => commands::run::run(ctx, args, out),
         Command::Wait(args) => commands::wait::run(ctx, args, out),
+        Command::Mcp(args) => commands::mcp::run(ctx, args, out),
     }
 }
 
