@@ -20,12 +20,12 @@ what must never appear.
 """
 
 import json
+import os
 import sys
 
 import anyio
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
-import os
 
 # A bound on any one wait, so that a broken server fails the test instead of hanging it.
 LIMIT = 120
@@ -83,15 +83,40 @@ class Client:
         raise SystemExit(f"unknown step {op!r}")
 
 
+def closed_early(group):
+    """True for the SDK's own teardown error: a notification the server sent after the
+    session was closed found its stream gone."""
+    return all(
+        isinstance(e, anyio.BrokenResourceError)
+        or (isinstance(e, BaseExceptionGroup) and closed_early(e))
+        for e in group.exceptions
+    )
+
+
+async def closing(run):
+    """Runs `run`, which closes a session at its end, past the SDK's teardown error."""
+    try:
+        return await run()
+    except BaseExceptionGroup as group:
+        if not closed_early(group):
+            raise
+
+
 async def steps(binary, plan):
     client = Client()
     answers = []
-    async with stdio_client(client.server(binary)) as (read, write):
-        async with ClientSession(read, write, logging_callback=client.on_log) as session:
-            with anyio.fail_after(LIMIT):
-                await session.initialize()
-            for step in plan:
-                answers.append(await client.step(session, step))
+
+    async def run():
+        async with stdio_client(client.server(binary)) as (read, write):
+            async with ClientSession(read, write, logging_callback=client.on_log) as session:
+                with anyio.fail_after(LIMIT):
+                    await session.initialize()
+                for step in plan:
+                    answers.append(await client.step(session, step))
+
+    await closing(run)
+    if len(answers) != len(plan):
+        raise SystemExit(f"only {len(answers)} of {len(plan)} steps answered")
     return {"answers": answers, "seen": client.seen}
 
 
@@ -103,25 +128,34 @@ async def race(binary, issue, holders):
 
     async def one(i, holder):
         client = clients[i]
-        async with stdio_client(client.server(binary)) as (read, write):
-            async with ClientSession(read, write, logging_callback=client.on_log) as session:
-                await session.initialize()
-                ready[i].set()
-                await go.wait()
-                answers[i] = await client.call(
-                    session, "acquire", {"issues": [issue], "holder": holder, "session": True}
-                )
+
+        async def run():
+            async with stdio_client(client.server(binary)) as (read, write):
+                async with ClientSession(read, write, logging_callback=client.on_log) as session:
+                    await session.initialize()
+                    ready[i].set()
+                    await go.wait()
+                    answers[i] = await client.call(
+                        session, "acquire", {"issues": [issue], "holder": holder, "session": True}
+                    )
+
+        await closing(run)
 
     async def start():
         for r in ready:
             await r.wait()
         go.set()
 
-    with anyio.fail_after(LIMIT):
-        async with anyio.create_task_group() as group:
-            for i, holder in enumerate(holders):
-                group.start_soon(one, i, holder)
-            group.start_soon(start)
+    async def run():
+        with anyio.fail_after(LIMIT):
+            async with anyio.create_task_group() as group:
+                for i, holder in enumerate(holders):
+                    group.start_soon(one, i, holder)
+                group.start_soon(start)
+
+    await run()
+    if any(a is None for a in answers):
+        raise SystemExit(f"not every client answered: {answers}")
     return {"answers": answers, "seen": [s for c in clients for s in c.seen]}
 
 
