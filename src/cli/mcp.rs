@@ -714,10 +714,15 @@ pub(crate) fn serve(ctx: &Context) -> Result<u8, Failure> {
         tool_router: Server::tool_router(),
     };
     let served: Result<(), String> = runtime.block_on(async move {
-        let service = server
-            .serve_with_ct(rmcp::transport::stdio(), stop)
-            .await
-            .map_err(|e| e.to_string())?;
+        let service = match server.serve_with_ct(rmcp::transport::stdio(), stop).await {
+            Ok(service) => service,
+            // The input ended, or a signal came, before a client initialized: nothing to serve.
+            Err(
+                rmcp::service::ServerInitializeError::ConnectionClosed(_)
+                | rmcp::service::ServerInitializeError::Cancelled,
+            ) => return Ok(()),
+            Err(e) => return Err(e.to_string()),
+        };
         let peer = service.peer().clone();
         tokio::spawn(async move {
             while let Some(notice) = received.recv().await {
@@ -740,6 +745,10 @@ pub(crate) fn serve(ctx: &Context) -> Result<u8, Failure> {
     git_lease::git::stop_commands(std::time::Duration::from_secs(1));
     match served {
         Ok(()) => Ok(exit::OK),
-        Err(message) => Err(Error::InvalidInput(format!("MCP: {message}")).into()),
+        Err(message) => Err(Error::Io {
+            context: format!("MCP: {message}"),
+            source: std::io::Error::other("the connection failed"),
+        }
+        .into()),
     }
 }

@@ -28,6 +28,7 @@ const COMMANDS: &[&str] = &[
     "gc",
     "man",
     "completions",
+    "mcp",
 ];
 
 #[test]
