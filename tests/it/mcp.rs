@@ -12,8 +12,11 @@ use std::process::{Command, Stdio};
 use serde_json::{json, Value};
 
 use crate::env::{self, TestRepo};
+use crate::server::Server;
 use crate::servers::thirdparty::DEFAULT_TOOLS;
 use crate::session::{ALICE, BOB};
+
+const CAROL: &str = "carol@example.com";
 
 /// The Python MCP SDK release the tests use.
 const MCP_SDK: &str = "1.30.0";
@@ -372,4 +375,55 @@ fn mcp_two_clients_racing_for_one_issue_get_exactly_one_winner() {
             assert!(!text.as_str().unwrap().contains("gls_"), "{text}");
         }
     }
+}
+
+#[test]
+fn mcp_works_through_a_remote_by_lease_remote_or_a_remote_argument() {
+    let mut daemon = Server::with_hook();
+    daemon.start();
+    let Some(python) = python() else {
+        return;
+    };
+    // Two servers of one clone on `lease.remote`: the remote's compare-and-swap (and its hook)
+    // picks one winner of the two racing clients.
+    let a = daemon.client(ALICE);
+    a.git(&["config", "lease.remote", "origin"]);
+    let out = client(&python, &a, &["race", "42", ALICE, BOB], &json!(null));
+    let answers = out["answers"].as_array().expect("answers");
+    let winners: Vec<&Value> = answers
+        .iter()
+        .filter(|a| a["json"]["outcome"] == "acquired")
+        .collect();
+    assert_eq!(winners.len(), 1, "exactly one winner: {answers:#?}");
+    let tip = daemon.tip("42").expect("the server has refs/leases/42");
+    assert_eq!(winners[0]["json"]["commit"], json!(tip));
+    assert_eq!(daemon.repo().commit_count("42"), 1);
+
+    // A clone without `lease.remote` names the remote per call; locally it knows nothing.
+    let b = daemon.client(CAROL);
+    let Some((answers, _)) = session(
+        &b,
+        json!([
+            call("show", json!({"issue": "42"})),
+            call("show", json!({"issue": "42", "remote": "origin"})),
+            call("acquire", json!({"issues": ["42"], "remote": "origin"})),
+            call(
+                "acquire",
+                json!({"issues": ["43"], "remote": "origin", "session": true})
+            ),
+            call("release", json!({"issue": "43", "remote": "origin"})),
+        ]),
+    ) else {
+        return;
+    };
+    assert_eq!(result(&answers[0], 4)["error"]["kind"], "not_found");
+    assert_eq!(result(&answers[1], 0)["commit"], json!(tip));
+    env::assert_fields(result(&answers[2], 3), &[("outcome", json!("held"))]);
+    env::assert_fields(
+        result(&answers[3], 0),
+        &[("holder", json!(CAROL)), ("session", json!(true))],
+    );
+    // The session's secret, kept by the server, freed the lease through the remote's hook.
+    env::assert_fields(result(&answers[4], 0), &[("outcome", json!("released"))]);
+    assert_eq!(daemon.repo().commit_count("43"), 2);
 }
