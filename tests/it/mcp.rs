@@ -427,3 +427,102 @@ fn mcp_works_through_a_remote_by_lease_remote_or_a_remote_argument() {
     env::assert_fields(result(&answers[4], 0), &[("outcome", json!("released"))]);
     assert_eq!(daemon.repo().commit_count("43"), 2);
 }
+
+#[test]
+fn mcp_acquire_any_claims_one_free_candidate_and_several_issues_all_or_none() {
+    let repo = TestRepo::new();
+    let Some((answers, _)) = session(
+        &repo,
+        json!([
+            call("acquire", json!({"issues": ["1"], "holder": BOB})),
+            call(
+                "acquire",
+                json!({"issues": ["1", "2"], "holder": ALICE, "any": true})
+            ),
+            call(
+                "acquire",
+                json!({"issues": ["1", "2"], "holder": ALICE, "any": true})
+            ),
+            call("acquire", json!({"issues": ["3", "4"], "holder": ALICE})),
+            call("acquire", json!({"issues": ["4", "5"], "holder": BOB})),
+            call(
+                "acquire",
+                json!({"issues": ["-"], "holder": ALICE, "any": true})
+            ),
+        ]),
+    ) else {
+        return;
+    };
+    result(&answers[0], 0);
+    env::assert_fields(
+        result(&answers[1], 0),
+        &[
+            ("issue", json!("2")),
+            ("outcome", json!("acquired")),
+            ("candidates", json!(2)),
+        ],
+    );
+    // Idempotent: the live holder keeps its own candidate.
+    env::assert_fields(
+        result(&answers[2], 0),
+        &[("issue", json!("2")), ("wrote", json!(false))],
+    );
+    let both: Vec<&Value> = result(&answers[3], 0)
+        .as_array()
+        .expect("an array")
+        .iter()
+        .collect();
+    assert_eq!(both.len(), 2);
+    let refused: Vec<&str> = result(&answers[4], 3)
+        .as_array()
+        .expect("an array")
+        .iter()
+        .map(|r| r["outcome"].as_str().unwrap())
+        .collect();
+    assert_eq!(refused, ["held", "skipped"]);
+    assert_eq!(repo.tip("5"), None, "all or none: nothing of 5 written");
+    // `-` names no standard input here: that is the protocol's.
+    assert_eq!(result(&answers[5], 2)["error"]["kind"], "usage");
+}
+
+#[test]
+fn mcp_server_ends_with_exit_0_on_sigterm_and_when_its_input_ends() {
+    use std::io::{BufRead, BufReader};
+    let repo = TestRepo::new();
+    let mut child = repo
+        .lease()
+        .args(["mcp"])
+        .command()
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start git lease mcp");
+    let mut stdin = child.stdin.take().expect("stdin is piped");
+    let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "test", "version": "1"}}});
+    writeln!(stdin, "{initialize}").expect("write initialize");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().expect("stdout is piped"))
+        .read_line(&mut line)
+        .expect("read the answer");
+    let answer: Value = serde_json::from_str(&line).expect("a JSON-RPC answer");
+    assert_eq!(
+        answer["result"]["serverInfo"]["name"], "git-lease",
+        "{answer}"
+    );
+    // Answered: its signal handlers are in place. The input stays open; SIGTERM ends it.
+    let killed = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .expect("run kill");
+    assert!(killed.success());
+    let status = child.wait().expect("wait for git lease mcp");
+    assert_eq!(status.code(), Some(0), "{status}");
+    drop(stdin);
+    // An input that ends at once: nothing to serve, exit 0.
+    let run = repo.lease().args(["mcp"]).run();
+    run.ok();
+    assert_eq!(run.stdout, "");
+}
