@@ -570,9 +570,10 @@ where
     match result {
         Ok(code) => match serde_json::from_slice::<Value>(&out) {
             Ok(value) => Answer::Done(code, String::from_utf8_lossy(&out).trim_end().into(), value),
-            Err(e) => Answer::Failed(Failure::Lib(Error::InvalidInput(format!(
-                "the command printed no JSON document: {e}"
-            )))),
+            Err(e) => Answer::Failed(Failure::Lib(Error::Io {
+                context: "the command printed no JSON document".into(),
+                source: std::io::Error::other(e),
+            })),
         },
         Err(e) => Answer::Failed(e),
     }
