@@ -420,8 +420,8 @@ fn run(cli: Cli) -> Result<u8, Failure> {
         remote,
     };
     // The MCP server writes to stdout from its own threads: never locked here.
-    if matches!(cli.command, Command::Mcp(_)) {
-        return mcp::serve(&ctx);
+    if let Command::Mcp(args) = cli.command {
+        return commands::mcp::run(&ctx, args, &mut std::io::sink());
     }
     let stdout = std::io::stdout();
     // Buffered: `list` prints tens of thousands of lines.
@@ -464,7 +464,8 @@ fn dispatch(ctx: &Context, command: Command, out: &mut dyn Write) -> Result<u8, 
         Command::Completions(args) => commands::completions::run(ctx, args, out),
         Command::Run(args) => commands::run::run(ctx, args, out),
         Command::Wait(args) => commands::wait::run(ctx, args, out),
-        Command::Mcp(args) => commands::mcp::run(ctx, args, out),
+        // Served before stdout is locked (`run`); here it would write beside the lock.
+        Command::Mcp(_) => Ok(exit::OK),
     }
 }
 
