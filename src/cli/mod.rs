@@ -7,6 +7,7 @@ mod completion;
 mod exit;
 mod gc;
 mod manual;
+mod mcp;
 mod output;
 mod pages;
 mod progress;
@@ -17,7 +18,7 @@ mod watch;
 use std::io::Write;
 use std::path::PathBuf;
 
-use crate::cli::output::json::json_text;
+use crate::cli::output::json::{error_text, json_text};
 use crate::cli::output::{color, said};
 use chrono::{DateTime, Utc};
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
@@ -152,6 +153,8 @@ enum Command {
     Man(commands::man::Args),
     /// Print a shell completion script, completing issue ids from the lease refs
     Completions(commands::completions::Args),
+    /// Serve the lease commands as MCP tools over stdio, lease events as notifications
+    Mcp(commands::mcp::Args),
 }
 
 #[derive(Subcommand, Debug)]
@@ -293,11 +296,7 @@ pub fn main(args: Vec<std::ffi::OsString>) -> u8 {
 /// with what the command said before it failed), and returns its exit code.
 fn fail(json: bool, kind: &str, message: &str, code: u8) -> u8 {
     if json {
-        let error = serde_json::json!({
-            "error": {"kind": kind, "message": message, "exit_code": code},
-            "hints": said::take(),
-        });
-        eprintln!("{}", json_text(&error).unwrap_or_default());
+        eprintln!("{}", error_text(kind, message, code, &said::take()));
     } else {
         eprintln!("git lease: {message}");
     }
@@ -502,6 +501,10 @@ fn run(cli: Cli) -> Result<u8, Failure> {
         local_advice: std::cell::RefCell::new(local_advice),
         local: cli.local,
     };
+    // The MCP server writes to stdout from its own threads: never locked here.
+    if let Command::Mcp(args) = cli.command {
+        return commands::mcp::run(&ctx, args, &mut std::io::sink());
+    }
     let stdout = std::io::stdout();
     // Buffered: `list` prints tens of thousands of lines.
     let mut out = std::io::BufWriter::with_capacity(64 * 1024, stdout.lock());
@@ -544,6 +547,8 @@ fn dispatch(ctx: &Context, command: Command, out: &mut dyn Write) -> Result<u8, 
         Command::Completions(args) => commands::completions::run(ctx, args, out),
         Command::Run(args) => commands::run::run(ctx, args, out),
         Command::Wait(args) => commands::wait::run(ctx, args, out),
+        // Served before stdout is locked (`run`); here it would write beside the lock.
+        Command::Mcp(_) => Ok(exit::OK),
     }
 }
 

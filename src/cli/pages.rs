@@ -364,6 +364,14 @@ pub const EXAMPLES: &[(&str, &[Example])] = &[
         ],
     ),
     (
+        "mcp",
+        &[Example {
+            line: "git lease mcp < /dev/null",
+            says: "Serve the tools over stdio, as an agent host starts it; it ends with its input.",
+            exit: 0,
+        }],
+    ),
+    (
         "install-hook",
         &[
             Example {
@@ -458,7 +466,7 @@ pub struct Variable {
 pub const ENVIRONMENT: &[Variable] = &[
     Variable {
         name: "GIT_LEASE_HOLDER",
-        pages: &["acquire", "renew", "release", "complete", "abandon", "check", "list", "run", "wait", "revoke"],
+        pages: &["acquire", "renew", "release", "complete", "abandon", "check", "list", "run", "wait", "revoke", "mcp"],
         text: "Who you are as a holder, as `--holder` says (else `lease.holder`, then `user.email`). `run` sets it for its command: the holder of the lease it holds.",
     },
     Variable {
@@ -483,7 +491,7 @@ pub const ENVIRONMENT: &[Variable] = &[
     },
     Variable {
         name: "GIT_LEASE_NOW",
-        pages: &["acquire", "renew", "release", "show", "list", "check", "run", "wait", "watch"],
+        pages: &["acquire", "renew", "release", "show", "list", "check", "run", "wait", "watch", "mcp"],
         text: "The instant every rule is judged at, instead of the system clock: unix seconds or RFC 3339, between 1970 and 9999 (tests, replays, scripts). Read once per command; `run`, `wait` and `watch` count on from it with the monotonic clock. Never read by the server hook (the client's guard hooks read it).",
     },
     Variable {

@@ -93,6 +93,7 @@ mod json;
 mod listing;
 mod liveness;
 mod manual;
+mod mcp;
 mod mirror;
 mod model;
 mod multi_acquire;

@@ -29,6 +29,7 @@ const COMMANDS: &[&str] = &[
     "gc",
     "man",
     "completions",
+    "mcp",
 ];
 
 #[test]

@@ -13,6 +13,7 @@ pub(crate) mod install_hook;
 pub(crate) mod list;
 pub(crate) mod log;
 pub(crate) mod man;
+pub(crate) mod mcp;
 pub(crate) mod push;
 pub(crate) mod renew;
 pub(crate) mod revoke;

@@ -236,6 +236,17 @@ pub(crate) fn json_text(value: &impl serde::Serialize) -> serde_json::Result<Str
     })
 }
 
+/// Returns the JSON error object of a failed command (docs/JSON.md, Errors):
+/// `{"schema_version", "error": {"kind", "message", "exit_code"}, "hints"}`, with `hints`
+/// what the command said before it failed.
+pub(crate) fn error_text(kind: &str, message: &str, code: u8, hints: &[String]) -> String {
+    let error = serde_json::json!({
+        "error": {"kind": kind, "message": message, "exit_code": code},
+        "hints": hints,
+    });
+    json_text(&error).unwrap_or_default()
+}
+
 /// Writes `items` as one JSON array on one line, as [`json_line`] of a `Vec` would, one item at
 /// a time (a list of 100k leases never holds all its views at once).
 pub(crate) fn json_array_line<T: serde::Serialize>(

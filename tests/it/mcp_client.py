@@ -1,0 +1,175 @@
+#!/usr/bin/env python3
+"""An MCP client of `git lease mcp`, on the Python MCP SDK (tests/it/mcp.rs drives it).
+
+    mcp_client.py <binary> steps   # steps: a JSON array on stdin, one session
+    mcp_client.py <binary> race <issue> <holder>...   # one session per holder, all at once
+
+Each session starts `<binary> mcp` in the current directory with this process's environment,
+through the SDK's stdio client. `steps` runs the steps in order and prints a JSON array, one
+answer per step:
+
+    {"op": "tools"}                         -> [{"name", "inputSchema"}, ...]
+    {"op": "call", "tool": T, "args": {..}} -> {"isError", "meta", "text", "json"}
+    {"op": "event", "issue": I, "event": E} -> the data of the first logging notification
+                                               that is that event of that issue (waits for it)
+
+`race` initializes every session first, then has them all call `acquire` of the issue at
+once, and prints their answers in the holders' order. Everything any session received (each
+result's text, each notification) is also printed, as `"seen"`, so that a test can look for
+what must never appear.
+"""
+
+import json
+import os
+import sys
+
+import anyio
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+
+# A bound on any one wait, so that a broken server fails the test instead of hanging it.
+LIMIT = 120
+
+
+class Client:
+    def __init__(self):
+        self.events = []
+        self.seen = []
+        self.arrived = anyio.Event()
+
+    async def on_log(self, params):
+        self.events.append(params.data)
+        self.seen.append(json.dumps(params.data))
+        self.arrived.set()
+
+    def server(self, binary):
+        return StdioServerParameters(
+            command=binary, args=["mcp"], env=dict(os.environ), cwd=os.getcwd()
+        )
+
+    async def call(self, session, tool, args):
+        result = await session.call_tool(tool, args)
+        text = "".join(c.text for c in result.content if getattr(c, "type", "") == "text")
+        self.seen.append(text)
+        try:
+            parsed = json.loads(text)
+        except ValueError:
+            parsed = None
+        return {
+            "isError": bool(result.isError),
+            "meta": result.meta,
+            "text": text,
+            "json": parsed,
+        }
+
+    async def event(self, issue, event):
+        while True:
+            for data in self.events:
+                if isinstance(data, dict) and data.get("issue") == issue and data.get("event") == event:
+                    return data
+            self.arrived = anyio.Event()
+            await self.arrived.wait()
+
+    async def step(self, session, step):
+        op = step["op"]
+        if op == "tools":
+            listed = await session.list_tools()
+            return [{"name": t.name, "inputSchema": t.inputSchema} for t in listed.tools]
+        if op == "call":
+            return await self.call(session, step["tool"], step.get("args", {}))
+        if op == "event":
+            with anyio.fail_after(LIMIT):
+                return await self.event(step["issue"], step["event"])
+        raise SystemExit(f"unknown step {op!r}")
+
+
+def closed_early(group):
+    """True for the SDK's own teardown error: a notification the server sent after the
+    session was closed found its stream gone."""
+    return all(
+        isinstance(e, anyio.BrokenResourceError)
+        or (isinstance(e, BaseExceptionGroup) and closed_early(e))
+        for e in group.exceptions
+    )
+
+
+async def closing(run):
+    """Runs `run`, which closes a session at its end, past the SDK's teardown error."""
+    try:
+        return await run()
+    except BaseExceptionGroup as group:
+        if not closed_early(group):
+            raise
+
+
+async def steps(binary, plan):
+    client = Client()
+    answers = []
+
+    async def run():
+        async with stdio_client(client.server(binary)) as (read, write):
+            async with ClientSession(read, write, logging_callback=client.on_log) as session:
+                with anyio.fail_after(LIMIT):
+                    await session.initialize()
+                for step in plan:
+                    answers.append(await client.step(session, step))
+
+    await closing(run)
+    if len(answers) != len(plan):
+        raise SystemExit(f"only {len(answers)} of {len(plan)} steps answered")
+    return {"answers": answers, "seen": client.seen}
+
+
+async def race(binary, issue, holders):
+    ready = [anyio.Event() for _ in holders]
+    go = anyio.Event()
+    answers = [None] * len(holders)
+    clients = [Client() for _ in holders]
+
+    async def one(i, holder):
+        client = clients[i]
+
+        async def run():
+            async with stdio_client(client.server(binary)) as (read, write):
+                async with ClientSession(read, write, logging_callback=client.on_log) as session:
+                    await session.initialize()
+                    ready[i].set()
+                    await go.wait()
+                    answers[i] = await client.call(
+                        session, "acquire", {"issues": [issue], "holder": holder, "session": True}
+                    )
+
+        await closing(run)
+
+    async def start():
+        for r in ready:
+            await r.wait()
+        go.set()
+
+    async def run():
+        with anyio.fail_after(LIMIT):
+            async with anyio.create_task_group() as group:
+                for i, holder in enumerate(holders):
+                    group.start_soon(one, i, holder)
+                group.start_soon(start)
+
+    await run()
+    if any(a is None for a in answers):
+        raise SystemExit(f"not every client answered: {answers}")
+    return {"answers": answers, "seen": [s for c in clients for s in c.seen]}
+
+
+def main():
+    binary, mode = sys.argv[1], sys.argv[2]
+    if mode == "steps":
+        out = anyio.run(steps, binary, json.load(sys.stdin))
+    elif mode == "race":
+        out = anyio.run(race, binary, sys.argv[3], sys.argv[4:])
+    else:
+        raise SystemExit(f"unknown mode {mode!r}")
+    json.dump(out, sys.stdout)
+    sys.stdout.write("\n")
+
+
+if __name__ == "__main__":
+    main()
