@@ -68,6 +68,7 @@ pub mod model;
 pub mod rules;
 pub mod store;
 pub mod text;
+pub mod timeline;
 pub mod watch;
 
 // The modules of each group stay reachable at the crate's root, as they were before the
