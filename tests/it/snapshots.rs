@@ -23,6 +23,7 @@ const COMMANDS: &[&str] = &[
     "run",
     "wait",
     "watch",
+    "timeline",
     "hook",
     "install-hook",
     "gc",
