@@ -254,7 +254,10 @@ fn draw_bar(out: &mut String, issue: &str, tenure: &Tenure, t: &Timeline) {
     if left > 55.0 {
         out.push_str(" data-tip-side=\"left\"");
     }
-    out.push_str(" data-holder=\"");
+    // Its address: `page.html#<issue>:<token>` opens the page with its details shown.
+    out.push_str(" id=\"");
+    escape(out, issue);
+    let _ = write!(out, ":{}\" data-holder=\"", tenure.token);
     escape(out, &tenure.holder);
     out.push_str("\"><span class=\"bar-label\">");
     escape(out, &tenure.holder);
@@ -435,7 +438,7 @@ h1{font-size:22px;margin:0 0 2px}
 @keyframes pulse{50%{opacity:.3}}
 @media (prefers-reduced-motion:reduce){.live-marker::before{animation:none}}
 .tip{display:none}
-.tooltip{position:fixed;z-index:10;max-width:30rem;background:#fff;color:var(--fg);border:1px solid var(--line);border-radius:8px;box-shadow:0 8px 24px #8c959f33;padding:10px 12px;font-size:12.5px;pointer-events:none}
+.tooltip{position:absolute;top:0;left:0;z-index:10;max-width:30rem;background:#fff;color:var(--fg);border:1px solid var(--line);border-radius:8px;box-shadow:0 8px 24px #8c959f33;padding:10px 12px;font-size:12.5px;pointer-events:none}
 .tooltip .tip-title{margin:0 0 6px;font-weight:600}
 .tip-ending{color:#fff;padding:0 6px;border-radius:4px}
 .tooltip dl{display:grid;grid-template-columns:auto 1fr;gap:2px 10px;margin:0}
@@ -451,15 +454,17 @@ footer{margin-top:14px;color:var(--muted);font-size:12px}
 const SCRIPT: &str = r#"(function(){
 var tip=document.getElementById('tooltip');
 function show(bar){var d=bar.querySelector('.tip');if(!d)return;tip.replaceChildren.apply(tip,Array.prototype.map.call(d.childNodes,function(n){return n.cloneNode(true)}));tip.hidden=false;
-var r=bar.getBoundingClientRect(),w=tip.offsetWidth,h=tip.offsetHeight,x=bar.dataset.tipSide==='left'?r.right-w:r.left,y=r.bottom+6;
-if(y+h>innerHeight-4)y=Math.max(4,r.top-h-6);tip.style.left=Math.max(4,Math.min(x,innerWidth-w-4))+'px';tip.style.top=y+'px'}
+var r=bar.getBoundingClientRect(),w=tip.offsetWidth,h=tip.offsetHeight,x=bar.dataset.tipSide==='left'?r.right-w:r.left,y=r.bottom+scrollY+6;
+if(y+h>document.documentElement.scrollHeight-4)y=Math.max(4,r.top+scrollY-h-6);tip.style.left=Math.max(4,Math.min(x,document.documentElement.clientWidth-w-4))+scrollX+'px';tip.style.top=y+'px'}
 function hide(){tip.hidden=true}
 var rows=document.getElementById('rows');
 rows.addEventListener('mouseover',function(e){var b=e.target.closest('.bar');if(b)show(b)});
 rows.addEventListener('mouseout',function(e){var b=e.target.closest('.bar');if(b&&!b.contains(e.relatedTarget))hide()});
 rows.addEventListener('focusin',function(e){var b=e.target.closest('.bar');if(b)show(b)});
 rows.addEventListener('focusout',hide);
-addEventListener('scroll',hide,true);
+addEventListener('wheel',hide,{passive:true});
+var h=document.getElementById(decodeURIComponent(location.hash.slice(1)));
+if(h&&h.classList.contains('bar'))h.focus();
 var f=document.getElementById('filter');
 f.addEventListener('input',function(){var q=f.value.trim().toLowerCase();
 document.querySelectorAll('.row').forEach(function(r){r.hidden=q!==''&&(r.dataset.issue+' '+r.dataset.holders).toLowerCase().indexOf(q)<0})});

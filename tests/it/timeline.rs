@@ -422,10 +422,15 @@ impl Browser {
 
     /// Returns the DOM the browser built from `page`, after its script ran.
     fn dom(&self, page: &Path) -> String {
+        self.dom_at(page, "")
+    }
+
+    /// Returns the DOM the browser built from `page` opened at `#fragment`.
+    fn dom_at(&self, page: &Path, fragment: &str) -> String {
         let out = self
             .command()
             .arg("--dump-dom")
-            .arg(format!("file://{}", page.display()))
+            .arg(format!("file://{}{fragment}", page.display()))
             .output()
             .expect("run chromium");
         assert!(
@@ -614,6 +619,26 @@ fn in_a_browser_the_bars_their_order_labels_and_endings_are_the_ledgers() {
     assert!(
         dom.contains("<dd class=\"tip-held\">2026-11-30 12:00 → 2026-11-30 14:30 (2h 30m)</dd>")
     );
+    // Focus shows them: the page opened at a tenure's address focuses its bar, and the
+    // page's script puts its details in the tooltip.
+    let tooltip = |dom: &str| -> String {
+        dom[dom.find("<div id=\"tooltip\"").expect("a tooltip")..].to_owned()
+    };
+    assert!(start_tag(&tooltip(&dom)).contains(" hidden"));
+    let focused = tooltip(&browser.dom_at(&page, "#10:2"));
+    assert!(!start_tag(&focused).contains(" hidden"), "{focused}");
+    assert!(focused
+        .contains("10 · token 2 · <span class=\"tip-ending ending-abandoned\">abandoned</span>"));
+    assert!(focused.contains(&format!("<code>{}</code>", json_commit(&repo, "10", 2))));
+}
+
+/// The commit of `issue`'s tenure `token`, as `timeline --json` gives it.
+fn json_commit(repo: &TestRepo, issue: &str, token: u64) -> String {
+    let json = timeline_json(repo, &[]);
+    tenure(&json, issue, token)["commit"]
+        .as_str()
+        .expect("a commit")
+        .to_owned()
 }
 
 #[test]

@@ -115,12 +115,16 @@ pub(crate) fn run(ctx: &Context, args: Args, out: &mut dyn Write) -> Result<u8, 
             } else {
                 s.issues.min(args.limit)
             };
+            let count = |n: usize, what: &str| match n {
+                1 => format!("1 {what}"),
+                n => format!("{n} {what}s"),
+            };
             writeln!(
                 out,
-                "wrote {}: {} issues ({drawn} drawn), {} tenures, {} live",
+                "wrote {}: {} ({drawn} drawn), {}, {} live",
                 output.display(),
-                s.issues,
-                s.tenures,
+                count(s.issues, "issue"),
+                count(s.tenures, "tenure"),
                 s.live
             )?;
         }
