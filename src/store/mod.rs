@@ -41,10 +41,6 @@ use files::PackedRefsStat;
 pub(crate) use objects::Staged;
 use refdb::{Expect, Failure, GitRefs};
 
-/// The most memory the delta-base cache of a store's pack reads holds: whole ledgers read
-/// (timeline, verify, a cold list) about twice as fast with it (BENCHMARKS.md, "Timeline").
-const PACK_CACHE_BYTES: usize = 64 * 1024 * 1024;
-
 /// One commit of a tenure ledger, decoded.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Entry {
@@ -202,14 +198,7 @@ impl Store {
     /// Wraps an open repository, with the ref database its `extensions.refStorage` names:
     /// files (the default) in-process, reftable through git.
     pub fn from_repo(repo: gix::Repository) -> Result<Store> {
-        let mut repo = without_replacements(repo);
-        // Delta bases kept while reading (up to PACK_CACHE_BYTES, grown only as used): a
-        // ledger's commits and blobs are packed as deltas of one another.
-        repo.objects.set_pack_cache(|| {
-            Box::new(gix_pack::cache::lru::MemoryCappedHashmap::new(
-                PACK_CACHE_BYTES,
-            ))
-        });
+        let repo = without_replacements(repo);
         let config = repo.config_snapshot();
         let setting = |key: &str| config.string(key).map(|s| s.to_str_lossy().into_owned());
         let lock_wait =
