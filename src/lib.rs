@@ -71,6 +71,7 @@ pub mod probe;
 pub mod rules;
 pub mod store;
 pub mod text;
+pub mod timeline;
 pub mod watch;
 
 // The modules of each group stay reachable at the crate's root, as they were before the

@@ -127,6 +127,8 @@ enum Command {
     Run(commands::run::Args),
     /// Block until an issue is free (then acquire it with --acquire)
     Wait(commands::wait::Args),
+    /// Draw who held what, when: one self-contained HTML page (reads only)
+    Timeline(commands::timeline::Args),
     /// Stream lease events, one line each, as they appear (reads only; ends on SIGINT, SIGTERM
     /// or SIGHUP)
     Watch(commands::watch::Args),
@@ -541,6 +543,7 @@ fn dispatch(ctx: &Context, command: Command, out: &mut dyn Write) -> Result<u8, 
         Command::InstallHook(args) => commands::install_hook::run(ctx, args, out),
         Command::Gc(args) => commands::gc::run(ctx, args, out),
         Command::Watch(args) => commands::watch::run(ctx, args, out),
+        Command::Timeline(args) => commands::timeline::run(ctx, args, out),
         Command::Push(args) => commands::push::run(ctx, args, out),
         Command::Doctor(args) => commands::doctor::run(ctx, args, out),
         Command::Man(args) => commands::man::run(ctx, args, out),

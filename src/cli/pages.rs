@@ -372,6 +372,31 @@ pub const EXAMPLES: &[(&str, &[Example])] = &[
         }],
     ),
     (
+        "timeline",
+        &[
+            Example {
+                line: "git lease acquire 42 --ttl 1h --note 'flaky parser test'",
+                says: "Claim 42.",
+                exit: 0,
+            },
+            Example {
+                line: "git lease timeline",
+                says: "Draw every ledger into lease-timeline.html, one page to open in a browser: who held what, when, and how each tenure ended.",
+                exit: 0,
+            },
+            Example {
+                line: "git lease timeline gh/ --since 7d --order recent -o week.html",
+                says: "Only the issues under gh/, the last week, the most recently active first.",
+                exit: 0,
+            },
+            Example {
+                line: "git lease --json timeline --mine",
+                says: "Your own tenures as one JSON document, for another dashboard.",
+                exit: 0,
+            },
+        ],
+    ),
+    (
         "install-hook",
         &[
             Example {
@@ -466,7 +491,7 @@ pub struct Variable {
 pub const ENVIRONMENT: &[Variable] = &[
     Variable {
         name: "GIT_LEASE_HOLDER",
-        pages: &["acquire", "renew", "release", "complete", "abandon", "check", "list", "run", "wait", "revoke", "mcp"],
+        pages: &["acquire", "renew", "release", "complete", "abandon", "check", "list", "run", "wait", "revoke", "mcp", "timeline"],
         text: "Who you are as a holder, as `--holder` says (else `lease.holder`, then `user.email`). `run` sets it for its command: the holder of the lease it holds.",
     },
     Variable {
@@ -491,7 +516,7 @@ pub const ENVIRONMENT: &[Variable] = &[
     },
     Variable {
         name: "GIT_LEASE_NOW",
-        pages: &["acquire", "renew", "release", "show", "list", "check", "run", "wait", "watch", "mcp"],
+        pages: &["acquire", "renew", "release", "show", "list", "check", "run", "wait", "watch", "mcp", "timeline"],
         text: "The instant every rule is judged at, instead of the system clock: unix seconds or RFC 3339, between 1970 and 9999 (tests, replays, scripts). Read once per command; `run`, `wait` and `watch` count on from it with the monotonic clock. Never read by the server hook (the client's guard hooks read it).",
     },
     Variable {

@@ -44,24 +44,37 @@ impl Store {
     /// on several threads when there are many: a listing without its cache decodes three
     /// objects per lease, and that work divides. The first error in `wanted`'s order wins.
     pub fn entries(&self, wanted: &[(String, ObjectId)]) -> Result<Vec<Entry>> {
+        self.per_ref(wanted, |store, issue, tip| store.entry(issue, tip))
+    }
+
+    /// Returns `read(store, issue, tip)` for each of `wanted`, in order, on several threads
+    /// when there are many (each with its own [`Store`] of the same repository): what
+    /// [`Store::entries`] does for tips, and a timeline for whole ledgers. The first error in
+    /// `wanted`'s order wins.
+    pub fn per_ref<T: Send>(
+        &self,
+        wanted: &[(String, ObjectId)],
+        read: impl Fn(&Store, &str, ObjectId) -> Result<T> + Sync,
+    ) -> Result<Vec<T>> {
         let threads = std::thread::available_parallelism()
             .map_or(1, |n| n.get())
             .min(MAX_DECODE_THREADS);
         if wanted.len() < PARALLEL_DECODE_MIN || threads < 2 || self.quarantine.is_some() {
             return wanted
                 .iter()
-                .map(|(issue, tip)| self.entry(issue, *tip))
+                .map(|(issue, tip)| read(self, issue, *tip))
                 .collect();
         }
         let mut parts = wanted.chunks(wanted.len().div_ceil(threads));
         let first = parts.next().unwrap_or_default();
         let git_dir = self.repo.git_dir().to_owned();
         let options = self.repo.open_options().clone();
+        let read = &read;
         std::thread::scope(|scope| {
             let others: Vec<_> = parts
                 .map(|part| {
                     let (git_dir, options) = (git_dir.clone(), options.clone());
-                    scope.spawn(move || -> Result<Vec<Entry>> {
+                    scope.spawn(move || -> Result<Vec<T>> {
                         // gix's Repository stays on its thread (built without gix's
                         // `parallel` feature): each thread opens the repository again.
                         let repo = gix::open_opts(&git_dir, options).map_err(|e| {
@@ -72,7 +85,7 @@ impl Store {
                         })?;
                         let store = Store::from_repo(repo)?;
                         part.iter()
-                            .map(|(issue, tip)| store.entry(issue, *tip))
+                            .map(|(issue, tip)| read(&store, issue, *tip))
                             .collect()
                     })
                 })
@@ -83,7 +96,7 @@ impl Store {
             let mut failure = first
                 .iter()
                 .try_for_each(|(issue, tip)| {
-                    out.push(self.entry(issue, *tip)?);
+                    out.push(read(self, issue, *tip)?);
                     Ok(())
                 })
                 .err();

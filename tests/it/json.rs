@@ -176,6 +176,7 @@ fn every_commands_json_is_the_documented_shape() {
     record(&mut seen, "check", &j(&["check", "w", "--token", "1"]));
     record(&mut seen, "check", &j(&["check", "w", "--token", "7"]));
     record(&mut seen, "log", &j(&["log", "a"]));
+    record(&mut seen, "timeline", &j(&["timeline"]));
     record(&mut seen, "verify", &j(&["verify"]));
     record(&mut seen, "gc", &j(&["gc"]));
     let served = TestRepo::bare();

@@ -55,6 +55,8 @@
 //! - [`adversary`]: generated sequences of honest and forged pushes through a real server,
 //!   and the properties every accepted push must keep (verify, a following client, tokens,
 //!   one live tenure at a time).
+//! - [`timeline`]: `timeline`'s tenures, as JSON and as a page read back from a real browser
+//!   (headless Chromium), hostile notes kept as text.
 //! - [`output`]: human output escapes control characters and invisible Unicode from ledgers.
 //! - [`rewound`]: a hookless remote that rewinds, rewrites or deletes a ledger.
 //! - [`trust`]: nothing outside a ledger's objects changes what it means, and what the hook
@@ -115,5 +117,6 @@ mod servers;
 mod session;
 mod sharing;
 mod snapshots;
+mod timeline;
 mod trust;
 mod verify;

@@ -24,6 +24,7 @@ const COMMANDS: &[&str] = &[
     "run",
     "wait",
     "watch",
+    "timeline",
     "hook",
     "install-hook",
     "gc",

@@ -20,6 +20,7 @@ pub(crate) mod revoke;
 pub(crate) mod run;
 pub(crate) mod show;
 pub(crate) mod sync;
+pub(crate) mod timeline;
 pub(crate) mod verify;
 pub(crate) mod wait;
 pub(crate) mod watch;
