@@ -211,17 +211,7 @@ fn encode_list(items: &[String]) -> String {
 }
 
 fn decode(value: &str) -> Option<String> {
-    let mut out = Vec::with_capacity(value.len());
-    let mut bytes = value.bytes();
-    while let Some(b) = bytes.next() {
-        if b == b'%' {
-            let hex = [bytes.next()?, bytes.next()?];
-            out.push(u8::from_str_radix(std::str::from_utf8(&hex).ok()?, 16).ok()?);
-        } else {
-            out.push(b);
-        }
-    }
-    String::from_utf8(out).ok()
+    crate::text::percent_decode(value)
 }
 
 fn decode_list(value: &str) -> Option<Vec<String>> {

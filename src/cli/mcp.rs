@@ -88,11 +88,7 @@ struct Server {
 /// `lease.holder` or `user.email` (as the command line).
 fn holder_arg(holder: Option<String>, secret: Option<String>) -> HolderArg {
     HolderArg {
-        holder: holder.or_else(|| {
-            std::env::var("GIT_LEASE_HOLDER")
-                .ok()
-                .filter(|h| !h.is_empty())
-        }),
+        holder: holder.or_else(super::env_holder),
         secret,
     }
 }

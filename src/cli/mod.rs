@@ -370,6 +370,28 @@ impl Context {
         git_lease::backend::open(&self.ledger, self.remote.as_deref())
     }
 
+    /// Who this command acts as where no `--holder` is given: `GIT_LEASE_HOLDER` (set under
+    /// `git lease run`), else `lease.holder`, else `user.email`.
+    pub(crate) fn me(&self) -> Result<Holder, Error> {
+        self.holder(&HolderArg {
+            holder: env_holder(),
+            secret: None,
+        })
+    }
+
+    /// The holder a listing keeps, from `--mine` ([`Context::me`]) or `--holder H`.
+    pub(crate) fn holder_filter(
+        &self,
+        mine: bool,
+        holder: Option<String>,
+    ) -> Result<Option<String>, Error> {
+        Ok(if mine {
+            Some(self.me()?.to_string())
+        } else {
+            holder
+        })
+    }
+
     pub(crate) fn holder(&self, arg: &HolderArg) -> Result<Holder, Error> {
         let name = arg
             .holder
@@ -649,4 +671,11 @@ mod tests {
         assert_eq!(exit::for_outcome(Outcome::Held), exit::REFUSED);
         assert_eq!(exit::for_outcome(Outcome::NotHolder), exit::REFUSED);
     }
+}
+
+/// `GIT_LEASE_HOLDER`, when it names someone.
+pub(crate) fn env_holder() -> Option<String> {
+    std::env::var("GIT_LEASE_HOLDER")
+        .ok()
+        .filter(|h| !h.is_empty())
 }

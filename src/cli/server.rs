@@ -424,12 +424,7 @@ pub(crate) fn install_client_hooks(
 /// The holder the guard's hooks judge for: `GIT_LEASE_HOLDER` (set under `git lease run`),
 /// else the configured one.
 fn guard_holder(ctx: &Context) -> Result<git_lease::Holder, Error> {
-    ctx.holder(&HolderArg {
-        holder: std::env::var("GIT_LEASE_HOLDER")
-            .ok()
-            .filter(|h| !h.is_empty()),
-        secret: None,
-    })
+    ctx.me()
 }
 
 /// The token a push carries, as the pre-push hook can learn it: `GIT_LEASE_PUSH_TOKEN` (set

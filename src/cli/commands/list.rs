@@ -7,7 +7,7 @@ use git_lease::Entry;
 
 use crate::cli::output::json::{json_array_line, LeaseView, State};
 use crate::cli::output::{self, report_diverged};
-use crate::cli::{exit, Context, Failure, HolderArg};
+use crate::cli::{exit, Context, Failure};
 
 /// The arguments of `list`.
 #[derive(clap::Args, Debug)]
@@ -39,17 +39,7 @@ pub(crate) fn run(ctx: &Context, args: Args, out: &mut dyn Write) -> Result<u8, 
         prefix,
     } = args;
     let target = ctx.backend()?;
-    let holder = if mine {
-        let me = HolderArg {
-            holder: std::env::var("GIT_LEASE_HOLDER")
-                .ok()
-                .filter(|h| !h.is_empty()),
-            secret: None,
-        };
-        Some(ctx.holder(&me)?.into())
-    } else {
-        holder
-    };
+    let holder = ctx.holder_filter(mine, holder)?;
     let listing = target.list()?;
     let (entries, diverged) = (listing.entries, listing.diverged);
     let code = list(ctx, entries, all, holder, state, prefix, out)?;

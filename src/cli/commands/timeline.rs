@@ -9,7 +9,7 @@ use git_lease::timeline::{self, html, Filter, Order};
 use git_lease::Error;
 
 use crate::cli::output::report_diverged;
-use crate::cli::{exit, Context, Failure, HolderArg};
+use crate::cli::{exit, Context, Failure};
 
 /// The arguments of `timeline`.
 #[derive(clap::Args, Debug)]
@@ -44,17 +44,7 @@ pub(crate) struct Args {
 
 /// Runs `git lease timeline`.
 pub(crate) fn run(ctx: &Context, args: Args, out: &mut dyn Write) -> Result<u8, Failure> {
-    let holder = if args.mine {
-        let me = HolderArg {
-            holder: std::env::var("GIT_LEASE_HOLDER")
-                .ok()
-                .filter(|h| !h.is_empty()),
-            secret: None,
-        };
-        Some(ctx.holder(&me)?.to_string())
-    } else {
-        args.holder
-    };
+    let holder = ctx.holder_filter(args.mine, args.holder)?;
     let filter = Filter {
         prefix: args.prefix,
         since: args

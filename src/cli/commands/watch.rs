@@ -2,7 +2,7 @@
 
 use std::io::Write;
 
-use crate::cli::{Context, Failure, HolderArg};
+use crate::cli::{Context, Failure};
 
 /// The arguments of `watch`.
 #[derive(clap::Args, Debug)]
@@ -35,17 +35,7 @@ pub(crate) fn run(ctx: &Context, args: Args, out: &mut dyn Write) -> Result<u8, 
         holder,
         mine,
     } = args;
-    let holder = if mine {
-        let me = HolderArg {
-            holder: std::env::var("GIT_LEASE_HOLDER")
-                .ok()
-                .filter(|h| !h.is_empty()),
-            secret: None,
-        };
-        Some(ctx.holder(&me)?.into())
-    } else {
-        holder
-    };
+    let holder = ctx.holder_filter(mine, holder)?;
     crate::cli::watch::watch(
         ctx,
         crate::cli::watch::WatchArgs {
