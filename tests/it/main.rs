@@ -80,6 +80,7 @@ mod http;
 mod human;
 mod install_root;
 mod json;
+mod linearizable;
 mod listing;
 mod liveness;
 mod manual;
