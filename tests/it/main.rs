@@ -107,4 +107,5 @@ mod session;
 mod sharing;
 mod snapshots;
 mod trust;
+mod unknown_outcome;
 mod verify;
