@@ -48,6 +48,13 @@
 //! - [`adversary`]: generated sequences of honest and forged pushes through a real server,
 //!   and the properties every accepted push must keep (verify, a following client, tokens,
 //!   one live tenure at a time).
+//! - [`proxy`]: a fault-injecting TCP proxy before `git daemon` (delays, cuts, replies dropped
+//!   after the server acted, pushes held while their client is paused).
+//! - [`linearizable`]: a linearizability checker over one lease register per issue, the
+//!   library's rules as its model, lost replies as operations that may or may not have happened.
+//! - [`histories`]: seeded histories of 4-16 real clients through faulty proxies, with killed
+//!   and paused clients and a moving hook clock, checked for linearizability and fencing.
+//! - [`unknown_outcome`]: a push whose answer was lost says so, and running it again converges.
 //! - [`output`]: human output escapes control characters and invisible Unicode from ledgers.
 //! - [`rewound`]: a hookless remote that rewinds, rewrites or deletes a ledger.
 //! - [`trust`]: nothing outside a ledger's objects changes what it means, and what the hook

@@ -230,3 +230,94 @@ fn pump(mut from: TcpStream, mut to: TcpStream, way: Way, fault: Fault, requeste
     let _ = to.shutdown(Shutdown::Both);
     let _ = from.shutdown(Shutdown::Both);
 }
+
+#[cfg(test)]
+mod tests {
+    //! The proxy's own rules, through a real daemon and plain git.
+    use super::*;
+    use crate::server::{git, Server};
+
+    fn commit(repo: &crate::env::TestRepo) -> String {
+        let tree = repo.git_stdin(&["mktree"], b"");
+        repo.git(&["commit-tree", &tree, "-m", "x"])
+    }
+
+    fn client_through(server: &Server, plan: Plan) -> (Proxy, crate::env::TestRepo) {
+        let proxy = Proxy::start(server.port(), plan);
+        let repo = server.client("alice");
+        repo.git(&["remote", "set-url", "origin", &proxy.url()]);
+        (proxy, repo)
+    }
+
+    #[test]
+    fn a_passing_proxy_carries_pushes_and_fetches() {
+        let server = Server::daemon();
+        let (_proxy, repo) = client_through(&server, Box::new(|_| Fault::Pass));
+        let c = commit(&repo);
+        git(
+            &repo,
+            &["push", "-q", "origin", &format!("{c}:refs/heads/main")],
+        )
+        .ok();
+        assert_eq!(server.rev("refs/heads/main").as_deref(), Some(c.as_str()));
+        git(&repo, &["ls-remote", "origin"]).ok().stdout_has(&c);
+    }
+
+    #[test]
+    fn a_dropped_reply_fails_the_push_though_the_server_took_it() {
+        let server = Server::daemon();
+        let (_proxy, repo) = client_through(
+            &server,
+            Box::new(|s| match s {
+                Service::ReceivePack => Fault::DropReply,
+                _ => Fault::Pass,
+            }),
+        );
+        let c = commit(&repo);
+        let push = git(&repo, &["push", "origin", &format!("{c}:refs/heads/main")]);
+        assert_ne!(push.code, 0, "{push}");
+        assert_eq!(server.rev("refs/heads/main").as_deref(), Some(c.as_str()));
+    }
+
+    #[test]
+    fn a_push_cut_before_its_pack_arrives_changes_nothing() {
+        let server = Server::daemon();
+        let (_proxy, repo) = client_through(
+            &server,
+            Box::new(|s| match s {
+                Service::ReceivePack => Fault::Cut {
+                    way: Way::ToServer,
+                    after: 0,
+                },
+                _ => Fault::Pass,
+            }),
+        );
+        let c = commit(&repo);
+        let push = git(&repo, &["push", "origin", &format!("{c}:refs/heads/main")]);
+        assert_ne!(push.code, 0, "{push}");
+        assert_eq!(server.rev("refs/heads/main"), None);
+    }
+
+    #[test]
+    fn a_held_push_reaches_the_server_only_once_released() {
+        let server = Server::daemon();
+        let (proxy, repo) = client_through(
+            &server,
+            Box::new(|s| match s {
+                Service::ReceivePack => Fault::Hold,
+                _ => Fault::Pass,
+            }),
+        );
+        let c = commit(&repo);
+        let mut cmd = repo
+            .git_cmd()
+            .args(["push", "-q", "origin", &format!("{c}:refs/heads/main")])
+            .command();
+        let mut child = cmd.spawn().expect("start git push");
+        let held = proxy.held().expect("the push is held");
+        assert_eq!(server.rev("refs/heads/main"), None);
+        release(&held);
+        assert!(child.wait().expect("wait for git push").success());
+        assert_eq!(server.rev("refs/heads/main").as_deref(), Some(c.as_str()));
+    }
+}
