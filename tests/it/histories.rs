@@ -503,7 +503,8 @@ fn classify(
             };
             done.op = Some(op(input, Some(ret), Some(output)));
         }
-        _ if hook_refused => done.left_out = true,
+        // Refused by the server's lease rules (an error object, no answer on stdout).
+        _ if hook_refused || json["outcome"].is_null() && run.code == 3 => done.left_out = true,
         _ => {
             let token = json["token"].as_u64().unwrap_or(0);
             let output = match json["outcome"].as_str() {
