@@ -195,10 +195,12 @@ impl Remote<'_> {
                     &edits.iter().map(|(i, _, _)| i.clone()).collect::<Vec<_>>(),
                 ),
             }),
-            Reading::Failed(message) if !reported(&stdout) => Err(Error::OutcomeUnknown {
-                command: shown,
-                message,
-            }),
+            Reading::Failed(message) if !reported(&stdout) && !unsent(&message) => {
+                Err(Error::OutcomeUnknown {
+                    command: shown,
+                    message,
+                })
+            }
             Reading::Failed(message) => Err(Error::Transport {
                 command: shown,
                 message,
@@ -215,6 +217,19 @@ fn reported(stdout: &str) -> bool {
             .nth(1)
             .is_some_and(|r| r.contains(":refs/leases/"))
     })
+}
+
+/// Returns true if git's `message` says the push never reached a server: it could not connect
+/// or was not let in, so nothing was sent and the outcome is known.
+fn unsent(message: &str) -> bool {
+    const WORDS: [&str; 5] = [
+        "unable to connect",
+        "Connection refused",
+        "Could not resolve host",
+        "Authentication failed",
+        "Permission denied",
+    ];
+    WORDS.iter().any(|w| message.contains(w))
 }
 
 #[cfg(test)]
