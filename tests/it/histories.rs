@@ -610,6 +610,9 @@ pub fn history(seed: u64) -> Figures {
         let pauser = (epoch == pause_epoch && zombie.is_none()).then(|| rng.usize(0..taken.len()));
         for (slot, mut client) in taken.into_iter().enumerate() {
             let n = rng.usize(1..=2);
+            // At most one paused operation: a client paused twice would wait for a wake-up
+            // the epochs no longer send.
+            let mut pause_left = pauser == Some(slot);
             let plan: Vec<(Kind, String, i64, Disturb)> = (0..n)
                 .map(|_| {
                     let issue = issues[rng.usize(..issues.len())].clone();
@@ -631,16 +634,16 @@ pub fn history(seed: u64) -> Figures {
                         (_, 1) => 1,
                         _ => 0,
                     };
-                    let disturb = if pauser == Some(slot)
-                        && matches!(kind, Kind::Push | Kind::Renew | Kind::Acquire)
-                    {
-                        Disturb::Pause
-                    } else if kills > 0 && rng.u8(..20) == 0 {
-                        kills -= 1;
-                        Disturb::Kill
-                    } else {
-                        Disturb::None
-                    };
+                    let disturb =
+                        if pause_left && matches!(kind, Kind::Push | Kind::Renew | Kind::Acquire) {
+                            pause_left = false;
+                            Disturb::Pause
+                        } else if kills > 0 && rng.u8(..20) == 0 {
+                            kills -= 1;
+                            Disturb::Kill
+                        } else {
+                            Disturb::None
+                        };
                     (kind, issue, offset, disturb)
                 })
                 .collect();
@@ -683,11 +686,14 @@ pub fn history(seed: u64) -> Figures {
                     continue;
                 }
             }
+            // Whatever happens, a client joined is never left waiting for a wake-up.
+            drop(wake_tx);
             let (client, done) = handle.join().expect("a client thread");
             record(done, &mut figures, &mut ops, &mut pushes);
             pool.push(client);
         }
-        if let Some((handle, _)) = zombie.take_if(|_| epoch >= wake_after) {
+        if let Some((handle, wake)) = zombie.take_if(|_| epoch >= wake_after) {
+            drop(wake);
             let (client, done) = handle.join().expect("the paused client");
             record(done, &mut figures, &mut ops, &mut pushes);
             pool.push(client);
@@ -701,7 +707,7 @@ pub fn history(seed: u64) -> Figures {
         }
     }
     if let Some((handle, wake)) = zombie.take() {
-        let _ = wake.send(-1);
+        drop(wake);
         let (client, done) = handle.join().expect("the paused client");
         record(done, &mut figures, &mut ops, &mut pushes);
         pool.push(client);
