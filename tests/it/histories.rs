@@ -859,3 +859,10 @@ fn seeded_histories_under_faults_are_linearizable_and_keep_fencing() {
     }
     assert_eq!(figures.histories as u64, count);
 }
+
+#[test]
+fn a_history_whose_client_is_paused_twice_over_still_ends() {
+    // Seed 41 once drew a client paused in two operations of one epoch; the second pause
+    // waited for a wake-up the epochs no longer sent.
+    history(41);
+}
