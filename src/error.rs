@@ -215,6 +215,17 @@ pub enum Error {
         /// Its diagnostics.
         message: String,
     },
+    /// A push to a remote got no answer from the server: the connection broke, or timed out,
+    /// after the push was sent and before the server reported on it. The server may have
+    /// applied it or not; running the same command again converges (a holder's re-acquire
+    /// of its live lease keeps the token, a release again finds nothing held).
+    #[error("{command}: the outcome is unknown: the remote may or may not have taken the push, its answer was lost ({message}); run the same command again: it converges (a re-acquire by the holder keeps the token, a release again finds nothing held)")]
+    OutcomeUnknown {
+        /// The push, as a user could type it.
+        command: String,
+        /// git's diagnostics.
+        message: String,
+    },
     /// No repository could be opened.
     #[error("{}", not_a_repository(path, message))]
     NotARepository {
@@ -284,6 +295,7 @@ impl Error {
             Error::Corrupt { .. }
             | Error::Locked { .. }
             | Error::Transport { .. }
+            | Error::OutcomeUnknown { .. }
             | Error::AtomicUnsupported { .. }
             | Error::HookFailed { .. }
             | Error::RemoteDiverged { .. }

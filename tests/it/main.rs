@@ -57,6 +57,13 @@
 //!   one live tenure at a time).
 //! - [`timeline`]: `timeline`'s tenures, as JSON and as a page read back from a real browser
 //!   (headless Chromium), hostile notes kept as text.
+//! - [`proxy`]: a fault-injecting TCP proxy before `git daemon` (delays, cuts, replies dropped
+//!   after the server acted, pushes held while their client is paused).
+//! - [`linearizable`]: a linearizability checker over one lease register per issue, the
+//!   library's rules as its model, lost replies as operations that may or may not have happened.
+//! - [`histories`]: seeded histories of 4-16 real clients through faulty proxies, with killed
+//!   and paused clients and a moving hook clock, checked for linearizability and fencing.
+//! - [`unknown_outcome`]: a push whose answer was lost says so, and running it again converges.
 //! - [`output`]: human output escapes control characters and invisible Unicode from ledgers.
 //! - [`rewound`]: a hookless remote that rewinds, rewrites or deletes a ledger.
 //! - [`trust`]: nothing outside a ledger's objects changes what it means, and what the hook
@@ -87,11 +94,13 @@ mod forge;
 mod format;
 mod gc_race;
 mod guard;
+mod histories;
 mod hook;
 mod http;
 mod human;
 mod install_root;
 mod json;
+mod linearizable;
 mod listing;
 mod liveness;
 mod manual;
@@ -103,6 +112,7 @@ mod oldgit;
 mod output;
 mod perf;
 mod prefixes;
+mod proxy;
 mod queue;
 mod race;
 mod readme;
@@ -119,4 +129,5 @@ mod sharing;
 mod snapshots;
 mod timeline;
 mod trust;
+mod unknown_outcome;
 mod verify;

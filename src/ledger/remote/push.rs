@@ -176,7 +176,14 @@ impl Remote<'_> {
             if atomic { " --atomic" } else { "" },
             self.shown
         );
-        let out = run(cmd, &shown, self.network_timeout)?;
+        // Once git runs, the push may reach the server: a failure without the server's report
+        // on the refs leaves its outcome unknown.
+        let out = match run(cmd, &shown, self.network_timeout) {
+            Err(Error::Transport { command, message }) if !message.starts_with("cannot run") => {
+                return Err(Error::OutcomeUnknown { command, message })
+            }
+            out => out?,
+        };
         let stdout = String::from_utf8_lossy(&out.stdout);
         let stderr = String::from_utf8_lossy(&out.stderr);
         match refusal::read(out.status.success(), &stdout, &stderr) {
@@ -189,6 +196,12 @@ impl Remote<'_> {
                     &edits.iter().map(|(i, _, _)| i.clone()).collect::<Vec<_>>(),
                 ),
             }),
+            Reading::Failed(message) if !reported(&stdout) && !unsent(&message) => {
+                Err(Error::OutcomeUnknown {
+                    command: shown,
+                    message,
+                })
+            }
             Reading::Failed(message) => Err(Error::Transport {
                 command: shown,
                 message,
@@ -197,9 +210,44 @@ impl Remote<'_> {
     }
 }
 
+/// Returns true if `git push --porcelain` printed the server's report on a lease ref (a line
+/// `<flag>\t<from>:<to>\t<summary>`): without one, the server's answer never arrived.
+fn reported(stdout: &str) -> bool {
+    stdout.lines().any(|line| {
+        line.split('\t')
+            .nth(1)
+            .is_some_and(|r| r.contains(":refs/leases/"))
+    })
+}
+
+/// Returns true if git's `message` says the push never reached a server: it could not connect
+/// or was not let in, so nothing was sent and the outcome is known.
+fn unsent(message: &str) -> bool {
+    const WORDS: [&str; 5] = [
+        "unable to connect",
+        "Connection refused",
+        "Could not resolve host",
+        "Authentication failed",
+        "Permission denied",
+    ];
+    WORDS.iter().any(|w| message.contains(w))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_push_without_the_servers_report_on_its_refs_is_unreported() {
+        assert!(!reported(""));
+        assert!(!reported("To git://127.0.0.1:9/r.git\n"));
+        assert!(reported(
+            "To git://h/r\n!\tabc:refs/leases/7\t[remote rejected] (hook declined)\nDone\n"
+        ));
+        assert!(reported(
+            "To git://h/r\n*\tabc:refs/leases/7\t[new reference]\nDone\n"
+        ));
+    }
 
     #[test]
     fn credentials_never_reach_a_message() {
