@@ -94,6 +94,22 @@ pub(crate) fn is_hidden(c: char) -> bool {
         )
 }
 
+/// Decodes `%XX` escapes (as the remote's memory and the hook's probe line write them): `None`
+/// for a cut or non-hex escape, or bytes that are not UTF-8.
+pub(crate) fn percent_decode(text: &str) -> Option<String> {
+    let mut out = Vec::with_capacity(text.len());
+    let mut bytes = text.bytes();
+    while let Some(b) = bytes.next() {
+        if b == b'%' {
+            let hex = [bytes.next()?, bytes.next()?];
+            out.push(u8::from_str_radix(std::str::from_utf8(&hex).ok()?, 16).ok()?);
+        } else {
+            out.push(b);
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -134,20 +150,4 @@ mod tests {
             assert_eq!(out, format!(">{shown}"));
         }
     }
-}
-
-/// Decodes `%XX` escapes (as the remote's memory and the hook's probe line write them): `None`
-/// for a cut or non-hex escape, or bytes that are not UTF-8.
-pub(crate) fn percent_decode(text: &str) -> Option<String> {
-    let mut out = Vec::with_capacity(text.len());
-    let mut bytes = text.bytes();
-    while let Some(b) = bytes.next() {
-        if b == b'%' {
-            let hex = [bytes.next()?, bytes.next()?];
-            out.push(u8::from_str_radix(std::str::from_utf8(&hex).ok()?, 16).ok()?);
-        } else {
-            out.push(b);
-        }
-    }
-    String::from_utf8(out).ok()
 }

@@ -655,6 +655,13 @@ fn local_advice(ledger: &Ledger) -> Result<Option<String>, Error> {
     )))
 }
 
+/// `GIT_LEASE_HOLDER`, when it names someone.
+pub(crate) fn env_holder() -> Option<String> {
+    std::env::var("GIT_LEASE_HOLDER")
+        .ok()
+        .filter(|h| !h.is_empty())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -671,11 +678,4 @@ mod tests {
         assert_eq!(exit::for_outcome(Outcome::Held), exit::REFUSED);
         assert_eq!(exit::for_outcome(Outcome::NotHolder), exit::REFUSED);
     }
-}
-
-/// `GIT_LEASE_HOLDER`, when it names someone.
-pub(crate) fn env_holder() -> Option<String> {
-    std::env::var("GIT_LEASE_HOLDER")
-        .ok()
-        .filter(|h| !h.is_empty())
 }
