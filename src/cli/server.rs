@@ -145,16 +145,28 @@ pub(crate) fn hook(ctx: &Context, kind: &HookKind) -> Result<u8, Failure> {
     })
 }
 
-/// The hook's name in the hooks directory, the name an existing hook that is not ours is kept
-/// under (it runs first), and the temporary file ours is written to.
-const HOOK: &str = "pre-receive";
-const CHAINED: &str = "pre-receive.before-git-lease";
-const HOOK_TMP: &str = "pre-receive.git-lease-tmp";
-/// The same for git's `reference-transaction` hook, which checks fenced updates again as they
-/// land.
-const TX_HOOK: &str = "reference-transaction";
-const TX_CHAINED: &str = "reference-transaction.before-git-lease";
-const TX_HOOK_TMP: &str = "reference-transaction.git-lease-tmp";
+/// The hooks of a served repository: pre-receive, and git's `reference-transaction` hook,
+/// which checks fenced updates again as they land.
+const SERVER_HOOKS: [HookSpec; 2] = [
+    HookSpec {
+        names: [
+            "pre-receive",
+            "pre-receive.before-git-lease",
+            "pre-receive.git-lease-tmp",
+        ],
+        what: "Checks pushes to refs/leases/* and to fenced branches (lease.fence).",
+        run: "hook pre-receive",
+    },
+    HookSpec {
+        names: [
+            "reference-transaction",
+            "reference-transaction.before-git-lease",
+            "reference-transaction.git-lease-tmp",
+        ],
+        what: "Checks fenced branches (lease.fence) again as a push's refs land.",
+        run: "hook reference-transaction \"$1\"",
+    },
+];
 
 /// Installs the pre-receive hook into a repository and enables push options, then checks
 /// what it can of the setup and warns (stderr and output) about each trap: a binary the
@@ -197,44 +209,18 @@ pub(crate) fn install_hook(
             git_dir.path().display()
         ));
     }
-    // Every name this touches is checked before anything is written (a hooks directory is
-    // created only where no name in it can be in the way).
-    store.check_repository_config(&git_dir)?;
-    let (hooks, created, inside) = hooks_dir(store, &git_dir, allow_hooks_path)?;
-    for name in [HOOK, CHAINED, HOOK_TMP, TX_HOOK, TX_CHAINED, TX_HOOK_TMP] {
-        hooks.expect_file_or_nothing(name)?;
-    }
-    let given = if inside { give } else { None };
-    if let Some(to) = given {
-        for dir in &created {
-            dir.give(to)?;
-        }
-    }
-    let hook_path = hooks.path().join(HOOK);
-    let chained = hooks.path().join(CHAINED);
-    let mut note = String::new();
-    let script = |what: &str, run: &str| hook_script(&exe, what, run);
-    let moved = install_script(
-        &hooks,
-        [HOOK, CHAINED, HOOK_TMP],
-        &script(
-            "Checks pushes to refs/leases/* and to fenced branches (lease.fence).",
-            "hook pre-receive",
-        ),
-        given,
-    )?;
-    if moved {
-        note = format!(" (the existing hook runs first, as {})", chained.display());
-    }
-    install_script(
-        &hooks,
-        [TX_HOOK, TX_CHAINED, TX_HOOK_TMP],
-        &script(
-            "Checks fenced branches (lease.fence) again as a push's refs land.",
-            "hook reference-transaction \"$1\"",
-        ),
-        given,
-    )?;
+    let hooks = Hooks::open(store, &git_dir, &SERVER_HOOKS, allow_hooks_path, give)?;
+    let [pre_receive, transaction] = &SERVER_HOOKS;
+    let Installed {
+        hook: hook_path,
+        chained,
+    } = hooks.install(&exe, pre_receive)?;
+    hooks.install(&exe, transaction)?;
+    let inside = hooks.inside;
+    let mut note = chained
+        .as_ref()
+        .map(|c| format!(" (the existing hook runs first, as {})", c.display()))
+        .unwrap_or_default();
     store.set_repository_config(&git_dir, "receive", "advertisePushOptions", "true", give)?;
     if give.is_some() {
         note.push_str(&format!("; its files given to {}", owner.name()));
@@ -281,7 +267,7 @@ pub(crate) fn install_hook(
     if ctx.json {
         let value = serde_json::json!({
             "hook": hook_path.display().to_string(),
-            "chained": moved.then(|| chained.display().to_string()),
+            "chained": chained.as_ref().map(|c| c.display().to_string()),
             "binary": exe.display().to_string(),
             "owner": owner.name(),
             "push_options": advertised,
@@ -327,27 +313,26 @@ fn hook_binary(binary: Option<&Path>) -> Result<std::path::PathBuf, Failure> {
     Ok(exe)
 }
 
-/// The guard's hooks in a working repository, as (hook, kept, temporary) names, with what
-/// each checks and the arguments it runs the binary with.
-const CLIENT_HOOKS: [([&str; 3], &str, &str); 2] = [
-    (
-        [
+/// The guard's hooks in a working repository.
+const CLIENT_HOOKS: [HookSpec; 2] = [
+    HookSpec {
+        names: [
             "pre-push",
             "pre-push.before-git-lease",
             "pre-push.git-lease-tmp",
         ],
-        "Refuses a push to a fenced branch (lease.fence) without this holder's live token.",
-        "hook pre-push \"$@\"",
-    ),
-    (
-        [
+        what: "Refuses a push to a fenced branch (lease.fence) without this holder's live token.",
+        run: "hook pre-push \"$@\"",
+    },
+    HookSpec {
+        names: [
             "pre-commit",
             "pre-commit.before-git-lease",
             "pre-commit.git-lease-tmp",
         ],
-        "Refuses a commit on a fenced branch whose lease this holder lost (--no-verify skips it).",
-        "hook pre-commit",
-    ),
+        what: "Refuses a commit on a fenced branch whose lease this holder lost (--no-verify skips it).",
+        run: "hook pre-commit",
+    },
 ];
 
 /// Installs the guard of a working repository: its pre-push and pre-commit hooks, each
@@ -372,25 +357,15 @@ pub(crate) fn install_client_hooks(
             .into());
         }
     }
-    store.check_repository_config(&git_dir)?;
-    let (hooks, _created, _inside) = hooks_dir(store, &git_dir, allow_hooks_path)?;
-    for (names, _, _) in CLIENT_HOOKS {
-        for name in names {
-            hooks.expect_file_or_nothing(name)?;
-        }
-    }
-    let mut installed = Vec::new();
-    for (names, what, run) in CLIENT_HOOKS {
-        let moved = install_script(&hooks, names, &hook_script(&exe, what, run), None)?;
-        installed.push((
-            hooks.path().join(names[0]),
-            moved.then(|| hooks.path().join(names[1])),
-        ));
-    }
+    let hooks = Hooks::open(store, &git_dir, &CLIENT_HOOKS, allow_hooks_path, None)?;
+    let installed = CLIENT_HOOKS
+        .iter()
+        .map(|spec| hooks.install(&exe, spec))
+        .collect::<Result<Vec<_>, _>>()?;
     if ctx.json {
         let hooks: Vec<_> = installed
             .iter()
-            .map(|(hook, chained)| {
+            .map(|Installed { hook, chained }| {
                 serde_json::json!({
                     "hook": hook.display().to_string(),
                     "chained": chained.as_ref().map(|c| c.display().to_string()),
@@ -404,7 +379,7 @@ pub(crate) fn install_client_hooks(
         });
         super::output::json::json_line(out, &value)?;
     } else {
-        for (hook, chained) in &installed {
+        for Installed { hook, chained } in &installed {
             let note = chained
                 .as_ref()
                 .map(|c| format!(" (the existing hook runs first, as {})", c.display()))
@@ -570,29 +545,82 @@ fn hook_script(exe: &Path, what: &str, run: &str) -> String {
     )
 }
 
-/// Installs `script` as the hook `names[0]` of `hooks`, through the temporary file
-/// `names[2]`; a hook there that is not ours is kept as `names[1]`, which ours runs first.
-/// Returns whether such a hook was moved.
-fn install_script(
-    hooks: &Dir,
-    [name, chained, tmp]: [&str; 3],
-    script: &str,
+/// A hook `install-hook` writes: its name in the hooks directory, the name an existing hook
+/// that is not ours is kept under (it runs first), and the temporary file ours is written to;
+/// what it checks, and the arguments it runs the binary with.
+struct HookSpec {
+    names: [&'static str; 3],
+    what: &'static str,
+    run: &'static str,
+}
+
+/// A hook installed, and where the hook it replaced was kept, if there was one.
+struct Installed {
+    hook: std::path::PathBuf,
+    chained: Option<std::path::PathBuf>,
+}
+
+/// The hooks directory `install-hook` writes to, made ready by [`Hooks::open`].
+struct Hooks {
+    dir: Dir,
+    /// Whether it is inside the repository.
+    inside: bool,
+    /// Who what it creates is given to (root installing for the repository's owner, inside
+    /// the repository only).
     given: Option<nofollow::Owner>,
-) -> Result<bool, Failure> {
-    // A hook that is not ours (whether or not it reads as text) keeps running, first.
-    let existing = hooks.read_linked(name)?;
-    let ours = existing.as_ref().is_some_and(|hook| {
-        hook.bytes
-            .windows(MARKER.len())
-            .any(|w| w == MARKER.as_bytes())
-    });
-    let moved = !ours && existing.is_some();
-    if moved {
-        hooks.rename(name, chained)?;
+}
+
+impl Hooks {
+    /// Checks the repository's configuration file and opens its hooks directory
+    /// ([`hooks_dir`]); every name of `table` is checked before anything is written (a hooks
+    /// directory is created only where no name in it can be in the way), and the directories
+    /// created are given to `give` where they are inside the repository.
+    fn open(
+        store: &git_lease::Store,
+        git_dir: &Dir,
+        table: &[HookSpec],
+        allow_hooks_path: bool,
+        give: Option<nofollow::Owner>,
+    ) -> Result<Hooks, Failure> {
+        store.check_repository_config(git_dir)?;
+        let (dir, created, inside) = hooks_dir(store, git_dir, allow_hooks_path)?;
+        for name in table.iter().flat_map(|spec| spec.names) {
+            dir.expect_file_or_nothing(name)?;
+        }
+        let given = if inside { give } else { None };
+        if let Some(to) = given {
+            for created in &created {
+                created.give(to)?;
+            }
+        }
+        Ok(Hooks { dir, inside, given })
     }
-    hooks.create(tmp, script.as_bytes(), 0o755, given)?;
-    hooks.rename(tmp, name)?;
-    Ok(moved)
+
+    /// Installs `spec`'s script, running `exe`, as the hook `names[0]`, through the temporary
+    /// file `names[2]`; a hook there that is not ours is kept as `names[1]`, which ours runs
+    /// first.
+    fn install(&self, exe: &Path, spec: &HookSpec) -> Result<Installed, Failure> {
+        let [name, chained, tmp] = spec.names;
+        let hooks = &self.dir;
+        // A hook that is not ours (whether or not it reads as text) keeps running, first.
+        let existing = hooks.read_linked(name)?;
+        let ours = existing.as_ref().is_some_and(|hook| {
+            hook.bytes
+                .windows(MARKER.len())
+                .any(|w| w == MARKER.as_bytes())
+        });
+        let moved = !ours && existing.is_some();
+        if moved {
+            hooks.rename(name, chained)?;
+        }
+        let script = hook_script(exe, spec.what, spec.run);
+        hooks.create(tmp, script.as_bytes(), 0o755, self.given)?;
+        hooks.rename(tmp, name)?;
+        Ok(Installed {
+            hook: hooks.path().join(name),
+            chained: moved.then(|| hooks.path().join(chained)),
+        })
+    }
 }
 
 /// Opens the hooks directory for `install-hook`, creating what is missing of it: git's
