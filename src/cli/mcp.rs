@@ -40,7 +40,7 @@ use tokio_util::sync::CancellationToken;
 use git_lease::{Ending, Error, Ledger};
 
 use super::output::json::{error_text, json_text};
-use super::{commands, exit, resolve_for_write, Context, Failure, HolderArg, TtlArg};
+use super::{commands, exit, resolve_for_write, Context, Failure, HolderArg, HolderName, TtlArg};
 
 /// The logger name of the notifications this server sends.
 const LOGGER: &str = "git-lease";
@@ -88,7 +88,9 @@ struct Server {
 /// `lease.holder` or `user.email` (as the command line).
 fn holder_arg(holder: Option<String>, secret: Option<String>) -> HolderArg {
     HolderArg {
-        holder: holder.or_else(super::env_holder),
+        name: HolderName {
+            holder: holder.or_else(super::env_holder),
+        },
         secret,
     }
 }

@@ -67,8 +67,10 @@ struct Cli {
     command: Command,
 }
 
+/// `--holder NAME`: who a command acts as. A command that takes no session secret flattens it
+/// alone (`doctor`); the others take it with the secret, as [`HolderArg`].
 #[derive(Args, Debug)]
-pub(crate) struct HolderArg {
+pub(crate) struct HolderName {
     /// Who holds [default: config lease.holder, then user.email]
     #[arg(
         long,
@@ -77,6 +79,12 @@ pub(crate) struct HolderArg {
         value_name = "NAME"
     )]
     pub(crate) holder: Option<String>,
+}
+
+#[derive(Args, Debug)]
+pub(crate) struct HolderArg {
+    #[command(flatten)]
+    pub(crate) name: HolderName,
     /// The session secret printed by `acquire --session`: renew, release, complete, abandon
     /// and acquire again need it for such a lease
     #[arg(
@@ -373,9 +381,8 @@ impl Context {
     /// Who this command acts as where no `--holder` is given: `GIT_LEASE_HOLDER` (set under
     /// `git lease run`), else `lease.holder`, else `user.email`.
     pub(crate) fn me(&self) -> Result<Holder, Error> {
-        self.holder(&HolderArg {
+        self.holder(&HolderName {
             holder: env_holder(),
-            secret: None,
         })
     }
 
@@ -392,7 +399,7 @@ impl Context {
         })
     }
 
-    pub(crate) fn holder(&self, arg: &HolderArg) -> Result<Holder, Error> {
+    pub(crate) fn holder(&self, arg: &HolderName) -> Result<Holder, Error> {
         let name = arg
             .holder
             .clone()

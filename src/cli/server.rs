@@ -781,7 +781,7 @@ pub(crate) fn push(
     holder: &HolderArg,
     out: &mut dyn Write,
 ) -> Result<u8, Failure> {
-    let holder = ctx.holder(holder)?;
+    let holder = ctx.holder(&holder.name)?;
     let remote_name = remote_name
         .map(str::to_owned)
         .or_else(|| ctx.remote.clone())

@@ -74,7 +74,7 @@ pub(crate) fn run(ctx: &Context, args: Args, out: &mut dyn Write) -> Result<u8, 
         })?),
     };
     let claim = Claim {
-        holder: ctx.holder(&holder)?,
+        holder: ctx.holder(&holder.name)?,
         ttl: ctx.ttl(&ttl)?,
         note,
         task,

@@ -7,20 +7,18 @@ use git_lease::remote::Remote;
 
 use crate::cli::output::color::{paint, Tone};
 use crate::cli::output::json::json_line;
-use crate::cli::{exit, output, Context, Failure, HolderArg};
+use crate::cli::{exit, output, Context, Failure, HolderName};
 
-/// The arguments of `doctor`.
+/// The arguments of `doctor`: `--holder` alone (it acts on no lease, so takes no secret),
+/// said as what it is compared with.
 #[derive(clap::Args, Debug)]
+#[command(mut_arg("holder", |arg| arg.help(
+    "Your holder name, compared with who the server says you are [default: config \
+     lease.holder, then user.email]"
+)))]
 pub(crate) struct Args {
-    /// Your holder name, compared with who the server says you are [default: config
-    /// lease.holder, then user.email]
-    #[arg(
-        long,
-        env = "GIT_LEASE_HOLDER",
-        hide_env_values = true,
-        value_name = "NAME"
-    )]
-    pub(crate) holder: Option<String>,
+    #[command(flatten)]
+    pub(crate) holder: HolderName,
 }
 
 /// Runs `git lease doctor`.
@@ -41,12 +39,7 @@ pub(crate) fn run(ctx: &Context, args: Args, out: &mut dyn Write) -> Result<u8, 
         .as_deref()
         .map(|n| Remote::new(&ctx.ledger, n))
         .transpose()?;
-    let holder = ctx
-        .holder(&HolderArg {
-            holder,
-            secret: None,
-        })
-        .ok();
+    let holder = ctx.holder(&holder).ok();
     let report = doctor::examine(&ctx.ledger, remote.as_ref(), holder.as_ref(), ctx.now)?;
     if ctx.json {
         json_line(out, &report)?;

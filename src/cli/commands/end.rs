@@ -26,7 +26,7 @@ pub(crate) fn run(
     out: &mut dyn Write,
 ) -> Result<u8, Failure> {
     let target = ctx.backend()?;
-    let name = ctx.holder(&args.holder)?;
+    let name = ctx.holder(&args.holder.name)?;
     let who = Credentials {
         holder: &name,
         secret: args.holder.secret.as_deref(),

@@ -23,7 +23,7 @@ pub(crate) fn run(ctx: &Context, args: Args, out: &mut dyn Write) -> Result<u8, 
     let Args { issue, holder, ttl } = args;
     let now = ctx.now;
     let target = ctx.backend()?;
-    let name = ctx.holder(&holder)?;
+    let name = ctx.holder(&holder.name)?;
     let who = Credentials {
         holder: &name,
         secret: holder.secret.as_deref(),

@@ -29,7 +29,7 @@ pub(crate) fn run(ctx: &Context, args: Args, out: &mut dyn Write) -> Result<u8, 
     } = args;
     let now = ctx.now;
     let target = ctx.backend()?;
-    let by = ctx.holder(&holder)?;
+    let by = ctx.holder(&holder.name)?;
     // Exact ids only: freeing someone else's lease is never a guess.
     let issue = IssueId::new(&issue)?;
     let report = target.apply(&issue, &mut |cur| {

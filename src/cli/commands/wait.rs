@@ -35,7 +35,7 @@ pub(crate) fn run(ctx: &Context, args: Args, out: &mut dyn Write) -> Result<u8, 
     } = args;
     let timeout = timeout.as_deref().map(parse_duration).transpose()?;
     let claim = if acquire {
-        Some(Claim::new(ctx.holder(&holder)?, ctx.ttl(&ttl)?))
+        Some(Claim::new(ctx.holder(&holder.name)?, ctx.ttl(&ttl)?))
     } else {
         None
     };
