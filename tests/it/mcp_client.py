@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """An MCP client of `git lease mcp`, on the Python MCP SDK (tests/it/mcp.rs drives it).
 
-    mcp_client.py <binary> steps   # steps: a JSON array on stdin, one session
+    mcp_client.py <binary> steps [<transcript>]   # steps: a JSON array on stdin, one session
     mcp_client.py <binary> race <issue> <holder>...   # one session per holder, all at once
 
 Each session starts `<binary> mcp` in the current directory with this process's environment,
@@ -12,6 +12,11 @@ answer per step:
     {"op": "call", "tool": T, "args": {..}} -> {"isError", "meta", "text", "json"}
     {"op": "event", "issue": I, "event": E} -> the data of the first logging notification
                                                that is that event of that issue (waits for it)
+    {"op": "git", "args": [..]}             -> {"code", "stdout", "stderr"} of plain git run
+                                               in the current directory, mid-session
+
+With a transcript file, `steps` starts the server as `<binary> mcp | tee <transcript>`, so
+that the test can read every byte the server wrote on its stdout, as the SDK received it.
 
 `race` initializes every session first, then has them all call `acquire` of the issue at
 once, and prints their answers in the holders' order. Everything any session received (each
@@ -32,10 +37,11 @@ LIMIT = 120
 
 
 class Client:
-    def __init__(self):
+    def __init__(self, transcript=None):
         self.events = []
         self.seen = []
         self.arrived = anyio.Event()
+        self.transcript = transcript
 
     async def on_log(self, params):
         self.events.append(params.data)
@@ -43,8 +49,13 @@ class Client:
         self.arrived.set()
 
     def server(self, binary):
+        if self.transcript:
+            command = "/bin/sh"
+            args = ["-c", '"$0" mcp | tee -- "$1"', binary, self.transcript]
+        else:
+            command, args = binary, ["mcp"]
         return StdioServerParameters(
-            command=binary, args=["mcp"], env=dict(os.environ), cwd=os.getcwd()
+            command=command, args=args, env=dict(os.environ), cwd=os.getcwd()
         )
 
     async def call(self, session, tool, args):
@@ -80,6 +91,13 @@ class Client:
         if op == "event":
             with anyio.fail_after(LIMIT):
                 return await self.event(step["issue"], step["event"])
+        if op == "git":
+            done = await anyio.run_process(["git", *step["args"]], check=False)
+            return {
+                "code": done.returncode,
+                "stdout": done.stdout.decode(errors="replace"),
+                "stderr": done.stderr.decode(errors="replace"),
+            }
         raise SystemExit(f"unknown step {op!r}")
 
 
@@ -102,8 +120,8 @@ async def closing(run):
             raise
 
 
-async def steps(binary, plan):
-    client = Client()
+async def steps(binary, plan, transcript=None):
+    client = Client(transcript)
     answers = []
 
     async def run():
@@ -162,7 +180,8 @@ async def race(binary, issue, holders):
 def main():
     binary, mode = sys.argv[1], sys.argv[2]
     if mode == "steps":
-        out = anyio.run(steps, binary, json.load(sys.stdin))
+        transcript = sys.argv[3] if len(sys.argv) > 3 else None
+        out = anyio.run(steps, binary, json.load(sys.stdin), transcript)
     elif mode == "race":
         out = anyio.run(race, binary, sys.argv[3], sys.argv[4:])
     else:
