@@ -19,7 +19,8 @@ With a transcript file, `steps` starts the server as `<binary> mcp | tee <transc
 that the test can read every byte the server wrote on its stdout, as the SDK received it.
 
 `race` initializes every session first, then has them all call `acquire` of the issue at
-once, and prints their answers in the holders' order. Everything any session received (each
+once (with a session; given a JSON object on stdin, with those arguments and each one's holder
+instead), and prints their answers in the holders' order. Everything any session received (each
 result's text, each notification) is also printed, as `"seen"`, so that a test can look for
 what must never appear.
 """
@@ -138,7 +139,7 @@ async def steps(binary, plan, transcript=None):
     return {"answers": answers, "seen": client.seen}
 
 
-async def race(binary, issue, holders):
+async def race(binary, issue, holders, args):
     ready = [anyio.Event() for _ in holders]
     go = anyio.Event()
     answers = [None] * len(holders)
@@ -153,9 +154,9 @@ async def race(binary, issue, holders):
                     await session.initialize()
                     ready[i].set()
                     await go.wait()
-                    answers[i] = await client.call(
-                        session, "acquire", {"issues": [issue], "holder": holder, "session": True}
-                    )
+                    claim = dict(args) if args else {"issues": [issue], "session": True}
+                    claim["holder"] = holder
+                    answers[i] = await client.call(session, "acquire", claim)
 
         await closing(run)
 
@@ -183,7 +184,8 @@ def main():
         transcript = sys.argv[3] if len(sys.argv) > 3 else None
         out = anyio.run(steps, binary, json.load(sys.stdin), transcript)
     elif mode == "race":
-        out = anyio.run(race, binary, sys.argv[3], sys.argv[4:])
+        args = json.load(sys.stdin)
+        out = anyio.run(race, binary, sys.argv[3], sys.argv[4:], args if isinstance(args, dict) else None)
     else:
         raise SystemExit(f"unknown mode {mode!r}")
     json.dump(out, sys.stdout)
