@@ -103,17 +103,21 @@ impl Skip {
     }
 }
 
+/// `test`, or the harness's thread name (the running test's) when it is empty.
+fn test_named(test: &str) -> String {
+    match test {
+        "" => std::thread::current().name().unwrap_or("?").to_owned(),
+        named => named.to_owned(),
+    }
+}
+
 /// The one way a test says it did not run as written: a line on the process's stderr (past
 /// the harness's capture, so a plain `cargo test` shows it) and a record in [`SKIPS_FILE`],
 /// so that no skip passes for a pass silently. `test` names the test (the harness's thread
 /// name when empty); `why` says what did not run and why.
 pub fn skipped(kind: Skip, test: &str, why: &str) {
     use std::io::Write as _;
-    let thread = std::thread::current();
-    let test = match test {
-        "" => thread.name().unwrap_or("?"),
-        named => named,
-    };
+    let test = test_named(test);
     let line = match kind {
         Skip::Reftable => format!("SKIPPED under {REF_FORMAT_ENV}=reftable: {test}: {why}"),
         Skip::StandIn => format!("STAND-IN: {test}: {why}"),
@@ -135,6 +139,22 @@ pub fn skipped(kind: Skip, test: &str, why: &str) {
     if let Err(e) = written {
         panic!("cannot record the skip in {SKIPS_FILE}: {e}");
     }
+}
+
+/// Whether this is CI's run (`CI=true`), where everything the suite needs is installed.
+pub fn in_ci() -> bool {
+    std::env::var("CI").is_ok_and(|v| v == "true")
+}
+
+/// Says that what a test needs is missing here (a server, a program, root): with `CI=true`,
+/// where `.ci/run` provides it, a failure; otherwise a skip of `kind` ([`skipped`], `test`
+/// naming the test as there). Returns `None`, for the test to return early.
+pub fn unavailable<T>(kind: Skip, test: &str, why: &str) -> Option<T> {
+    if in_ci() {
+        panic!("{}: {why} (CI=true: it must run here)", test_named(test));
+    }
+    skipped(kind, test, &format!("{why} (CI=true makes this a failure)"));
+    None
 }
 
 /// Returns true, after recording the skip ([`skipped`]), when this run is the reftable one:

@@ -14,25 +14,11 @@ use std::path::{Path, PathBuf};
 
 use serde_json::json;
 
-use crate::env::{at_min, Run, TestRepo};
+use crate::env::{self, at_min, Run, Skip, TestRepo};
 use crate::server::Server;
 
 /// The distribution's git.
 const DISTRIBUTION_GIT: &str = "/usr/bin/git";
-
-/// Skips a test that needs what this machine lacks: fails it under `CI=true`, otherwise says so
-/// on stderr (past the harness's capture) and returns `None`.
-fn unavailable<T>(test: &str, why: &str) -> Option<T> {
-    if std::env::var("CI").is_ok_and(|v| v == "true") {
-        panic!("{test}: {why}");
-    }
-    use std::io::Write;
-    let _ = writeln!(
-        std::io::stderr(),
-        "SKIPPED: {test}: {why} (CI=true makes this a failure)"
-    );
-    None
-}
 
 /// The first two numbers of what `<git> --version` says.
 fn version_of(git: &Path) -> Option<(u32, u32, String)> {
@@ -58,7 +44,7 @@ fn version_of(git: &Path) -> Option<(u32, u32, String)> {
 fn old_git(test: &str, scratch: &Path) -> Option<(PathBuf, String)> {
     let git = Path::new(DISTRIBUTION_GIT);
     if !git.is_file() {
-        return unavailable(test, &format!("there is no {DISTRIBUTION_GIT}"));
+        return env::unavailable(Skip::Host, test, &format!("there is no {DISTRIBUTION_GIT}"));
     }
     match version_of(git) {
         Some((2, minor, shown)) if (29..45).contains(&minor) => {
@@ -67,7 +53,8 @@ fn old_git(test: &str, scratch: &Path) -> Option<(PathBuf, String)> {
             std::os::unix::fs::symlink(git, dir.join("git")).expect("link the old git");
             Some((dir, shown))
         }
-        other => unavailable(
+        other => env::unavailable(
+            Skip::Host,
             test,
             &format!("{DISTRIBUTION_GIT} is not a git from 2.29 to 2.44: {other:?}"),
         ),

@@ -578,14 +578,10 @@ fn after_install_the_manual_and_completions_work_as_the_readme_says() {
             );
         }
     } else {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "CI must install man (.ci/run does)"
-        );
-        env::skipped(
+        env::unavailable::<()>(
             env::Skip::Host,
             "",
-            "git help lease and git lease --help: man is not installed here",
+            "git help lease and git lease --help: man is not installed here (.ci/run installs it)",
         );
     }
     // A new shell completes `git lease` and `git-lease`.
