@@ -802,12 +802,9 @@ impl World {
     /// The real client of `who`: `lease.holder` its name, `origin` its URL.
     fn client(&mut self, who: Who) -> &TestRepo {
         let url = self.url(who);
-        self.clients.entry(who.label()).or_insert_with(|| {
-            let repo = TestRepo::new();
-            repo.git(&["config", "lease.holder", who.name()]);
-            repo.git(&["remote", "add", "origin", &url]);
-            repo
-        })
+        self.clients
+            .entry(who.label())
+            .or_insert_with(|| TestRepo::client_of(&url, who.name()))
     }
 
     /// `who` with [`Who::Holder`] made the user it stands for on `issue`.

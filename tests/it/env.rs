@@ -546,6 +546,35 @@ impl TestRepo {
         TestRepo::init_at(if bare { "repo.git" } else { "repo" }, extra)
     }
 
+    /// A fresh repository (`git init <extra>`) acting as `holder` (`lease.holder`), with
+    /// `origin` at `url`: a client of a server.
+    pub fn client_made_with(extra: &[&str], url: &str, holder: &str) -> TestRepo {
+        let repo = TestRepo::mirror_made_with(extra, url);
+        repo.git(&["config", "lease.holder", holder]);
+        repo
+    }
+
+    /// [`TestRepo::client_made_with`] a plain `git init`.
+    pub fn client_of(url: &str, holder: &str) -> TestRepo {
+        TestRepo::client_made_with(&[], url, holder)
+    }
+
+    /// A fresh repository (`git init <extra>`) with only `origin` set, at `url`: a mirror.
+    pub fn mirror_made_with(extra: &[&str], url: &str) -> TestRepo {
+        let repo = TestRepo::init(extra);
+        repo.git(&["remote", "add", "origin", url]);
+        repo
+    }
+
+    /// Makes a bare repository (`git init --bare <extra>`) and adds it as this one's `origin`,
+    /// by its path; returns it (dropping it removes it).
+    pub fn add_bare_origin(&self, extra: &[&str]) -> TestRepo {
+        let origin = TestRepo::init(&[&["--bare"], extra].concat());
+        let path = origin.path().to_str().expect("a UTF-8 temporary path");
+        self.git(&["remote", "add", "origin", path]);
+        origin
+    }
+
     /// A fresh repository made with `git init <extra>` at `<tmp>/<name>` (`name` may have
     /// several components: git creates the leading directories).
     pub fn init_at(name: &str, extra: &[&str]) -> TestRepo {

@@ -171,10 +171,8 @@ impl Client {
             fault
         });
         let proxy = Proxy::start(upstream, plan);
-        let repo = TestRepo::new();
-        repo.git(&["config", "lease.holder", &holder(k)]);
+        let repo = TestRepo::client_of(&proxy.url(), &holder(k));
         repo.git(&["config", "lease.networkTimeout", "60s"]);
-        repo.git(&["remote", "add", "origin", &proxy.url()]);
         for glob in fences {
             repo.git(&["config", "--add", "lease.fence", glob]);
         }

@@ -109,15 +109,12 @@ fn lease(repo: &TestRepo, dir: Option<&Path>, min: i64, args: &[&str]) -> Run {
 /// A client of `server` in the files format, holding as `holder`, sharing through `origin`,
 /// running the `git` of `dir` if given.
 fn client(server: &Server, holder: &str, dir: Option<&Path>) -> TestRepo {
-    let repo = TestRepo::init(&["--ref-format=files"]);
-    let repo = match dir {
+    let repo = TestRepo::client_made_with(&["--ref-format=files"], &server.url(), holder);
+    repo.git(&["config", "lease.remote", "origin"]);
+    match dir {
         Some(dir) => repo.path_first(dir),
         None => repo,
-    };
-    repo.git(&["config", "lease.holder", holder]);
-    repo.git(&["config", "lease.remote", "origin"]);
-    repo.git(&["remote", "add", "origin", &server.url()]);
-    repo
+    }
 }
 
 /// The version of the git that serves `server`, as it tells a client (`agent=git/2.39.5`).
@@ -178,12 +175,11 @@ fn story(server: &Server, old: &Path) {
     );
 
     for git in [Some(old), None] {
-        let mirror = TestRepo::init(&["--ref-format=files"]);
+        let mirror = TestRepo::mirror_made_with(&["--ref-format=files"], &server.url());
         let mirror = match git {
             Some(dir) => mirror.path_first(dir),
             None => mirror,
         };
-        mirror.git(&["remote", "add", "origin", &server.url()]);
         let v = lease(&mirror, None, 6, &["sync"]);
         v.ok();
         assert_eq!(v.json()["new"].as_array().map(Vec::len), Some(1), "{v}");
@@ -243,13 +239,7 @@ fn a_reftable_repository_under_git_2_39_is_bad_usage_naming_git_2_45() {
     ) else {
         return;
     };
-    let origin = TestRepo::init(&["--bare", "--ref-format=files"]);
-    repo.git(&[
-        "remote",
-        "add",
-        "origin",
-        origin.path().to_str().expect("UTF-8"),
-    ]);
+    let origin = repo.add_bare_origin(&["--ref-format=files"]);
     repo.git(&["config", "advice.leaseLocal", "false"]);
     repo.json_at(&at_min(0), 0, &["acquire", "7", "--holder", "alice"]);
     let before = repo.snapshot();
@@ -295,13 +285,7 @@ fn a_reftable_repository_under_git_2_39_is_bad_usage_naming_git_2_45() {
 #[test]
 fn a_git_older_than_2_29_is_refused_for_remote_work_before_anything_runs() {
     let repo = TestRepo::init(&["--ref-format=files"]);
-    let origin = TestRepo::init(&["--bare", "--ref-format=files"]);
-    repo.git(&[
-        "remote",
-        "add",
-        "origin",
-        origin.path().to_str().expect("UTF-8"),
-    ]);
+    let origin = repo.add_bare_origin(&["--ref-format=files"]);
     let (git, log) = fake_git(&repo.scratch("bin"), "git version 2.28.0");
     let said = "this needs git 2.29 or newer for --remote and sync (found 2.28.0)";
     for args in [
@@ -357,13 +341,7 @@ fn local_work_asks_git_nothing_and_a_reftable_repository_needs_the_newer_of_two_
     // message names the one that does for both.
     let repo = TestRepo::init(&["--ref-format=reftable"]);
     let (git, _) = fake_git(&repo.scratch("bin"), "git version 2.28.0");
-    let origin = TestRepo::init(&["--bare", "--ref-format=files"]);
-    repo.git(&[
-        "remote",
-        "add",
-        "origin",
-        origin.path().to_str().expect("UTF-8"),
-    ]);
+    let _origin = repo.add_bare_origin(&["--ref-format=files"]);
     for args in [
         &["acquire", "42", "--holder", "alice"][..],
         &["acquire", "42", "--holder", "alice", "--remote", "origin"],
@@ -377,13 +355,7 @@ fn local_work_asks_git_nothing_and_a_reftable_repository_needs_the_newer_of_two_
 #[test]
 fn a_git_version_that_cannot_be_read_is_no_reason_to_refuse() {
     let repo = TestRepo::init(&["--ref-format=files"]);
-    let origin = TestRepo::init(&["--bare", "--ref-format=files"]);
-    repo.git(&[
-        "remote",
-        "add",
-        "origin",
-        origin.path().to_str().expect("UTF-8"),
-    ]);
+    let origin = repo.add_bare_origin(&["--ref-format=files"]);
     for (i, says) in ["git version unknown", "", "git version 2.47.3.windows.1"]
         .into_iter()
         .enumerate()

@@ -34,13 +34,7 @@ fn everything(repo: &TestRepo, min: i64) -> (String, Value, Vec<Value>, Value) {
 #[test]
 fn a_repository_migrated_to_reftable_keeps_every_ledger_and_passes_verify() {
     let repo = TestRepo::init(&["--ref-format=files"]);
-    let origin = TestRepo::init(&["--bare", "--ref-format=files"]);
-    repo.git(&[
-        "remote",
-        "add",
-        "origin",
-        origin.path().to_str().expect("UTF-8"),
-    ]);
+    let _origin = repo.add_bare_origin(&["--ref-format=files"]);
     // Every kind of ledger: a takeover, an all-or-none claim (one pack), a namespace, a
     // session, a revoke, one shared through a remote (remote-tracking refs); some refs
     // packed, some loose.
@@ -142,10 +136,8 @@ fn a_reftable_server_with_the_hook_serves_files_clones_and_mirrors() {
     server.start_at(&at_min(0));
 
     let client = |holder: &str| {
-        let repo = TestRepo::init(&["--ref-format=files"]);
-        repo.git(&["config", "lease.holder", holder]);
+        let repo = TestRepo::client_made_with(&["--ref-format=files"], &server.url(), holder);
         repo.git(&["config", "lease.remote", "origin"]);
-        repo.git(&["remote", "add", "origin", &server.url()]);
         repo
     };
     let alice = client("alice");
@@ -174,8 +166,7 @@ fn a_reftable_server_with_the_hook_serves_files_clones_and_mirrors() {
     let v = bob.json_at(&at_min(3), 0, &["acquire", "42", "--ttl", "1h"]);
     assert_eq!(v["token"], 2, "{v}");
 
-    let mirror = TestRepo::init(&["--ref-format=files"]);
-    mirror.git(&["remote", "add", "origin", &server.url()]);
+    let mirror = TestRepo::mirror_made_with(&["--ref-format=files"], &server.url());
     let v = mirror.json_at(&at_min(4), 0, &["sync"]);
     assert_eq!(v["new"].as_array().map(Vec::len), Some(1), "{v}");
     assert_eq!(mirror.tip("42"), server.tip("42"));

@@ -402,17 +402,12 @@ impl Server {
     /// A fresh client repository with `origin` at this server (over http: authenticated as
     /// `holder`) and `lease.holder` = `holder`.
     pub fn client(&self, holder: &str) -> TestRepo {
-        let repo = TestRepo::new();
-        repo.git(&["config", "lease.holder", holder]);
-        repo.git(&["remote", "add", "origin", &self.url_for(holder)]);
-        repo
+        TestRepo::client_of(&self.url_for(holder), holder)
     }
 
     /// A fresh repository with only `origin` set to this server (a mirror).
     pub fn mirror(&self) -> TestRepo {
-        let repo = TestRepo::new();
-        repo.git(&["remote", "add", "origin", &self.url()]);
-        repo
+        TestRepo::mirror_made_with(&[], &self.url())
     }
 
     /// Points `client`'s `origin` at this server again (after a restart on another port).

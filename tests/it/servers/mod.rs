@@ -634,9 +634,7 @@ impl Served {
 
     /// A fresh clone-to-be of `user`: `origin` at this server as `user`, `lease.holder`.
     pub fn client(&self, user: &str) -> TestRepo {
-        let repo = TestRepo::new();
-        repo.git(&["config", "lease.holder", user]);
-        repo.git(&["remote", "add", "origin", &self.url(user)]);
+        let repo = TestRepo::client_of(&self.url(user), user);
         repo.git(&["config", "lease.fence", "refs/heads/issue/*"]);
         if self.kind.is_ssh() {
             let wrapper = self.root.join(format!("ssh-{user}"));

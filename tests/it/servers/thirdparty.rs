@@ -265,10 +265,7 @@ impl ThirdParty {
     /// A fresh client repository with `origin` at [`ThirdParty::url`] and `lease.holder` =
     /// `holder`.
     pub fn client(&self, holder: &str) -> TestRepo {
-        let repo = TestRepo::new();
-        repo.git(&["config", "lease.holder", holder]);
-        repo.git(&["remote", "add", "origin", &self.url()]);
-        repo
+        TestRepo::client_of(&self.url(), holder)
     }
 
     /// `git ls-remote <url> refs/leases/*`: the lease refs the server advertises, one
