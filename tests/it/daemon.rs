@@ -2,10 +2,12 @@
 //! serves pushes and fetches, gets a port of its own, is noticed when it cannot bind, and is gone
 //! once dropped.
 
-use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
-use std::time::Duration;
+use std::net::{Ipv4Addr, TcpListener};
 
-use crate::server::{daemon_command, stop, wait_ready, Server, Start, DAEMON_READY};
+use crate::forge::hello_commit;
+use crate::server::{
+    assert_port_closed, daemon_command, stop, wait_ready, Server, Start, DAEMON_READY,
+};
 
 #[test]
 fn the_daemon_serves_pushes_and_stops_when_dropped() {
@@ -14,12 +16,7 @@ fn the_daemon_serves_pushes_and_stops_when_dropped() {
     let repo = daemon.client("alice@example.com");
     assert_eq!(repo.git(&["config", "lease.holder"]), "alice@example.com");
     // A push and a fetch through the daemon.
-    let blob = repo.git_stdin(&["hash-object", "-w", "--stdin"], b"hello\n");
-    let tree = repo.git_stdin(
-        &["mktree"],
-        format!("100644 blob {blob}\thello\n").as_bytes(),
-    );
-    let commit = repo.git(&["commit-tree", &tree, "-m", "hello"]);
+    let commit = hello_commit(&repo);
     repo.git(&["push", "-q", "origin", &format!("{commit}:refs/heads/main")]);
     assert_eq!(daemon.git(&["rev-parse", "refs/heads/main"]), commit);
     let other = daemon.mirror();
@@ -29,11 +26,7 @@ fn the_daemon_serves_pushes_and_stops_when_dropped() {
     // Dropping it closes the port: nothing accepts connections there any more.
     let port = daemon.port();
     drop(daemon);
-    let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
-    assert!(
-        TcpStream::connect_timeout(&addr, Duration::from_millis(500)).is_err(),
-        "port {port} still accepts connections after the daemon was dropped"
-    );
+    assert_port_closed(port, "the daemon");
 }
 
 #[test]

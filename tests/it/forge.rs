@@ -30,6 +30,14 @@ pub fn tree(repo: &TestRepo, entries: &[(&str, &str, &str)]) -> String {
     repo.git_stdin(&["mktree"], text.as_bytes())
 }
 
+/// A commit of one file, `hello`, that is no ledger's: what a test pushes to see a server take
+/// a push.
+pub fn hello_commit(repo: &TestRepo) -> String {
+    let b = blob(repo, b"hello\n");
+    let t = tree(repo, &[("100644", "hello", &b)]);
+    repo.git(&["commit-tree", &t, "-m", "hello"])
+}
+
 /// Writes a commit (`git commit-tree [-p ...]`) of `tree` with `parents` and `message`,
 /// authored and committed at `at` (RFC 3339) by the committer the tool uses.
 pub fn commit(repo: &TestRepo, tree: &str, parents: &[&str], at: &str, message: &str) -> String {

@@ -98,16 +98,7 @@ impl Server {
     /// A bare repository made with `git init --bare <extra>` (`--ref-format=files`), without
     /// any hook, to be served by `git daemon`; not started yet.
     pub fn without_hook_made_with(extra: &[&str]) -> Server {
-        let mut args = vec!["--bare"];
-        args.extend_from_slice(extra);
-        let repo = TestRepo::init_at("repos/leases.git", &args);
-        // Sample hooks of the git installation must not interfere.
-        for entry in std::fs::read_dir(repo.path().join("hooks")).expect("hooks/") {
-            let path = entry.expect("a hooks/ entry").path();
-            if path.extension().is_some_and(|e| e == "sample") {
-                std::fs::remove_file(path).expect("remove a sample hook");
-            }
-        }
+        let repo = served_repository(extra);
         Server {
             log: repo.root().join("server.log"),
             repo,
@@ -577,23 +568,60 @@ pub fn free_port() -> u16 {
         .port()
 }
 
+/// The bare repository a server serves, `<tmp>/repos/leases.git`, made with `git init --bare
+/// <extra>`, without the sample hooks of the git installation (which must not interfere).
+pub fn served_repository(extra: &[&str]) -> TestRepo {
+    let repo = TestRepo::init_at("repos/leases.git", &[&["--bare"], extra].concat());
+    for entry in std::fs::read_dir(repo.path().join("hooks")).expect("hooks/") {
+        let path = entry.expect("a hooks/ entry").path();
+        if path.extension().is_some_and(|e| e == "sample") {
+            std::fs::remove_file(path).expect("remove a sample hook");
+        }
+    }
+    repo
+}
+
 /// Waits until the server says in `log` that it is ready (`marker`) and the port accepts a
 /// connection, or it exits, or it takes too long.
 pub fn wait_ready(child: &mut Child, port: u16, log: &Path, marker: &str) -> Start {
+    wait_until_ready(child, port, READY_POLLS, || log_says(log, marker))
+}
+
+/// Whether the log at `log` says `marker` yet.
+pub fn log_says(log: &Path, marker: &str) -> bool {
+    std::fs::read_to_string(log).is_ok_and(|text| text.contains(marker))
+}
+
+/// Waits, in at most `polls` polls [`READY_POLL_INTERVAL`] apart, until `said_ready` (what the
+/// server says of itself) and `port` accepts a connection, or `child` exits first. Every
+/// server of the harnesses is waited for so.
+pub fn wait_until_ready(
+    child: &mut Child,
+    port: u16,
+    polls: usize,
+    said_ready: impl Fn() -> bool,
+) -> Start {
     let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
-    for _ in 0..READY_POLLS {
+    for _ in 0..polls {
         if let Ok(Some(status)) = child.try_wait() {
             return Start::Exited(status.to_string());
         }
-        let said_ready = std::fs::read_to_string(log)
-            .map(|text| text.contains(marker))
-            .unwrap_or(false);
-        if said_ready && TcpStream::connect_timeout(&addr, Duration::from_millis(500)).is_ok() {
+        if said_ready() && TcpStream::connect_timeout(&addr, Duration::from_millis(500)).is_ok() {
             return Start::Ready;
         }
         std::thread::sleep(READY_POLL_INTERVAL);
     }
     Start::TimedOut
+}
+
+/// Asserts that nothing accepts connections on `port` any more (`what` was stopped).
+#[track_caller]
+pub fn assert_port_closed(port: u16, what: &str) {
+    let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
+    assert!(
+        TcpStream::connect_timeout(&addr, Duration::from_millis(500)).is_err(),
+        "port {port} still accepts connections after {what} was dropped"
+    );
 }
 
 /// Finds `name` on `PATH`, then in `extra` directories.

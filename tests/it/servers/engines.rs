@@ -2,15 +2,14 @@
 //! and races through JGit's daemon and dulwich's daemon and HTTP server.
 
 use std::collections::BTreeSet;
-use std::net::{Ipv4Addr, SocketAddr, TcpStream};
-use std::time::Duration;
 
 use serde_json::Value;
 
 use super::thirdparty::{Engine, ThirdParty};
 use crate::env::{Run, TestRepo, T0};
 use crate::fleet::race;
-use crate::server::{git, lease};
+use crate::forge::hello_commit;
+use crate::server::{assert_port_closed, git, lease};
 
 /// How many claimer processes race, each in a clone of its own.
 const RACERS: usize = 8;
@@ -23,12 +22,7 @@ fn each_third_party_server_serves_pushes_and_stops_when_dropped() {
             continue;
         };
         let client = server.client("alice");
-        let blob = client.git_stdin(&["hash-object", "-w", "--stdin"], b"hello\n");
-        let tree = client.git_stdin(
-            &["mktree"],
-            format!("100644 blob {blob}\thello\n").as_bytes(),
-        );
-        let commit = client.git(&["commit-tree", &tree, "-m", "hello"]);
+        let commit = hello_commit(&client);
         let push = git(
             &client,
             &["push", "origin", &format!("{commit}:refs/leases/t")],
@@ -47,11 +41,7 @@ fn each_third_party_server_serves_pushes_and_stops_when_dropped() {
         );
         let port = server.port();
         drop(server);
-        let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
-        assert!(
-            TcpStream::connect_timeout(&addr, Duration::from_millis(500)).is_err(),
-            "{engine:?}: port {port} still accepts connections after the server was dropped"
-        );
+        assert_port_closed(port, &format!("the {engine:?} server"));
     }
 }
 

@@ -25,7 +25,6 @@ pub mod thirdparty;
 mod traps;
 
 use std::fs::File;
-use std::net::{Ipv4Addr, SocketAddr, TcpStream};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -36,7 +35,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use crate::env::{self, Run, TestRepo, BIN};
-use crate::server::{free_port, stop};
+use crate::server::{free_port, stop, wait_until_ready, Start};
 
 pub const SSHD_CONF: &str = include_str!("../../../fixtures/sshd-git.conf");
 pub const AUTHORIZED_KEY: &str = include_str!("../../../fixtures/ssh-authorized-key.line");
@@ -886,17 +885,10 @@ fn read(path: &Path) -> String {
 
 /// Waits until `port` accepts connections while `child` runs, in bounded polls.
 fn wait_listening(child: &mut Child, port: u16) -> Result<(), String> {
-    let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
-    for _ in 0..READY_POLLS {
-        if let Ok(Some(status)) = child.try_wait() {
-            return Err(format!("the server exited ({status})"));
-        }
-        if TcpStream::connect_timeout(&addr, Duration::from_millis(500)).is_ok() {
-            return Ok(());
-        }
-        std::thread::sleep(Duration::from_millis(25));
+    match wait_until_ready(child, port, READY_POLLS, || true) {
+        Start::Ready => Ok(()),
+        verdict => Err(verdict.to_string()),
     }
-    Err("not listening in time".into())
 }
 
 pub fn path_str(path: &Path) -> &str {

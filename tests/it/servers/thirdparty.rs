@@ -56,7 +56,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use crate::env::{self, TestRepo};
-use crate::server::{free_port, stop};
+use crate::server::{free_port, log_says, served_repository, stop, wait_until_ready, Start};
 
 /// The dulwich release the git:// daemon and the HTTP server run (pinned in `.ci/run`).
 pub const DULWICH: &str = "1.2.21";
@@ -162,13 +162,7 @@ impl ThirdParty {
         } else {
             &[]
         };
-        let repo = TestRepo::init_at("repos/leases.git", &[&["--bare"], format].concat());
-        for entry in std::fs::read_dir(repo.path().join("hooks")).expect("hooks/") {
-            let path = entry.expect("a hooks/ entry").path();
-            if path.extension().is_some_and(|e| e == "sample") {
-                std::fs::remove_file(path).expect("remove a sample hook");
-            }
-        }
+        let repo = served_repository(format);
         let mut server = ThirdParty {
             engine,
             log: repo.root().join("server.log"),
@@ -434,18 +428,10 @@ fn jgit_classpath() -> String {
 /// Waits until the log says the server listens and `port` accepts a connection, while
 /// `child` runs, in bounded polls.
 fn wait_listening(child: &mut Child, port: u16, log: &Path) -> Result<(), String> {
-    let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
-    for _ in 0..READY_POLLS {
-        if let Ok(Some(status)) = child.try_wait() {
-            return Err(format!("the server exited ({status})"));
-        }
-        let said = std::fs::read_to_string(log).is_ok_and(|t| t.contains("Listening"));
-        if said && TcpStream::connect_timeout(&addr, Duration::from_millis(500)).is_ok() {
-            return Ok(());
-        }
-        std::thread::sleep(Duration::from_millis(25));
+    match wait_until_ready(child, port, READY_POLLS, || log_says(log, "Listening")) {
+        Start::Ready => Ok(()),
+        verdict => Err(verdict.to_string()),
     }
-    Err("not listening in time".into())
 }
 
 /// A pack of no objects: `PACK`, version 2, 0 objects, and the SHA-1 of those 12 bytes.
