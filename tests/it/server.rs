@@ -407,6 +407,18 @@ impl Server {
         client.git(&["remote", "set-url", "origin", &self.url_for(&holder)]);
     }
 
+    /// Asserts that `client`'s forced push of its own ledger of `issue` (one written elsewhere
+    /// than here) is refused by the hook, and that none of the served lease refs moved.
+    #[track_caller]
+    pub fn assert_refuses_a_forced_ledger(&self, client: &TestRepo, issue: &str) {
+        let before = self.lease_refs();
+        let refspec = format!("refs/leases/{issue}:refs/leases/{issue}");
+        let push = client.git_run(&["push", "--force", "origin", &refspec]);
+        assert_ne!(push.code, 0, "{push}");
+        assert!(push.stderr.contains("git-lease: refused"), "{push}");
+        assert_eq!(self.lease_refs(), before, "the server's refs did not move");
+    }
+
     /// Plain git in the bare repository; the whole run.
     pub fn git_run(&self, args: &[&str]) -> Run {
         self.repo.git_run(args)
