@@ -10,8 +10,9 @@
 //! - Files backend: `packed-refs` is looked at by its identity, size and times (as git and
 //!   [`Store::read_refs`] do), and the loose refs under the namespace by each file's identity,
 //!   size and times; only a loose file that changed is read. A changed `packed-refs`, a loose
-//!   ref gone, or a loose file this reader does not expect (anything but a direct ref) is an
-//!   answer of every ref, read as [`Store::refs_listed`] reads them. The walk of the loose
+//!   ref gone, or a loose file this reader does not expect (anything but a direct ref under a
+//!   name git reads as one) is an answer of every ref, read as [`Store::refs_listed`] reads
+//!   them. The walk of the loose
 //!   refs costs one `stat` per loose ref: a repository whose ledgers are packed (`git lease
 //!   gc`, `git pack-refs`) pays for the few refs moved since.
 //! - Reftable: `reftable/tables.list`, which every ref update renames into place, is looked at
@@ -115,7 +116,7 @@ impl Store {
         let packed = file_stat(&packed_path)?;
         let empty = HashMap::new();
         let known = previous.as_ref().map_or(&empty, |(_, loose)| loose);
-        let walk = walk_loose(&dir, known, self.repo.object_hash())?;
+        let walk = walk_loose(&dir, &scan.namespace, known, self.repo.object_hash())?;
         let packed_after = file_stat(&packed_path)?;
         let incremental = match (&previous, &walk) {
             (Some((before, old)), Walk::Loose(now)) => {
@@ -148,9 +149,11 @@ impl Store {
     }
 }
 
-/// Walks the loose refs under `dir`, reading only the files whose stat differs from `known`'s.
+/// Walks the loose refs under `dir` (the directory of the refs under `namespace`), reading
+/// only the files whose stat differs from `known`'s.
 fn walk_loose(
     dir: &Path,
+    namespace: &str,
     known: &HashMap<String, (FileStat, ObjectId)>,
     hash: gix::hash::Kind,
 ) -> Result<Walk> {
@@ -193,6 +196,11 @@ fn walk_loose(
                     found.insert(name, (stat, *id));
                     continue;
                 }
+            }
+            // A name git would not read as a ref: the full reader decides what it is.
+            let full = format!("{namespace}{name}");
+            if gix::refs::FullName::try_from(full.as_str()).is_err() {
+                return Ok(Walk::Unexpected);
             }
             let data = match std::fs::read(&path) {
                 Ok(data) => data,

@@ -1,6 +1,7 @@
 //! `watch` among many ledgers: a change notification costs what changed, so these hold it to
 //! reporting exactly what changed: one ledger moved among many, a ledger that appears, a ledger
-//! moved twice between two reads, the refs packed under it, and the expiries kept soonest
+//! moved twice between two reads, the refs packed under it, a lease ref that is no ledger
+//! (symbolic), and the expiries kept soonest
 //! first, each at its instant on the watch's clock (`GIT_LEASE_NOW=T0`, then the machine's
 //! monotonic clock), its start read from the list cache where it holds the exact tip.
 //!
@@ -335,6 +336,40 @@ fn the_start_reads_the_list_cache_where_it_holds_the_exact_tip_and_objects_where
     assert_eq!(
         events,
         pairs(&[("l-42", "expired"), ("end", "acquire")]),
+        "{:#?}",
+        watch.seen
+    );
+}
+
+#[test]
+fn a_lease_ref_that_is_no_ledger_changes_no_event_of_the_others() {
+    let repo = many_ledgers();
+    let mut watch = Watch::spawn(&repo, watch_cmd(&repo));
+    watch.wait_event("marker", "acquire");
+    // A symbolic ref among the lease refs (which no reader takes for a ledger), made after
+    // the start: the scan cannot read it as a tip, and reads every ref instead.
+    repo.git(&["symbolic-ref", "refs/leases/sym", "refs/leases/l-1"]);
+    repo.lease()
+        .now(T0)
+        .args(["release", "l-9", "--holder", ALICE])
+        .run()
+        .ok();
+    watch.wait_event("l-9", "release");
+    repo.lease()
+        .now(T0)
+        .args(["release", "l-10", "--holder", ALICE])
+        .run()
+        .ok();
+    watch.wait_event("l-10", "release");
+
+    assert_eq!(
+        finish(&repo, &mut watch),
+        pairs(&[
+            ("marker", "acquire"),
+            ("l-9", "release"),
+            ("l-10", "release"),
+            ("end", "acquire"),
+        ]),
         "{:#?}",
         watch.seen
     );
