@@ -1,8 +1,9 @@
 //! `git lease watch`: a stream of lease events for an orchestrator, one line each.
 //!
 //! Locally it learns of ref changes from the file system (inotify through `notify`, on the
-//! refs directory, `packed-refs` and `reftable/`), with a bounded poll as a fallback; through a
-//! remote it fetches every lease ref at an interval, backing off while that fails. Expiries are
+//! refs directory, `packed-refs` and `reftable/`), with a bounded poll as a fallback, and each
+//! wake reads only the refs that moved ([`git_lease::Store::scan`]); through a remote it
+//! fetches every lease ref at an interval, backing off while that fails. Expiries are
 //! computed on this command's clock: its one reading of now (`GIT_LEASE_NOW` allowed), then
 //! the machine's monotonic clock. It never writes to a ledger (a remote's fetches only move
 //! its verified tracking copies), and it ends with exit 0 on SIGINT, SIGTERM or SIGHUP and
@@ -18,9 +19,9 @@ use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
 use git_lease::remote::Remote;
+use git_lease::store::{Moved, RefScan};
 use git_lease::watch::{Follower, Kind, WatchEvent, WatchView};
 use git_lease::{Error, Ledger};
-use gix::ObjectId;
 
 use super::output;
 use super::output::json::json_line;
@@ -57,8 +58,19 @@ pub(crate) struct WatchArgs {
 
 /// Where the tips come from.
 enum Source<'a> {
-    Local(&'a Ledger),
+    /// The local lease refs, and what was last seen of them.
+    Local(&'a Ledger, RefScan),
     Remote(Box<Remote<'a>>),
+}
+
+impl Source<'_> {
+    /// The namespace of the refs the tips are read from.
+    fn namespace(&self) -> &str {
+        match self {
+            Source::Local(..) => git_lease::issue::REF_PREFIX,
+            Source::Remote(remote) => remote.tracking_prefix(),
+        }
+    }
 }
 
 /// Runs `git lease watch`.
@@ -72,13 +84,13 @@ pub(crate) fn watch(ctx: &Context, args: WatchArgs, out: &mut dyn Write) -> Resu
         .as_deref()
         .map(|s| parse_since(s, ctx.now))
         .transpose()?;
-    let source = match &ctx.remote {
+    let mut source = match &ctx.remote {
         Some(name) => Source::Remote(Box::new(Remote::new(&ctx.ledger, name)?)),
-        None => Source::Local(&ctx.ledger),
+        None => Source::Local(&ctx.ledger, RefScan::new(git_lease::issue::REF_PREFIX)),
     };
     let interval = match (&args.interval, &source) {
         (Some(text), _) => parse_duration(text)?,
-        (None, Source::Local(_)) => LOCAL_FALLBACK,
+        (None, Source::Local(..)) => LOCAL_FALLBACK,
         (None, Source::Remote(_)) => REMOTE_INTERVAL,
     };
     if interval.is_zero() {
@@ -89,7 +101,7 @@ pub(crate) fn watch(ctx: &Context, args: WatchArgs, out: &mut dyn Write) -> Resu
     stop_on_closed_stdout(wake.clone());
     // Kept alive for as long as the loop runs.
     let _watcher = match &source {
-        Source::Local(ledger) => {
+        Source::Local(ledger, _) => {
             watch_refs(ledger.store().repo().common_dir(), wake.clone(), interval)
         }
         Source::Remote(_) => None,
@@ -98,19 +110,24 @@ pub(crate) fn watch(ctx: &Context, args: WatchArgs, out: &mut dyn Write) -> Resu
 
     let store = ctx.ledger.store();
     let mut reported = Reported::default();
-    let tips = match read_tips(&source, &mut reported) {
+    let tips = match read_tips(&mut source, &mut reported) {
         // A signal ended the fetch: end, as for a signal at any other moment.
         Err(_) if git_lease::git::stopping() => return Ok(exit::OK),
-        read => read?,
+        // The first read of the refs is every one of them.
+        read => match read? {
+            Moved::All(tips) | Moved::Some(tips) => tips,
+        },
     };
     let now = clock.now();
+    let namespace = source.namespace().to_owned();
     let mut follower = match since {
         Some(since) => {
-            let (follower, events) = Follower::replay(store, &tips, &prefix, since, now)?;
+            let (follower, events) =
+                Follower::replay(store, &namespace, tips, &prefix, since, now)?;
             print(ctx, args.holder.as_deref(), &events, out)?;
             follower
         }
-        None => Follower::start(store, &tips, &prefix, now)?,
+        None => Follower::start(store, &namespace, tips, &prefix, now)?,
     };
     out.flush()?;
 
@@ -142,13 +159,16 @@ pub(crate) fn watch(ctx: &Context, args: WatchArgs, out: &mut dyn Write) -> Resu
             || follower
                 .next_expiry()
                 .is_some_and(|e| clock.until(e).is_zero());
-        if matches!(source, Source::Local(_)) || remote_due {
+        if matches!(source, Source::Local(..)) || remote_due {
             // A remote's new commits are judged at the running clock, not the start's.
             ctx.ledger.set_reader_clock(clock.now());
-            match read_tips(&source, &mut reported) {
-                Ok(tips) => {
+            match read_tips(&mut source, &mut reported) {
+                Ok(moved) => {
                     failures = 0;
-                    let (events, errors) = follower.update(store, &tips);
+                    let (events, errors) = match moved {
+                        Moved::All(tips) => follower.update(store, &tips),
+                        Moved::Some(moved) => follower.update_moved(store, &moved),
+                    };
                     print(ctx, args.holder.as_deref(), &events, out)?;
                     for e in errors {
                         said::line("git lease watch", &e.to_string());
@@ -162,8 +182,11 @@ pub(crate) fn watch(ctx: &Context, args: WatchArgs, out: &mut dyn Write) -> Resu
             }
             next_read = Instant::now() + backoff(interval, failures);
         }
-        let events = follower.expire(clock.now());
+        let (events, errors) = follower.expire(store, clock.now());
         print(ctx, args.holder.as_deref(), &events, out)?;
+        for e in errors {
+            said::line("git lease watch", &e.to_string());
+        }
         out.flush()?;
     }
 }
@@ -200,14 +223,12 @@ struct Reported {
     diverged: HashSet<(String, Option<String>)>,
 }
 
-/// Reads the ledger tips: the local lease refs, or the remote's after one fetch (only the
-/// verified ones; a refused ledger is said once on stderr).
-fn read_tips(
-    source: &Source<'_>,
-    reported: &mut Reported,
-) -> Result<Vec<(String, ObjectId)>, Error> {
+/// Reads the ledger tips: the local lease refs that moved since the last read (every one the
+/// first time, or when the scan cannot tell), or the remote's after one fetch (every verified
+/// one; a refused ledger is said once on stderr).
+fn read_tips(source: &mut Source<'_>, reported: &mut Reported) -> Result<Moved, Error> {
     match source {
-        Source::Local(ledger) => ledger.store().lease_refs(),
+        Source::Local(ledger, scan) => ledger.store().scan(scan),
         Source::Remote(remote) => {
             let fetched = remote.fetch_all()?;
             for d in fetched.diverged {
@@ -218,7 +239,7 @@ fn read_tips(
                     said::line("git lease watch", &d.into_error(remote.name()).to_string());
                 }
             }
-            Ok(fetched.verified)
+            Ok(Moved::All(fetched.verified))
         }
     }
 }

@@ -64,6 +64,63 @@ pub fn list(
 ) -> Result<(Vec<Entry>, ListStats)> {
     let cache = ListCache::new(store, namespace);
     let snapshot = cache.load();
+    list_from(store, &cache, snapshot, refs)
+}
+
+/// Gives `sink` the newest entry of every ref in `refs`, in their order, by the rule of
+/// [`list`] (the cache's record where it holds the exact tip, objects otherwise), without
+/// holding every entry at once: with a cache that answers for most refs, each entry is decoded
+/// from its record as it is given. Where [`list`] would rewrite the cache (no cache, or the
+/// refs without a record past [`rewrite_threshold`]), it is [`list`], entries given in turn.
+pub fn each(
+    store: &Store,
+    namespace: &str,
+    refs: Vec<(String, ObjectId)>,
+    mut sink: impl FnMut(Entry),
+) -> Result<ListStats> {
+    let cache = ListCache::new(store, namespace);
+    let snapshot = cache.load();
+    let unrecorded = snapshot
+        .as_ref()
+        .map(|snapshot| unrecorded(snapshot, &refs));
+    let Some(unrecorded) = unrecorded.filter(|u| u.len() <= rewrite_threshold(refs.len())) else {
+        let (entries, stats) = list_from(store, &cache, snapshot, refs)?;
+        entries.into_iter().for_each(sink);
+        return Ok(stats);
+    };
+    let mut stats = ListStats {
+        refs: refs.len(),
+        ..ListStats::default()
+    };
+    let decoded = store.entries(&unrecorded)?;
+    drop(unrecorded);
+    merge(
+        store,
+        snapshot.as_ref(),
+        refs,
+        decoded,
+        &mut stats,
+        &mut sink,
+    )?;
+    Ok(stats)
+}
+
+/// The refs of `refs` that `snapshot` holds no record of their exact tip for.
+fn unrecorded(snapshot: &Snapshot, refs: &[(String, ObjectId)]) -> Vec<(String, ObjectId)> {
+    let mut matcher = RecordMatcher::new(Some(snapshot));
+    refs.iter()
+        .filter(|(issue, tip)| matcher.find(issue, tip).is_none())
+        .cloned()
+        .collect()
+}
+
+/// [`list`], with the cache file already read.
+fn list_from(
+    store: &Store,
+    cache: &ListCache,
+    snapshot: Option<Snapshot>,
+    refs: Vec<(String, ObjectId)>,
+) -> Result<(Vec<Entry>, ListStats)> {
     let mut stats = ListStats {
         refs: refs.len(),
         ..ListStats::default()
@@ -72,19 +129,21 @@ pub fn list(
     // there are many); the listing then takes them in order, so no entry is moved twice.
     // Without a cache file (a cold listing) that is every ref, and the decoded entries are the
     // listing: no second vector of them is built.
-    let out = if snapshot.is_none() {
-        stats.misses = refs.len();
-        store.entries(&refs)?
-    } else {
-        let mut matcher = RecordMatcher::new(snapshot.as_ref());
-        let unrecorded: Vec<(String, ObjectId)> = refs
-            .iter()
-            .filter(|(issue, tip)| matcher.find(issue, tip).is_none())
-            .cloned()
-            .collect();
-        let decoded = store.entries(&unrecorded)?;
-        drop(unrecorded);
-        merge(store, snapshot.as_ref(), refs, decoded, &mut stats)?
+    let out = match snapshot.as_ref() {
+        None => {
+            stats.misses = refs.len();
+            store.entries(&refs)?
+        }
+        Some(snapshot) => {
+            let unrecorded = unrecorded(snapshot, &refs);
+            let decoded = store.entries(&unrecorded)?;
+            drop(unrecorded);
+            let mut out = Vec::with_capacity(refs.len());
+            merge(store, Some(snapshot), refs, decoded, &mut stats, &mut |e| {
+                out.push(e)
+            })?;
+            out
+        }
     };
     drop(snapshot);
     if stats.misses > rewrite_threshold(stats.refs) {
@@ -93,24 +152,25 @@ pub fn list(
     Ok((out, stats))
 }
 
-/// The listing of `refs`: each from its record in `snapshot` when it has one that decodes,
-/// else the next of `decoded` (the refs without a record, in order), else decoded now.
+/// The listing of `refs`, given to `sink` in order: each from its record in `snapshot` when it
+/// has one that decodes, else the next of `decoded` (the refs without a record, in order),
+/// else decoded now.
 fn merge(
     store: &Store,
     snapshot: Option<&Snapshot>,
     refs: Vec<(String, ObjectId)>,
     decoded: Vec<Entry>,
     stats: &mut ListStats,
-) -> Result<Vec<Entry>> {
+    sink: &mut dyn FnMut(Entry),
+) -> Result<()> {
     let mut decoded = decoded.into_iter().peekable();
     let mut matcher = RecordMatcher::new(snapshot);
-    let mut out = Vec::with_capacity(refs.len());
     for (issue, tip) in refs {
         let issue = match matcher.find(&issue, &tip) {
             Some(raw) => match raw.decode(issue, tip) {
                 Ok(entry) => {
                     stats.hits += 1;
-                    out.push(entry);
+                    sink(entry);
                     continue;
                 }
                 // A record that does not decode is a miss like any other.
@@ -119,14 +179,14 @@ fn merge(
             None => match decoded.next_if(|e| e.commit == tip && e.lease.issue == issue) {
                 Some(entry) => {
                     stats.misses += 1;
-                    out.push(entry);
+                    sink(entry);
                     continue;
                 }
                 None => issue,
             },
         };
         stats.misses += 1;
-        out.push(store.entry(&issue, tip)?);
+        sink(store.entry(&issue, tip)?);
     }
-    Ok(out)
+    Ok(())
 }

@@ -24,6 +24,7 @@ pub mod nofollow;
 mod objects;
 pub(crate) mod pack;
 mod refdb;
+mod scan;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -40,6 +41,7 @@ use crate::pack::WrittenPack;
 use files::PackedRefsStat;
 pub(crate) use objects::Staged;
 use refdb::{Expect, Failure, GitRefs};
+pub use scan::{Moved, RefScan};
 
 /// One commit of a tenure ledger, decoded.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -148,6 +148,11 @@ impl GitRefs {
         self.common_dir.join("reftable").join("tables.list.lock")
     }
 
+    /// The file every ref update renames into place: its stat tells whether any ref moved.
+    pub(crate) fn tables_list_path(&self) -> PathBuf {
+        self.common_dir.join("reftable").join("tables.list")
+    }
+
     /// Returns every ref that one of `patterns` matches as `for-each-ref` matches them (a
     /// name matches itself and every ref below it; a prefix ending in `/` every ref under
     /// it), as `(name, target)` sorted by name: one `git for-each-ref`.

@@ -50,6 +50,9 @@
 //! - [`servers`]: every common git server set up as docs/SERVER.md says, its traps, and the doc
 //!   itself.
 //! - [`fleet`]: `acquire --any` and `run --any` racing through a daemon, and `watch`.
+//! - [`watch`]: `watch` among many ledgers: exactly what moved (one ledger, a new one, two
+//!   commits in one move, refs packed under it), expiries soonest first, a start from the list
+//!   cache.
 //! - [`attack`]: the forged-push matrix (every event x pusher x forged data) against the
 //!   specification of who may push what, and when.
 //! - [`adversary`]: generated sequences of honest and forged pushes through a real server,
@@ -131,3 +134,4 @@ mod timeline;
 mod trust;
 mod unknown_outcome;
 mod verify;
+mod watch;
