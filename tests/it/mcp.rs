@@ -46,8 +46,23 @@ fn python() -> Option<PathBuf> {
 /// Runs the client in `repo` with `args` (and `input` on stdin); returns its JSON answer:
 /// `{"answers": [...], "seen": [every result's text and notification]}`.
 fn client(python: &PathBuf, repo: &TestRepo, args: &[&str], input: &Value) -> Value {
+    client_at(python, repo, args, input, None)
+}
+
+/// [`client`], with the server's clock held at `now` (`GIT_LEASE_NOW`) when given: a test
+/// whose answers depend on two calls reading the same second does not race the clock.
+fn client_at(
+    python: &PathBuf,
+    repo: &TestRepo,
+    args: &[&str],
+    input: &Value,
+    now: Option<&str>,
+) -> Value {
     let mut cmd = Command::new(python);
     env::hermetic(&mut cmd, repo.home(), repo.root());
+    if let Some(now) = now {
+        cmd.env("GIT_LEASE_NOW", now);
+    }
     cmd.arg(CLIENT)
         .arg(env::BIN)
         .args(args)
@@ -75,8 +90,17 @@ fn client(python: &PathBuf, repo: &TestRepo, args: &[&str], input: &Value) -> Va
 
 /// Runs `steps` in one session; returns the answers and everything the client saw.
 fn session(repo: &TestRepo, steps: Value) -> Option<(Vec<Value>, Vec<String>)> {
+    session_at(repo, steps, None)
+}
+
+/// [`session`] on a clock held at `now` (see [`client_at`]).
+fn session_at(
+    repo: &TestRepo,
+    steps: Value,
+    now: Option<&str>,
+) -> Option<(Vec<Value>, Vec<String>)> {
     let python = python()?;
-    let out = client(&python, repo, &["steps"], &steps);
+    let out = client_at(&python, repo, &["steps"], &steps, now);
     let answers = out["answers"].as_array().expect("answers").clone();
     let seen = out["seen"]
         .as_array()
@@ -427,7 +451,9 @@ fn mcp_works_through_a_remote_by_lease_remote_or_a_remote_argument() {
 #[test]
 fn mcp_acquire_any_claims_one_free_candidate_and_several_issues_all_or_none() {
     let repo = TestRepo::new();
-    let Some((answers, _)) = session(
+    // One second for every call, so the holder's retry refreshes nothing and writes nothing.
+    let now = env::rfc3339(chrono::Utc::now());
+    let Some((answers, _)) = session_at(
         &repo,
         json!([
             call("acquire", json!({"issues": ["1"], "holder": BOB})),
@@ -446,6 +472,7 @@ fn mcp_acquire_any_claims_one_free_candidate_and_several_issues_all_or_none() {
                 json!({"issues": ["-"], "holder": ALICE, "any": true})
             ),
         ]),
+        Some(&now),
     ) else {
         return;
     };
@@ -864,7 +891,10 @@ fn mcp_acquire_any_ordered_claims_the_first_free_candidate_and_the_next_client_t
             json!({"issues": queue, "any": true, "ordered": true, "holder": holder}),
         )
     };
-    let Some((first, _)) = session(&repo, json!([ordered(ALICE), ordered(ALICE)])) else {
+    // One second for both calls, so the holder's retry refreshes nothing and writes nothing.
+    let now = env::rfc3339(chrono::Utc::now());
+    let Some((first, _)) = session_at(&repo, json!([ordered(ALICE), ordered(ALICE)]), Some(&now))
+    else {
         return;
     };
     // The first free candidate in the order, at the first attempt, nothing passed over.
