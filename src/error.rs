@@ -55,6 +55,16 @@ pub enum Error {
         /// The instant as given.
         input: String,
     },
+    /// A malformed line of the allowed signers list (`lease.requireSignatures`).
+    #[error("{file}:{line}: {reason} (an allowed signers line is: principals [options] key-type base64-key [comment])")]
+    AllowedSigners {
+        /// Where the list was read from.
+        file: String,
+        /// The line (1-based).
+        line: usize,
+        /// What is wrong with it.
+        reason: String,
+    },
     /// A configuration value that is set but cannot be read.
     #[error("bad config value {value:?} for {key}: expected {expected}")]
     Config {
@@ -282,6 +292,7 @@ impl Error {
             | Error::InvalidTime { .. }
             | Error::InvalidInput(_)
             | Error::Config { .. }
+            | Error::AllowedSigners { .. }
             | Error::CommandLineConfig(_)
             | Error::ConfigMissing { .. }
             | Error::UnsafePath { .. }

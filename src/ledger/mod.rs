@@ -12,6 +12,7 @@ pub(crate) mod cas;
 pub mod listing;
 pub mod mirror;
 pub mod remote;
+pub mod signers;
 pub mod verify;
 
 use std::path::Path;
@@ -108,6 +109,9 @@ pub struct Ledger {
     notices: std::cell::RefCell<Vec<String>>,
     /// Whether an operation moved a ledger ref here: see [`Ledger::wrote`].
     wrote: std::cell::Cell<bool>,
+    /// With `lease.requireSignatures`, read with the reader's clock: the allowed signers every
+    /// step taken from elsewhere, and every step a listing shows, must be signed by.
+    signers: Option<crate::rules::signers::AllowedSigners>,
 }
 
 impl Ledger {
@@ -129,6 +133,7 @@ impl Ledger {
             clock: std::cell::Cell::new(None),
             notices: Default::default(),
             wrote: std::cell::Cell::new(false),
+            signers: None,
         }
     }
 
@@ -158,12 +163,23 @@ impl Ledger {
     /// by what this reader knows: a step dated more than twice `lease.maxClockSkew` ahead of
     /// `now` is refused, as is a takeover from a holder process this machine sees running (with
     /// local liveness on). Without it (the default for library users), the rules alone judge.
-    pub fn with_reader_clock(self, now: DateTime<Utc>) -> Result<Ledger> {
+    ///
+    /// With `lease.requireSignatures`, the allowed signers list is read here too
+    /// ([`signers::required`]), and every step judged must be signed as
+    /// [`crate::rules::signers`] says.
+    pub fn with_reader_clock(mut self, now: DateTime<Utc>) -> Result<Ledger> {
         let skew = crate::config::max_clock_skew(
             self.store.config_string("lease.maxClockSkew").as_deref(),
         )?;
+        self.signers = signers::required(&self.store)?;
         self.clock.set(Some((now, skew)));
         Ok(self)
+    }
+
+    /// Returns the allowed signers every step must be signed by, when signatures are
+    /// required ([`Ledger::with_reader_clock`]).
+    pub fn signers(&self) -> Option<&crate::rules::signers::AllowedSigners> {
+        self.signers.as_ref()
     }
 
     /// Moves the reader's clock (see [`Ledger::with_reader_clock`]) to `now`: for a command
@@ -183,6 +199,7 @@ impl Ledger {
                 now,
                 max_skew,
                 host: self.host.as_ref(),
+                signers: self.signers.as_ref(),
             })
     }
 

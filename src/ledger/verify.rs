@@ -11,7 +11,8 @@ use serde::Serialize;
 
 use crate::issue::IssueId;
 use crate::lease::{self, DecodeError, Lease};
-use crate::step::{judge, Judgement};
+use crate::rules::signers::{split_commit, Signed};
+use crate::step::{judge_signed, Judgement};
 pub use crate::step::{Rule, Violation};
 use crate::store::Store;
 
@@ -83,7 +84,8 @@ pub fn verify_segment(
         return result;
     }
     // Walk back to the base (or the root), newest first.
-    let mut walked: Vec<(ObjectId, Result<Lease, Violation>)> = Vec::new();
+    let signatures = judgement.signers().is_some();
+    let mut walked: Vec<(ObjectId, Result<Lease, Violation>, Option<Signed>)> = Vec::new();
     let mut next = Some(tip);
     let mut reached_base = base.is_none();
     while let Some(commit) = next {
@@ -118,8 +120,9 @@ pub fn verify_segment(
                 Err(e) => Err((Rule::Json, e.to_string())),
             },
         };
-        walked.push((commit, decoded));
         next = raw.parents.first().copied();
+        let signed = signatures.then(|| split_commit(&raw.commit));
+        walked.push((commit, decoded, signed));
     }
     if !reached_base {
         let base = base.expect("reached_base is only false with a base");
@@ -144,7 +147,7 @@ pub fn verify_segment(
             }
         },
     };
-    for (commit, decoded) in walked.into_iter().rev() {
+    for (commit, decoded, signed) in walked.into_iter().rev() {
         result.commits += 1;
         match decoded {
             Err((rule, detail)) => {
@@ -154,7 +157,7 @@ pub fn verify_segment(
             }
             Ok(lease) => {
                 let prev = result.steps.last().map(|(_, l)| l).or(result.base.as_ref());
-                for (rule, detail) in judge(prev, &lease, judgement) {
+                for (rule, detail) in judge_signed(prev, &lease, signed.as_ref(), judgement) {
                     result.findings.push(finding(commit, rule, detail));
                 }
                 result.steps.push((commit, lease));
