@@ -128,6 +128,20 @@ pub enum Error {
         /// What is wrong with it.
         reason: String,
     },
+    /// With `lease.requireSignatures`, a ledger whose step breaks a rule (an unsigned step,
+    /// one signed by a key not allowed for the one it needs, or any transition rule): it is
+    /// read as rewritten from that step on, and not used.
+    #[error("the ledger of {issue} is refused at commit {commit} (lease.requireSignatures: every step is verified): {rule}: {detail}")]
+    Unverified {
+        /// The issue.
+        issue: String,
+        /// The first commit that breaks a rule.
+        commit: String,
+        /// The rule's name.
+        rule: String,
+        /// What exactly is wrong.
+        detail: String,
+    },
     /// The repository stores its refs in a format this build does not know (it knows `files`
     /// and `reftable`).
     #[error("{path}: this repository stores its refs as {format:?} (extensions.refStorage), which git-lease does not know; it supports files and reftable", path = path.display())]
@@ -304,6 +318,7 @@ impl Error {
             Error::PushRefused { .. } => ErrorKind::Refused,
             Error::LostRace { .. } => ErrorKind::LostRace,
             Error::Corrupt { .. }
+            | Error::Unverified { .. }
             | Error::Locked { .. }
             | Error::Transport { .. }
             | Error::OutcomeUnknown { .. }

@@ -6,7 +6,9 @@ use gix::ObjectId;
 
 use crate::cache::{ListCache, RecordMatcher, Snapshot};
 use crate::error::Result;
+use crate::step::Judgement;
 use crate::store::{Entry, Store};
+use crate::verify;
 
 /// A listing rewrites the cache only past `max(MIN_REWRITE_MISSES, refs / REWRITE_DIVISOR)`
 /// misses: a miss costs ~10–50 µs of object decoding, a rewrite ~0.3 µs per lease, so the
@@ -30,6 +32,9 @@ pub struct ListStats {
     pub misses: usize,
     /// Whether the cache file was rewritten.
     pub rewritten: bool,
+    /// Ledgers verified (`lease.requireSignatures`) because no verified record vouched for
+    /// their tip.
+    pub verified: usize,
 }
 
 /// Returns the id of every ledger (`refs/leases/*`) in natural order
@@ -47,8 +52,12 @@ pub fn ids(store: &Store) -> Result<Vec<String>> {
 
 /// Returns the newest entry of every ref under `namespace`, sorted by name; see [`list`]. The
 /// refs are listed the cheap way when the store can ([`Store::refs_listed`]).
-pub fn list_namespace(store: &Store, namespace: &str) -> Result<(Vec<Entry>, ListStats)> {
-    list(store, namespace, store.refs_listed(namespace)?)
+pub fn list_namespace(
+    store: &Store,
+    namespace: &str,
+    judgement: Judgement<'_>,
+) -> Result<(Vec<Entry>, ListStats)> {
+    list(store, namespace, store.refs_listed(namespace)?, judgement)
 }
 
 /// Returns the newest entry of every ref in `refs` (sorted by name, as [`Store::refs_under`]
@@ -57,13 +66,25 @@ pub fn list_namespace(store: &Store, namespace: &str) -> Result<(Vec<Entry>, Lis
 ///
 /// A ledger that cannot be decoded is an error, exactly as without the cache. A cache that
 /// cannot be written is not: the listing is still right, only the next one is slower.
+///
+/// When `judgement` requires signatures ([`Judgement::signers`]), every listed ledger must
+/// also be legitimate and signed as needed ([`verify::require_legitimate`], the first refused
+/// one is the error): a ledger is verified only where no record of a file verified under the
+/// same allowed signers list vouches for its tip, from the tip such a record had for it when
+/// it has one, from its root otherwise; the cache is rewritten as verified under that list.
 pub fn list(
     store: &Store,
     namespace: &str,
     refs: Vec<(String, ObjectId)>,
+    judgement: Judgement<'_>,
 ) -> Result<(Vec<Entry>, ListStats)> {
     let cache = ListCache::new(store, namespace);
     let snapshot = cache.load();
+    let signers = judgement.signers();
+    let verified = match signers {
+        Some(list) => verify_unvouched(store, snapshot.as_ref(), list.version(), &refs, judgement)?,
+        None => 0,
+    };
     let mut stats = ListStats {
         refs: refs.len(),
         ..ListStats::default()
@@ -87,10 +108,51 @@ pub fn list(
         merge(store, snapshot.as_ref(), refs, decoded, &mut stats)?
     };
     drop(snapshot);
-    if stats.misses > rewrite_threshold(stats.refs) {
-        stats.rewritten = cache.save(&out).is_ok();
+    stats.verified = verified;
+    if stats.misses.max(verified) > rewrite_threshold(stats.refs) {
+        stats.rewritten = cache
+            .save_verified(&out, signers.map(|l| l.version()))
+            .is_ok();
     }
     Ok((out, stats))
+}
+
+/// Verifies the ledgers of `refs` that no record of `snapshot` vouches for (a file verified
+/// under the allowed signers list `version`, holding the ref's exact tip), each from the tip
+/// the file recorded for it, if any, else from its root, on several threads when there are
+/// many; returns how many were verified. The first refused ledger, in `refs`' order, is the
+/// error.
+fn verify_unvouched(
+    store: &Store,
+    snapshot: Option<&Snapshot>,
+    version: &str,
+    refs: &[(String, ObjectId)],
+    judgement: Judgement<'_>,
+) -> Result<usize> {
+    let trusted = snapshot.filter(|s| s.verified() == Some(version));
+    let mut matcher = RecordMatcher::new(trusted);
+    let unvouched: Vec<(String, ObjectId)> = refs
+        .iter()
+        .filter(|(issue, tip)| matcher.find(issue, tip).is_none())
+        .cloned()
+        .collect();
+    if unvouched.is_empty() {
+        return Ok(0);
+    }
+    // The tips a verified file recorded for the ledgers that moved since: verified already.
+    let bases: std::collections::HashMap<String, ObjectId> = trusted
+        .map(|s| s.tips())
+        .unwrap_or_default()
+        .into_iter()
+        .collect();
+    store.per_ref(&unvouched, |store, issue, tip| {
+        let base = bases
+            .get(issue)
+            .copied()
+            .filter(|b| verify::descends_from(store, tip, *b));
+        verify::require_legitimate(store, issue, tip, base, judgement)
+    })?;
+    Ok(unvouched.len())
 }
 
 /// The listing of `refs`: each from its record in `snapshot` when it has one that decodes,

@@ -284,8 +284,31 @@ impl Ledger {
     }
 
     /// Returns the newest ledger entry of `issue`, or `None` if it was never leased.
+    ///
+    /// With `lease.requireSignatures`, a ledger with a step that breaks a rule (unsigned, or
+    /// signed by a key not allowed for the one it needs, among the others) is
+    /// [`Error::Unverified`].
     pub fn current(&self, issue: &IssueId) -> Result<Option<Entry>> {
-        Ok(self.store.current(issue)?.map(|e| self.observe(e)))
+        let entry = self.store.current(issue)?;
+        if let Some(e) = &entry {
+            self.require_signed(issue.as_str(), e.commit)?;
+        }
+        Ok(entry.map(|e| self.observe(e)))
+    }
+
+    /// With `lease.requireSignatures` ([`Ledger::with_reader_clock`]), refuses the ledger of
+    /// `issue` at `tip` unless every step of it is legitimate and signed as needed.
+    fn require_signed(&self, issue: &str, tip: gix::ObjectId) -> Result<()> {
+        match self.reading().filter(|r| r.signers.is_some()) {
+            Some(reading) => crate::verify::require_legitimate(
+                &self.store,
+                issue,
+                tip,
+                None,
+                crate::step::Judgement::Reading(&reading),
+            ),
+            None => Ok(()),
+        }
     }
 
     /// The fencing check: `Ok(Ok(entry))` if `token` is the live tenure's token (and `holder`
@@ -309,8 +332,12 @@ impl Ledger {
     /// Returns the newest entry of every ledger, sorted by issue. Filter with
     /// [`rules::is_live`] for the live ones.
     pub fn list(&self) -> Result<Vec<Entry>> {
-        let (mut entries, _) =
-            crate::listing::list_namespace(&self.store, crate::issue::REF_PREFIX)?;
+        let reading = self.reading();
+        let (mut entries, _) = crate::listing::list_namespace(
+            &self.store,
+            crate::issue::REF_PREFIX,
+            crate::step::Judgement::reader(reading.as_ref()),
+        )?;
         entries.iter_mut().for_each(|e| self.observe_in_place(e));
         Ok(entries)
     }
@@ -331,7 +358,11 @@ impl Ledger {
 
     /// Returns the ledger of `issue`, newest entry first: one entry per event.
     pub fn log(&self, issue: &IssueId) -> Result<Vec<Entry>> {
-        self.store.history(issue.as_str(), self.store.tip(issue)?)
+        let tip = self.store.tip(issue)?;
+        if let Some(tip) = tip {
+            self.require_signed(issue.as_str(), tip)?;
+        }
+        self.store.history(issue.as_str(), tip)
     }
 
     /// Applies one rule under compare-and-swap: read the tip, decide, write, swap; on a lost

@@ -167,6 +167,28 @@ pub fn verify_segment(
     result
 }
 
+/// Verifies the commits from `tip` back to `base` as [`verify_segment`] does, for a reader
+/// that uses the ledger only if every step is legitimate (a local read with
+/// `lease.requireSignatures`): the first finding is [`crate::Error::Unverified`].
+pub fn require_legitimate(
+    store: &Store,
+    issue: &str,
+    tip: ObjectId,
+    base: Option<ObjectId>,
+    judgement: Judgement<'_>,
+) -> crate::Result<()> {
+    let check = verify_segment(store, issue, tip, base, judgement);
+    match check.findings.into_iter().next() {
+        None => Ok(()),
+        Some(f) => Err(crate::Error::Unverified {
+            issue: f.issue,
+            commit: f.commit,
+            rule: f.rule.to_string(),
+            detail: f.detail,
+        }),
+    }
+}
+
 /// Returns true if `ancestor` is `tip` or one of its first-parent ancestors.
 pub fn descends_from(store: &Store, tip: ObjectId, ancestor: ObjectId) -> bool {
     let mut next = Some(tip);

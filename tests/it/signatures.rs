@@ -705,3 +705,127 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn a_local_ledger_with_an_unsigned_step_is_refused_by_list_show_check_and_log() {
+    let repo = TestRepo::new();
+    let keys = Keys::new(&repo);
+    keys.require_in(&repo);
+    let first = step(
+        &repo,
+        &keys,
+        &acquired("42", "alice", 1, 0, Some(600)),
+        None,
+        Some("alice"),
+    );
+    let renew = step(
+        &repo,
+        &keys,
+        &renewed("42", "alice", 1, 0, 300, 600),
+        Some(&first),
+        None,
+    );
+    forge::set_ledger(&repo, "42", &renew);
+    for args in [
+        &["list"][..],
+        &["show", "42"],
+        &["check", "42", "--token", "1"],
+        &["log", "42"],
+        &["verify"],
+    ] {
+        let run = lease(&repo, 320, args);
+        run.code(1);
+        let said = format!("{}{}", run.stdout, run.stderr);
+        assert!(
+            said.contains("signature") && said.contains("unsigned"),
+            "{run}"
+        );
+    }
+    // Signed as it should be, it reads.
+    let signed = step(
+        &repo,
+        &keys,
+        &renewed("42", "alice", 1, 0, 300, 600),
+        Some(&first),
+        Some("alice"),
+    );
+    forge::set_ledger(&repo, "42", &signed);
+    lease(&repo, 320, &["show", "42"]).ok().stdout_has("alice");
+    lease(&repo, 320, &["list"]).ok().stdout_has("alice");
+}
+
+/// The allowed signers version the list cache of `repo` says its records were verified under.
+fn cache_verified(repo: &TestRepo) -> Option<String> {
+    let gix = gix::open_opts(repo.path(), gix::open::Options::isolated()).expect("open");
+    let store = git_lease::Store::from_repo(gix).expect("a store");
+    git_lease::cache::ListCache::for_leases(&store)
+        .load()
+        .and_then(|s| s.verified().map(str::to_owned))
+}
+
+#[test]
+fn the_list_cache_vouches_only_for_ledgers_verified_under_the_same_allowed_signers() {
+    // Enough ledgers for a listing to write its cache: 64 of alice's and one of bob's.
+    let repo = TestRepo::new();
+    let keys = Keys::new(&repo);
+    for i in 0..64 {
+        let issue = format!("a{i}");
+        let c = step(
+            &repo,
+            &keys,
+            &acquired(&issue, "alice", 1, 0, None),
+            None,
+            Some("alice"),
+        );
+        forge::set_ledger(&repo, &issue, &c);
+    }
+    let bobs = step(
+        &repo,
+        &keys,
+        &acquired("b", "bob", 1, 0, None),
+        None,
+        Some("bob"),
+    );
+    forge::set_ledger(&repo, "b", &bobs);
+    // A listing that does not verify writes a cache that vouches for nothing.
+    lease(&repo, 10, &["list"]).ok();
+    assert_eq!(cache_verified(&repo), None);
+    // An unsigned step under those records: a listing requiring signatures finds it.
+    let unsigned = step(
+        &repo,
+        &keys,
+        &acquired("a0", "alice", 1, 0, None),
+        None,
+        None,
+    );
+    forge::set_ledger(&repo, "a0", &unsigned);
+    keys.require_in(&repo);
+    lease(&repo, 10, &["list"]).code(1).stderr_has("unsigned");
+    forge::set_ledger(
+        &repo,
+        "a0",
+        &step(
+            &repo,
+            &keys,
+            &acquired("a0", "alice", 1, 0, None),
+            None,
+            Some("alice"),
+        ),
+    );
+    // The first listing verifies every ledger and records the list's version.
+    lease(&repo, 10, &["list"]).ok().stdout_has("bob");
+    let version = repo.git(&["hash-object", &keys.list.display().to_string()]);
+    assert_eq!(cache_verified(&repo).as_deref(), Some(version.as_str()));
+    lease(&repo, 10, &["list"]).ok().stdout_has("bob");
+    // A list without bob's key: the records verified under the old one vouch for nothing.
+    let text = std::fs::read_to_string(&keys.list).expect("the list");
+    let without_bob: String = text
+        .lines()
+        .filter(|l| !l.starts_with("bob "))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    std::fs::write(&keys.list, without_bob).expect("write the list");
+    lease(&repo, 10, &["list"])
+        .code(1)
+        .stderr_has("does not allow");
+}
