@@ -11,7 +11,7 @@ use serde::Serialize;
 
 use crate::issue::IssueId;
 use crate::lease::{self, DecodeError, Lease};
-use crate::rules::signers::{split_commit, Signed};
+use crate::rules::signers::{signature_header, split_commit, Signed};
 use crate::step::{judge_signed, Judgement};
 pub use crate::step::{Rule, Violation};
 use crate::store::Store;
@@ -85,6 +85,7 @@ pub fn verify_segment(
     }
     // Walk back to the base (or the root), newest first.
     let signatures = judgement.signers().is_some();
+    let header = signature_header(store.repo().object_hash());
     let mut walked: Vec<(ObjectId, Result<Lease, Violation>, Option<Signed>)> = Vec::new();
     let mut next = Some(tip);
     let mut reached_base = base.is_none();
@@ -121,7 +122,7 @@ pub fn verify_segment(
             },
         };
         next = raw.parents.first().copied();
-        let signed = signatures.then(|| split_commit(&raw.commit));
+        let signed = signatures.then(|| split_commit(&raw.commit, header));
         walked.push((commit, decoded, signed));
     }
     if !reached_base {

@@ -152,11 +152,22 @@ pub struct Signed {
     pub committed_at: Option<i64>,
 }
 
-/// Splits a commit object's bytes into what was signed and the signature.
-pub fn split_commit(data: &[u8]) -> Signed {
+/// Returns the header that holds a commit's signature in a repository of `hash` objects, as
+/// git names it: `gpgsig` for SHA-1, `gpgsig-sha256` for SHA-256.
+pub fn signature_header(hash: gix::hash::Kind) -> &'static [u8] {
+    match hash {
+        gix::hash::Kind::Sha256 => b"gpgsig-sha256",
+        _ => b"gpgsig",
+    }
+}
+
+/// Splits a commit object's bytes into what was signed (the commit without either signature
+/// header, as git signs it) and the signature held in `header` ([`signature_header`]).
+pub fn split_commit(data: &[u8], header: &[u8]) -> Signed {
     let mut out = Signed::default();
     let mut rest = data;
     let mut in_signature = false;
+    let mut skip_other = false;
     while !rest.is_empty() {
         let end = rest
             .iter()
@@ -173,6 +184,9 @@ pub fn split_commit(data: &[u8]) -> Signed {
         }
         if in_signature {
             if let Some(cont) = body.strip_prefix(b" ") {
+                if skip_other {
+                    continue;
+                }
                 if let Some(sig) = out.signature.as_mut() {
                     sig.push(b'\n');
                     sig.extend_from_slice(cont);
@@ -180,16 +194,17 @@ pub fn split_commit(data: &[u8]) -> Signed {
                 continue;
             }
             in_signature = false;
+            skip_other = false;
         }
-        if let Some(value) = body.strip_prefix(b"gpgsig ") {
+        let name = body.split(|b| *b == b' ').next().unwrap_or_default();
+        if name == b"gpgsig" || name == b"gpgsig-sha256" {
             in_signature = true;
-            if out.signature.is_none() {
-                out.signature = Some(value.to_vec());
+            // Another hash's signature (or a second one) is stripped from the payload, and
+            // is not this commit's signature.
+            skip_other = name != header || out.signature.is_some();
+            if !skip_other {
+                out.signature = Some(body.get(name.len() + 1..).unwrap_or_default().to_vec());
             }
-            continue;
-        }
-        if body.starts_with(b"gpgsig-sha256 ") {
-            in_signature = true;
             continue;
         }
         if let Some(who) = body.strip_prefix(b"committer ") {
@@ -555,7 +570,7 @@ mod tests {
     #[test]
     fn the_payload_is_the_commit_without_its_signature_header() {
         let commit = b"tree t\nparent p\nauthor a <a> 1 +0000\ncommitter c <c> 1700000000 +0000\ngpgsig -----BEGIN SSH SIGNATURE-----\n abc\n -----END SSH SIGNATURE-----\n\nmessage\n";
-        let signed = split_commit(commit);
+        let signed = split_commit(commit, b"gpgsig");
         assert_eq!(
             signed.payload,
             b"tree t\nparent p\nauthor a <a> 1 +0000\ncommitter c <c> 1700000000 +0000\n\nmessage\n"

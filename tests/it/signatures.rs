@@ -829,3 +829,35 @@ fn the_list_cache_vouches_only_for_ledgers_verified_under_the_same_allowed_signe
         .code(1)
         .stderr_has("does not allow");
 }
+
+#[test]
+fn a_sha256_repository_reads_the_signature_git_writes_there() {
+    // git signs a SHA-256 commit in its `gpgsig-sha256` header.
+    let repo = TestRepo::init(&["--object-format=sha256"]);
+    let keys = Keys::new(&repo);
+    keys.require_in(&repo);
+    let first = step(
+        &repo,
+        &keys,
+        &acquired("42", "alice", 1, 0, Some(600)),
+        None,
+        Some("alice"),
+    );
+    assert!(repo
+        .git(&["cat-file", "commit", &first])
+        .contains("\ngpgsig-sha256 "));
+    forge::set_ledger(&repo, "42", &first);
+    lease(&repo, 10, &["verify"]).ok();
+    lease(&repo, 10, &["show", "42"]).ok().stdout_has("alice");
+    let by_bob = step(
+        &repo,
+        &keys,
+        &acquired("42", "alice", 1, 0, Some(600)),
+        None,
+        Some("bob"),
+    );
+    forge::set_ledger(&repo, "42", &by_bob);
+    lease(&repo, 10, &["verify"])
+        .code(1)
+        .stdout_has("not allowed for alice");
+}
