@@ -194,10 +194,12 @@ fn parse_since(text: &str, now: DateTime<Utc>) -> Result<DateTime<Utc>, Error> {
         .ok_or_else(|| Error::InvalidInput(format!("invalid --since {text:?}: too long ago")))
 }
 
-/// What was already said on stderr about remote ledgers refused as diverged.
+/// What was already said on stderr about remote ledgers refused as diverged, or local ones
+/// refused under `lease.requireSignatures`; and the local tips verified so far.
 #[derive(Default)]
 struct Reported {
     diverged: HashSet<(String, Option<String>)>,
+    verified: HashSet<(String, ObjectId)>,
 }
 
 /// Reads the ledger tips: the local lease refs, or the remote's after one fetch (only the
@@ -207,7 +209,16 @@ fn read_tips(
     reported: &mut Reported,
 ) -> Result<Vec<(String, ObjectId)>, Error> {
     match source {
-        Source::Local(ledger) => ledger.store().lease_refs(),
+        Source::Local(ledger) => {
+            let refs = ledger.store().lease_refs()?;
+            let (kept, refused) = ledger.verified_refs(refs, &mut reported.verified);
+            for (issue, tip, e) in refused {
+                if reported.diverged.insert((issue, Some(tip.to_string()))) {
+                    said::line("git lease watch", &e.to_string());
+                }
+            }
+            Ok(kept)
+        }
         Source::Remote(remote) => {
             let fetched = remote.fetch_all()?;
             for d in fetched.diverged {

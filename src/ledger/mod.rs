@@ -80,6 +80,10 @@ impl Report {
     }
 }
 
+/// A ledger refused under `lease.requireSignatures`: its issue, its tip and why
+/// ([`Ledger::verified_refs`]).
+pub type Refused = (String, gix::ObjectId, Error);
+
 /// A repository's tenure ledgers.
 ///
 /// ```no_run
@@ -294,6 +298,36 @@ impl Ledger {
             self.require_signed(issue.as_str(), e.commit)?;
         }
         Ok(entry.map(|e| self.observe(e)))
+    }
+
+    /// With `lease.requireSignatures` ([`Ledger::with_reader_clock`]), splits `refs` (`(issue,
+    /// tip)`) into the ledgers every step of which is legitimate and signed as needed, and
+    /// those refused, each with its [`Error::Unverified`]; the tips in `known` were verified
+    /// before and are kept unread, and every tip verified now is added to it. Without the
+    /// setting every ref is kept.
+    pub fn verified_refs(
+        &self,
+        refs: Vec<(String, gix::ObjectId)>,
+        known: &mut std::collections::HashSet<(String, gix::ObjectId)>,
+    ) -> (Vec<(String, gix::ObjectId)>, Vec<Refused>) {
+        let mut kept = Vec::with_capacity(refs.len());
+        let mut refused = Vec::new();
+        for (issue, tip) in refs {
+            if known.contains(&(issue.clone(), tip)) {
+                kept.push((issue, tip));
+                continue;
+            }
+            match self.require_signed(&issue, tip) {
+                Ok(()) => {
+                    if self.signers.is_some() {
+                        known.insert((issue.clone(), tip));
+                    }
+                    kept.push((issue, tip));
+                }
+                Err(e) => refused.push((issue, tip, e)),
+            }
+        }
+        (kept, refused)
     }
 
     /// With `lease.requireSignatures` ([`Ledger::with_reader_clock`]), refuses the ledger of

@@ -861,3 +861,49 @@ fn a_sha256_repository_reads_the_signature_git_writes_there() {
         .code(1)
         .stdout_has("not allowed for alice");
 }
+
+#[test]
+fn a_local_watch_leaves_out_a_ledger_with_an_unsigned_step_and_says_so() {
+    let repo = TestRepo::new();
+    let keys = Keys::new(&repo);
+    keys.require_in(&repo);
+    let first = step(
+        &repo,
+        &keys,
+        &acquired("42", "alice", 1, 0, Some(600)),
+        None,
+        Some("alice"),
+    );
+    let renew = step(
+        &repo,
+        &keys,
+        &renewed("42", "alice", 1, 0, 300, 600),
+        Some(&first),
+        None,
+    );
+    forge::set_ledger(&repo, "42", &renew);
+    let marker = step(
+        &repo,
+        &keys,
+        &acquired("marker", "alice", 1, 0, None),
+        None,
+        Some("alice"),
+    );
+    forge::set_ledger(&repo, "marker", &marker);
+    let mut watch = Watch::spawn(
+        &repo,
+        repo.lease()
+            .now(&at(320))
+            .arg_json()
+            .args(["watch", "--since", &at(-3600)]),
+    );
+    watch.wait_event("marker", "acquire");
+    assert!(watch.stderr().contains("unsigned"), "{}", watch.stderr());
+    assert!(
+        watch.seen.iter().all(|e| e["issue"] != "42"),
+        "{:?}",
+        watch.seen
+    );
+    watch.signal("TERM");
+    watch.wait_exit();
+}
