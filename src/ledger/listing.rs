@@ -81,10 +81,10 @@ pub fn list(
     let cache = ListCache::new(store, namespace);
     let snapshot = cache.load();
     let signers = judgement.signers();
-    let verified = match signers {
-        Some(list) => verify_unvouched(store, snapshot.as_ref(), list.version(), &refs, judgement)?,
-        None => 0,
-    };
+    // With signatures required, a record vouches for its tip only in a file verified under
+    // this very list: then the refs to verify are exactly those without a record.
+    let trusted = signers
+        .is_some_and(|list| snapshot.as_ref().and_then(Snapshot::verified) == Some(list.version()));
     let mut stats = ListStats {
         refs: refs.len(),
         ..ListStats::default()
@@ -94,6 +94,9 @@ pub fn list(
     // Without a cache file (a cold listing) that is every ref, and the decoded entries are the
     // listing: no second vector of them is built.
     let out = if snapshot.is_none() {
+        if signers.is_some() {
+            stats.verified = verify(store, None, &refs, judgement)?;
+        }
         stats.misses = refs.len();
         store.entries(&refs)?
     } else {
@@ -103,13 +106,17 @@ pub fn list(
             .filter(|(issue, tip)| matcher.find(issue, tip).is_none())
             .cloned()
             .collect();
+        if trusted {
+            stats.verified = verify(store, snapshot.as_ref(), &unrecorded, judgement)?;
+        } else if signers.is_some() {
+            stats.verified = verify(store, None, &refs, judgement)?;
+        }
         let decoded = store.entries(&unrecorded)?;
         drop(unrecorded);
         merge(store, snapshot.as_ref(), refs, decoded, &mut stats)?
     };
     drop(snapshot);
-    stats.verified = verified;
-    if stats.misses.max(verified) > rewrite_threshold(stats.refs) {
+    if stats.misses.max(stats.verified) > rewrite_threshold(stats.refs) {
         stats.rewritten = cache
             .save_verified(&out, signers.map(|l| l.version()))
             .is_ok();
@@ -117,42 +124,33 @@ pub fn list(
     Ok((out, stats))
 }
 
-/// Verifies the ledgers of `refs` that no record of `snapshot` vouches for (a file verified
-/// under the allowed signers list `version`, holding the ref's exact tip), each from the tip
-/// the file recorded for it, if any, else from its root, on several threads when there are
-/// many; returns how many were verified. The first refused ledger, in `refs`' order, is the
-/// error.
-fn verify_unvouched(
+/// Verifies the ledgers of `refs` (none of which a verified record vouches for), each from
+/// the tip `verified`, a file verified under the same allowed signers list, recorded for it
+/// when it has one (the ledger grew since), else from its root, on several threads when there
+/// are many; returns how many were verified. The first refused ledger, in `refs`' order, is
+/// the error.
+fn verify(
     store: &Store,
-    snapshot: Option<&Snapshot>,
-    version: &str,
+    verified: Option<&Snapshot>,
     refs: &[(String, ObjectId)],
     judgement: Judgement<'_>,
 ) -> Result<usize> {
-    let trusted = snapshot.filter(|s| s.verified() == Some(version));
-    let mut matcher = RecordMatcher::new(trusted);
-    let unvouched: Vec<(String, ObjectId)> = refs
-        .iter()
-        .filter(|(issue, tip)| matcher.find(issue, tip).is_none())
-        .cloned()
-        .collect();
-    if unvouched.is_empty() {
+    if refs.is_empty() {
         return Ok(0);
     }
-    // The tips a verified file recorded for the ledgers that moved since: verified already.
-    let bases: std::collections::HashMap<String, ObjectId> = trusted
-        .map(|s| s.tips())
+    let bases: std::collections::HashMap<String, ObjectId> = verified
+        .map(Snapshot::tips)
         .unwrap_or_default()
         .into_iter()
         .collect();
-    store.per_ref(&unvouched, |store, issue, tip| {
+    store.per_ref(refs, |store, issue, tip| {
         let base = bases
             .get(issue)
             .copied()
             .filter(|b| verify::descends_from(store, tip, *b));
         verify::require_legitimate(store, issue, tip, base, judgement)
     })?;
-    Ok(unvouched.len())
+    Ok(refs.len())
 }
 
 /// The listing of `refs`: each from its record in `snapshot` when it has one that decodes,

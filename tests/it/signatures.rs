@@ -817,6 +817,26 @@ fn the_list_cache_vouches_only_for_ledgers_verified_under_the_same_allowed_signe
     let version = repo.git(&["hash-object", &keys.list.display().to_string()]);
     assert_eq!(cache_verified(&repo).as_deref(), Some(version.as_str()));
     lease(&repo, 10, &["list"]).ok().stdout_has("bob");
+    // A ledger that grew since is verified from the tip the cache vouched for.
+    let a1 = repo.git(&["rev-parse", "refs/leases/a1"]);
+    let renew = renewed("a1", "alice", 1, 0, 5, 600);
+    forge::set_ledger(
+        &repo,
+        "a1",
+        &step(&repo, &keys, &renew, Some(&a1), Some("alice")),
+    );
+    lease(&repo, 10, &["list"]).ok().stdout_has("a1");
+    let a2 = repo.git(&["rev-parse", "refs/leases/a2"]);
+    let renew = renewed("a2", "alice", 1, 0, 5, 600);
+    forge::set_ledger(
+        &repo,
+        "a2",
+        &step(&repo, &keys, &renew, Some(&a2), Some("bob")),
+    );
+    lease(&repo, 10, &["list"])
+        .code(1)
+        .stderr_has("not allowed for alice");
+    forge::set_ledger(&repo, "a2", &a2);
     // A list without bob's key: the records verified under the old one vouch for nothing.
     let text = std::fs::read_to_string(&keys.list).expect("the list");
     let without_bob: String = text
