@@ -55,6 +55,16 @@ pub enum Error {
         /// The instant as given.
         input: String,
     },
+    /// A malformed line of the allowed signers list (`lease.requireSignatures`).
+    #[error("{file}:{line}: {reason} (an allowed signers line is: principals [options] key-type base64-key [comment])")]
+    AllowedSigners {
+        /// Where the list was read from.
+        file: String,
+        /// The line (1-based).
+        line: usize,
+        /// What is wrong with it.
+        reason: String,
+    },
     /// A configuration value that is set but cannot be read.
     #[error("bad config value {value:?} for {key}: expected {expected}")]
     Config {
@@ -117,6 +127,20 @@ pub enum Error {
         commit: String,
         /// What is wrong with it.
         reason: String,
+    },
+    /// With `lease.requireSignatures`, a ledger whose step breaks a rule (an unsigned step,
+    /// one signed by a key not allowed for the one it needs, or any transition rule): it is
+    /// read as rewritten from that step on, and not used.
+    #[error("the ledger of {issue} is refused at commit {commit} (lease.requireSignatures: every step is verified): {rule}: {detail}")]
+    Unverified {
+        /// The issue.
+        issue: String,
+        /// The first commit that breaks a rule.
+        commit: String,
+        /// The rule's name.
+        rule: String,
+        /// What exactly is wrong.
+        detail: String,
     },
     /// The repository stores its refs in a format this build does not know (it knows `files`
     /// and `reftable`).
@@ -282,6 +306,7 @@ impl Error {
             | Error::InvalidTime { .. }
             | Error::InvalidInput(_)
             | Error::Config { .. }
+            | Error::AllowedSigners { .. }
             | Error::CommandLineConfig(_)
             | Error::ConfigMissing { .. }
             | Error::UnsafePath { .. }
@@ -293,6 +318,7 @@ impl Error {
             Error::PushRefused { .. } => ErrorKind::Refused,
             Error::LostRace { .. } => ErrorKind::LostRace,
             Error::Corrupt { .. }
+            | Error::Unverified { .. }
             | Error::Locked { .. }
             | Error::Transport { .. }
             | Error::OutcomeUnknown { .. }

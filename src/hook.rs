@@ -80,6 +80,10 @@ pub struct Policy {
     pub fences: Vec<String>,
     /// Refuse fenced pushes without `lease-token` (`lease.requireToken`).
     pub require_token: bool,
+    /// With `lease.requireSignatures`: the allowed signers every pushed step must be signed by
+    /// (the served repository's `lease.allowedSigners`, or its `HEAD`'s
+    /// `.git-lease/allowed_signers`).
+    pub signers: Option<crate::rules::signers::AllowedSigners>,
 }
 
 impl Policy {
@@ -143,12 +147,14 @@ impl Policy {
                 expected: "a glob with exactly one `*`, which matches the issue id",
             });
         }
+        let signers = crate::ledger::signers::required(store)?;
         Ok(Policy {
             max_skew,
             identity,
             admins,
             fences,
             require_token,
+            signers,
         })
     }
 }
@@ -503,6 +509,7 @@ fn check_lease_update(
         pusher,
         admins: &policy.admins,
         host: host.as_ref(),
+        signers: policy.signers.as_ref(),
     };
     let check =
         verify::verify_segment(store, issue, update.new, base, Judgement::Arrival(&arrival));

@@ -12,8 +12,10 @@ pub(super) const MAGIC: &[u8; 8] = b"GLLCACHE";
 /// The version of the file layout above; bump it when the layout changes, or when the
 /// ledger's rules refuse what an earlier build accepted (its records would vouch for it). 2: a
 /// `lease.json` must be mode 100644 and at most [`lease::MAX_LEASE_JSON_BYTES`]. 3: a process
-/// records its PID namespace (`pid_ns`), which earlier builds dropped from their records.
-pub(super) const CACHE_FORMAT: u32 = 3;
+/// records its PID namespace (`pid_ns`), which earlier builds dropped from their records. 4:
+/// the body starts with the version of the allowed signers list its records were verified
+/// under (`lease.requireSignatures`), empty when they were not.
+pub(super) const CACHE_FORMAT: u32 = 4;
 pub(super) const HEADER_LEN: usize = 48;
 const FLAG_PARENT: u8 = 1;
 const FLAG_JSON: u8 = 2;

@@ -36,6 +36,8 @@
 //! ```text
 //! header  magic "GLLCACHE" | u32 cache format | u64 schema fingerprint | u8 hash length
 //!         | 3 bytes zero | u64 record count | u64 body length | u64 body checksum
+//! body    u8 length | the allowed signers version every record's ledger was verified under
+//!         (`lease.requireSignatures`; empty: not verified) | records
 //! record  u32 length of the rest | tip | u16 issue length | issue | u8 flags (1: has parent,
 //!         2: JSON payload) | parent | payload
 //! payload binary: u32 version | u64 token | u8 event | u8 takeover | holder | acquired_at
@@ -48,6 +50,10 @@
 //!
 //! Records are sorted by issue, the order refs are listed in, so matching them to refs is one
 //! merge pass with no hash table.
+//!
+//! A listing that requires signatures trusts the records only of a file verified under the
+//! very list it reads (its version, the list's blob id): a changed list, or a file written by a
+//! listing that did not verify, has every ledger verified again.
 
 pub mod codec;
 
@@ -121,6 +127,12 @@ impl ListCache {
     /// Replaces the cache file with records of `entries` (each entry's commit is a tip),
     /// atomically. Entries whose state the file cannot carry exactly are left out.
     pub fn save(&self, entries: &[Entry]) -> Result<()> {
+        self.save_verified(entries, None)
+    }
+
+    /// As [`ListCache::save`], the file saying that every entry's ledger was verified under
+    /// the allowed signers list of version `verified` (`None`: not verified).
+    pub fn save_verified(&self, entries: &[Entry], verified: Option<&str>) -> Result<()> {
         let io = |context: &str, source: std::io::Error| Error::Io {
             context: format!("{context} {}", self.path.display()),
             source,
@@ -132,6 +144,12 @@ impl ListCache {
             .collect();
         order.sort_by(|a, b| a.lease.issue.cmp(&b.lease.issue));
         let mut body = Vec::with_capacity(order.len() * 128);
+        let verified = verified.unwrap_or_default().as_bytes();
+        let Ok(len) = u8::try_from(verified.len()) else {
+            return Ok(());
+        };
+        body.push(len);
+        body.extend_from_slice(verified);
         let mut count = 0u64;
         for entry in order {
             if codec::encode_record(&mut body, entry, hash_len) {
@@ -172,16 +190,30 @@ pub struct Snapshot {
     data: Vec<u8>,
     hash_len: usize,
     count: u64,
+    /// Where the records start.
+    records_at: usize,
 }
 
 impl Snapshot {
     pub(crate) fn parse(data: Vec<u8>, hash_len: usize) -> Option<Snapshot> {
         let count = codec::check_header(&data, hash_len)?;
+        let len = usize::from(*data.get(HEADER_LEN)?);
+        let records_at = HEADER_LEN + 1 + len;
+        std::str::from_utf8(data.get(HEADER_LEN + 1..records_at)?).ok()?;
         Some(Snapshot {
             data,
             hash_len,
             count,
+            records_at,
         })
+    }
+
+    /// Returns the version of the allowed signers list every record's ledger was verified
+    /// under, if they were.
+    pub fn verified(&self) -> Option<&str> {
+        std::str::from_utf8(&self.data[HEADER_LEN + 1..self.records_at])
+            .ok()
+            .filter(|v| !v.is_empty())
     }
 
     /// Returns how many records the file holds.
@@ -196,9 +228,19 @@ impl Snapshot {
 
     fn records(&self) -> Records<'_> {
         Records {
-            rest: &self.data[HEADER_LEN..],
+            rest: &self.data[self.records_at..],
             hash_len: self.hash_len,
         }
+    }
+
+    /// Returns the issue and tip of every record.
+    pub fn tips(&self) -> Vec<(String, ObjectId)> {
+        self.records()
+            .filter_map(|r| {
+                let issue = std::str::from_utf8(r.issue).ok()?.to_owned();
+                Some((issue, ObjectId::try_from(r.tip).ok()?))
+            })
+            .collect()
     }
 
     /// Returns a matcher of refs to records, for refs asked in sorted order.

@@ -22,6 +22,7 @@ use git_lease::remote::Remote;
 use git_lease::store::{Moved, RefScan};
 use git_lease::watch::{Follower, Kind, WatchEvent, WatchView};
 use git_lease::{Error, Ledger};
+use gix::ObjectId;
 
 use super::output;
 use super::output::json::json_line;
@@ -217,10 +218,12 @@ fn parse_since(text: &str, now: DateTime<Utc>) -> Result<DateTime<Utc>, Error> {
         .ok_or_else(|| Error::InvalidInput(format!("invalid --since {text:?}: too long ago")))
 }
 
-/// What was already said on stderr about remote ledgers refused as diverged.
+/// What was already said on stderr about remote ledgers refused as diverged, or local ones
+/// refused under `lease.requireSignatures`; and the local tips verified so far.
 #[derive(Default)]
 struct Reported {
     diverged: HashSet<(String, Option<String>)>,
+    verified: HashSet<(String, ObjectId)>,
 }
 
 /// Reads the ledger tips: the local lease refs that moved since the last read (every one the
@@ -228,7 +231,23 @@ struct Reported {
 /// one; a refused ledger is said once on stderr).
 fn read_tips(source: &mut Source<'_>, reported: &mut Reported) -> Result<Moved, Error> {
     match source {
-        Source::Local(ledger, scan) => ledger.store().scan(scan),
+        Source::Local(ledger, scan) => {
+            // Only the verified tips are followed (all of them without
+            // lease.requireSignatures); a refused one is said once.
+            let mut keep = |refs: Vec<(String, ObjectId)>| {
+                let (kept, refused) = ledger.verified_refs(refs, &mut reported.verified);
+                for (issue, tip, e) in refused {
+                    if reported.diverged.insert((issue, Some(tip.to_string()))) {
+                        said::line("git lease watch", &e.to_string());
+                    }
+                }
+                kept
+            };
+            Ok(match ledger.store().scan(scan)? {
+                Moved::All(refs) => Moved::All(keep(refs)),
+                Moved::Some(refs) => Moved::Some(keep(refs)),
+            })
+        }
         Source::Remote(remote) => {
             let fetched = remote.fetch_all()?;
             for d in fetched.diverged {

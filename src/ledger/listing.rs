@@ -6,7 +6,9 @@ use gix::ObjectId;
 
 use crate::cache::{ListCache, RecordMatcher, Snapshot};
 use crate::error::Result;
+use crate::step::Judgement;
 use crate::store::{Entry, Store};
+use crate::verify;
 
 /// A listing rewrites the cache only past `max(MIN_REWRITE_MISSES, refs / REWRITE_DIVISOR)`
 /// misses: a miss costs ~10–50 µs of object decoding, a rewrite ~0.3 µs per lease, so the
@@ -30,6 +32,9 @@ pub struct ListStats {
     pub misses: usize,
     /// Whether the cache file was rewritten.
     pub rewritten: bool,
+    /// Ledgers verified (`lease.requireSignatures`) because no verified record vouched for
+    /// their tip.
+    pub verified: usize,
 }
 
 /// Returns the id of every ledger (`refs/leases/*`) in natural order
@@ -47,8 +52,12 @@ pub fn ids(store: &Store) -> Result<Vec<String>> {
 
 /// Returns the newest entry of every ref under `namespace`, sorted by name; see [`list`]. The
 /// refs are listed the cheap way when the store can ([`Store::refs_listed`]).
-pub fn list_namespace(store: &Store, namespace: &str) -> Result<(Vec<Entry>, ListStats)> {
-    list(store, namespace, store.refs_listed(namespace)?)
+pub fn list_namespace(
+    store: &Store,
+    namespace: &str,
+    judgement: Judgement<'_>,
+) -> Result<(Vec<Entry>, ListStats)> {
+    list(store, namespace, store.refs_listed(namespace)?, judgement)
 }
 
 /// Returns the newest entry of every ref in `refs` (sorted by name, as [`Store::refs_under`]
@@ -57,14 +66,21 @@ pub fn list_namespace(store: &Store, namespace: &str) -> Result<(Vec<Entry>, Lis
 ///
 /// A ledger that cannot be decoded is an error, exactly as without the cache. A cache that
 /// cannot be written is not: the listing is still right, only the next one is slower.
+///
+/// When `judgement` requires signatures ([`Judgement::signers`]), every listed ledger must
+/// also be legitimate and signed as needed ([`verify::require_legitimate`], the first refused
+/// one is the error): a ledger is verified only where no record of a file verified under the
+/// same allowed signers list vouches for its tip, from the tip such a record had for it when
+/// it has one, from its root otherwise; the cache is rewritten as verified under that list.
 pub fn list(
     store: &Store,
     namespace: &str,
     refs: Vec<(String, ObjectId)>,
+    judgement: Judgement<'_>,
 ) -> Result<(Vec<Entry>, ListStats)> {
     let cache = ListCache::new(store, namespace);
     let snapshot = cache.load();
-    list_from(store, &cache, snapshot, refs)
+    list_from(store, &cache, snapshot, refs, judgement)
 }
 
 /// Gives `sink` the newest entry of every ref in `refs`, in their order, by the rule of
@@ -72,6 +88,7 @@ pub fn list(
 /// holding every entry at once: with a cache that answers for most refs, each entry is decoded
 /// from its record as it is given. Where [`list`] would rewrite the cache (no cache, or the
 /// refs without a record past [`rewrite_threshold`]), it is [`list`], entries given in turn.
+/// It verifies nothing: its caller (`watch`) has verified the refs it gives.
 pub fn each(
     store: &Store,
     namespace: &str,
@@ -84,7 +101,7 @@ pub fn each(
         .as_ref()
         .map(|snapshot| unrecorded(snapshot, &refs));
     let Some(unrecorded) = unrecorded.filter(|u| u.len() <= rewrite_threshold(refs.len())) else {
-        let (entries, stats) = list_from(store, &cache, snapshot, refs)?;
+        let (entries, stats) = list_from(store, &cache, snapshot, refs, Judgement::Recorded)?;
         entries.into_iter().for_each(sink);
         return Ok(stats);
     };
@@ -120,7 +137,13 @@ fn list_from(
     cache: &ListCache,
     snapshot: Option<Snapshot>,
     refs: Vec<(String, ObjectId)>,
+    judgement: Judgement<'_>,
 ) -> Result<(Vec<Entry>, ListStats)> {
+    let signers = judgement.signers();
+    // With signatures required, a record vouches for its tip only in a file verified under
+    // this very list: then the refs to verify are exactly those without a record.
+    let trusted = signers
+        .is_some_and(|list| snapshot.as_ref().and_then(Snapshot::verified) == Some(list.version()));
     let mut stats = ListStats {
         refs: refs.len(),
         ..ListStats::default()
@@ -131,11 +154,19 @@ fn list_from(
     // listing: no second vector of them is built.
     let out = match snapshot.as_ref() {
         None => {
+            if signers.is_some() {
+                stats.verified = verify(store, None, &refs, judgement)?;
+            }
             stats.misses = refs.len();
             store.entries(&refs)?
         }
         Some(snapshot) => {
             let unrecorded = unrecorded(snapshot, &refs);
+            if trusted {
+                stats.verified = verify(store, Some(snapshot), &unrecorded, judgement)?;
+            } else if signers.is_some() {
+                stats.verified = verify(store, None, &refs, judgement)?;
+            }
             let decoded = store.entries(&unrecorded)?;
             drop(unrecorded);
             let mut out = Vec::with_capacity(refs.len());
@@ -146,10 +177,41 @@ fn list_from(
         }
     };
     drop(snapshot);
-    if stats.misses > rewrite_threshold(stats.refs) {
-        stats.rewritten = cache.save(&out).is_ok();
+    if stats.misses.max(stats.verified) > rewrite_threshold(stats.refs) {
+        stats.rewritten = cache
+            .save_verified(&out, signers.map(|l| l.version()))
+            .is_ok();
     }
     Ok((out, stats))
+}
+
+/// Verifies the ledgers of `refs` (none of which a verified record vouches for), each from
+/// the tip `verified`, a file verified under the same allowed signers list, recorded for it
+/// when it has one (the ledger grew since), else from its root, on several threads when there
+/// are many; returns how many were verified. The first refused ledger, in `refs`' order, is
+/// the error.
+fn verify(
+    store: &Store,
+    verified: Option<&Snapshot>,
+    refs: &[(String, ObjectId)],
+    judgement: Judgement<'_>,
+) -> Result<usize> {
+    if refs.is_empty() {
+        return Ok(0);
+    }
+    let bases: std::collections::HashMap<String, ObjectId> = verified
+        .map(Snapshot::tips)
+        .unwrap_or_default()
+        .into_iter()
+        .collect();
+    store.per_ref(refs, |store, issue, tip| {
+        let base = bases
+            .get(issue)
+            .copied()
+            .filter(|b| verify::descends_from(store, tip, *b));
+        verify::require_legitimate(store, issue, tip, base, judgement)
+    })?;
+    Ok(refs.len())
 }
 
 /// The listing of `refs`, given to `sink` in order: each from its record in `snapshot` when it

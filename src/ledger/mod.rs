@@ -12,6 +12,7 @@ pub(crate) mod cas;
 pub mod listing;
 pub mod mirror;
 pub mod remote;
+pub mod signers;
 pub mod verify;
 
 use std::path::Path;
@@ -79,6 +80,10 @@ impl Report {
     }
 }
 
+/// A ledger refused under `lease.requireSignatures`: its issue, its tip and why
+/// ([`Ledger::verified_refs`]).
+pub type Refused = (String, gix::ObjectId, Error);
+
 /// A repository's tenure ledgers.
 ///
 /// ```no_run
@@ -108,6 +113,9 @@ pub struct Ledger {
     notices: std::cell::RefCell<Vec<String>>,
     /// Whether an operation moved a ledger ref here: see [`Ledger::wrote`].
     wrote: std::cell::Cell<bool>,
+    /// With `lease.requireSignatures`, read with the reader's clock: the allowed signers every
+    /// step taken from elsewhere, and every step a listing shows, must be signed by.
+    signers: Option<crate::rules::signers::AllowedSigners>,
 }
 
 impl Ledger {
@@ -129,6 +137,7 @@ impl Ledger {
             clock: std::cell::Cell::new(None),
             notices: Default::default(),
             wrote: std::cell::Cell::new(false),
+            signers: None,
         }
     }
 
@@ -158,12 +167,23 @@ impl Ledger {
     /// by what this reader knows: a step dated more than twice `lease.maxClockSkew` ahead of
     /// `now` is refused, as is a takeover from a holder process this machine sees running (with
     /// local liveness on). Without it (the default for library users), the rules alone judge.
-    pub fn with_reader_clock(self, now: DateTime<Utc>) -> Result<Ledger> {
+    ///
+    /// With `lease.requireSignatures`, the allowed signers list is read here too
+    /// ([`signers::required`]), and every step judged must be signed as
+    /// [`crate::rules::signers`] says.
+    pub fn with_reader_clock(mut self, now: DateTime<Utc>) -> Result<Ledger> {
         let skew = crate::config::max_clock_skew(
             self.store.config_string("lease.maxClockSkew").as_deref(),
         )?;
+        self.signers = signers::required(&self.store)?;
         self.clock.set(Some((now, skew)));
         Ok(self)
+    }
+
+    /// Returns the allowed signers every step must be signed by, when signatures are
+    /// required ([`Ledger::with_reader_clock`]).
+    pub fn signers(&self) -> Option<&crate::rules::signers::AllowedSigners> {
+        self.signers.as_ref()
     }
 
     /// Moves the reader's clock (see [`Ledger::with_reader_clock`]) to `now`: for a command
@@ -183,6 +203,7 @@ impl Ledger {
                 now,
                 max_skew,
                 host: self.host.as_ref(),
+                signers: self.signers.as_ref(),
             })
     }
 
@@ -267,8 +288,61 @@ impl Ledger {
     }
 
     /// Returns the newest ledger entry of `issue`, or `None` if it was never leased.
+    ///
+    /// With `lease.requireSignatures`, a ledger with a step that breaks a rule (unsigned, or
+    /// signed by a key not allowed for the one it needs, among the others) is
+    /// [`Error::Unverified`].
     pub fn current(&self, issue: &IssueId) -> Result<Option<Entry>> {
-        Ok(self.store.current(issue)?.map(|e| self.observe(e)))
+        let entry = self.store.current(issue)?;
+        if let Some(e) = &entry {
+            self.require_signed(issue.as_str(), e.commit)?;
+        }
+        Ok(entry.map(|e| self.observe(e)))
+    }
+
+    /// With `lease.requireSignatures` ([`Ledger::with_reader_clock`]), splits `refs` (`(issue,
+    /// tip)`) into the ledgers every step of which is legitimate and signed as needed, and
+    /// those refused, each with its [`Error::Unverified`]; the tips in `known` were verified
+    /// before and are kept unread, and every tip verified now is added to it. Without the
+    /// setting every ref is kept.
+    pub fn verified_refs(
+        &self,
+        refs: Vec<(String, gix::ObjectId)>,
+        known: &mut std::collections::HashSet<(String, gix::ObjectId)>,
+    ) -> (Vec<(String, gix::ObjectId)>, Vec<Refused>) {
+        let mut kept = Vec::with_capacity(refs.len());
+        let mut refused = Vec::new();
+        for (issue, tip) in refs {
+            if known.contains(&(issue.clone(), tip)) {
+                kept.push((issue, tip));
+                continue;
+            }
+            match self.require_signed(&issue, tip) {
+                Ok(()) => {
+                    if self.signers.is_some() {
+                        known.insert((issue.clone(), tip));
+                    }
+                    kept.push((issue, tip));
+                }
+                Err(e) => refused.push((issue, tip, e)),
+            }
+        }
+        (kept, refused)
+    }
+
+    /// With `lease.requireSignatures` ([`Ledger::with_reader_clock`]), refuses the ledger of
+    /// `issue` at `tip` unless every step of it is legitimate and signed as needed.
+    fn require_signed(&self, issue: &str, tip: gix::ObjectId) -> Result<()> {
+        match self.reading().filter(|r| r.signers.is_some()) {
+            Some(reading) => crate::verify::require_legitimate(
+                &self.store,
+                issue,
+                tip,
+                None,
+                crate::step::Judgement::Reading(&reading),
+            ),
+            None => Ok(()),
+        }
     }
 
     /// The fencing check: `Ok(Ok(entry))` if `token` is the live tenure's token (and `holder`
@@ -292,8 +366,12 @@ impl Ledger {
     /// Returns the newest entry of every ledger, sorted by issue. Filter with
     /// [`rules::is_live`] for the live ones.
     pub fn list(&self) -> Result<Vec<Entry>> {
-        let (mut entries, _) =
-            crate::listing::list_namespace(&self.store, crate::issue::REF_PREFIX)?;
+        let reading = self.reading();
+        let (mut entries, _) = crate::listing::list_namespace(
+            &self.store,
+            crate::issue::REF_PREFIX,
+            crate::step::Judgement::reader(reading.as_ref()),
+        )?;
         entries.iter_mut().for_each(|e| self.observe_in_place(e));
         Ok(entries)
     }
@@ -314,7 +392,11 @@ impl Ledger {
 
     /// Returns the ledger of `issue`, newest entry first: one entry per event.
     pub fn log(&self, issue: &IssueId) -> Result<Vec<Entry>> {
-        self.store.history(issue.as_str(), self.store.tip(issue)?)
+        let tip = self.store.tip(issue)?;
+        if let Some(tip) = tip {
+            self.require_signed(issue.as_str(), tip)?;
+        }
+        self.store.history(issue.as_str(), tip)
     }
 
     /// Applies one rule under compare-and-swap: read the tip, decide, write, swap; on a lost

@@ -11,7 +11,8 @@ use serde::Serialize;
 
 use crate::issue::IssueId;
 use crate::lease::{self, DecodeError, Lease};
-use crate::step::{judge, Judgement};
+use crate::rules::signers::{signature_header, split_commit, Signed};
+use crate::step::{judge_signed, Judgement};
 pub use crate::step::{Rule, Violation};
 use crate::store::Store;
 
@@ -83,7 +84,9 @@ pub fn verify_segment(
         return result;
     }
     // Walk back to the base (or the root), newest first.
-    let mut walked: Vec<(ObjectId, Result<Lease, Violation>)> = Vec::new();
+    let signatures = judgement.signers().is_some();
+    let header = signature_header(store.repo().object_hash());
+    let mut walked: Vec<(ObjectId, Result<Lease, Violation>, Option<Signed>)> = Vec::new();
     let mut next = Some(tip);
     let mut reached_base = base.is_none();
     while let Some(commit) = next {
@@ -118,8 +121,9 @@ pub fn verify_segment(
                 Err(e) => Err((Rule::Json, e.to_string())),
             },
         };
-        walked.push((commit, decoded));
         next = raw.parents.first().copied();
+        let signed = signatures.then(|| split_commit(&raw.commit, header));
+        walked.push((commit, decoded, signed));
     }
     if !reached_base {
         let base = base.expect("reached_base is only false with a base");
@@ -144,7 +148,7 @@ pub fn verify_segment(
             }
         },
     };
-    for (commit, decoded) in walked.into_iter().rev() {
+    for (commit, decoded, signed) in walked.into_iter().rev() {
         result.commits += 1;
         match decoded {
             Err((rule, detail)) => {
@@ -154,7 +158,7 @@ pub fn verify_segment(
             }
             Ok(lease) => {
                 let prev = result.steps.last().map(|(_, l)| l).or(result.base.as_ref());
-                for (rule, detail) in judge(prev, &lease, judgement) {
+                for (rule, detail) in judge_signed(prev, &lease, signed.as_ref(), judgement) {
                     result.findings.push(finding(commit, rule, detail));
                 }
                 result.steps.push((commit, lease));
@@ -162,6 +166,28 @@ pub fn verify_segment(
         }
     }
     result
+}
+
+/// Verifies the commits from `tip` back to `base` as [`verify_segment`] does, for a reader
+/// that uses the ledger only if every step is legitimate (a local read with
+/// `lease.requireSignatures`): the first finding is [`crate::Error::Unverified`].
+pub fn require_legitimate(
+    store: &Store,
+    issue: &str,
+    tip: ObjectId,
+    base: Option<ObjectId>,
+    judgement: Judgement<'_>,
+) -> crate::Result<()> {
+    let check = verify_segment(store, issue, tip, base, judgement);
+    match check.findings.into_iter().next() {
+        None => Ok(()),
+        Some(f) => Err(crate::Error::Unverified {
+            issue: f.issue,
+            commit: f.commit,
+            rule: f.rule.to_string(),
+            detail: f.detail,
+        }),
+    }
 }
 
 /// Returns true if `ancestor` is `tip` or one of its first-parent ancestors.

@@ -6,6 +6,7 @@
 
 #[cfg(test)]
 mod fixtures;
+pub mod signers;
 pub mod step;
 
 use chrono::{DateTime, Utc};

@@ -16,6 +16,7 @@ use serde::Serialize;
 use crate::lease::{Event, Lease, Takeover};
 use crate::liveness::{Current, LocalHost, ProcessState};
 use crate::rules::is_live;
+use crate::rules::signers::{self, AllowedSigners, Signed};
 use crate::time::{format_instant, short_duration};
 
 /// A rule a ledger step can break. The names are stable: they appear in `--json` output and in
@@ -57,6 +58,9 @@ pub enum Rule {
     /// A takeover the server cannot check (a holder process on another machine or in another
     /// PID namespace, or one hidden from it).
     Unverifiable,
+    /// With `lease.requireSignatures`, the step is not signed by a key of the allowed signers
+    /// list that may make it ([`crate::rules::signers`]).
+    Signature,
 }
 
 impl Rule {
@@ -78,6 +82,7 @@ impl Rule {
             Rule::Identity => "identity",
             Rule::Admin => "admin",
             Rule::Unverifiable => "unverifiable",
+            Rule::Signature => "signature",
         }
     }
 }
@@ -116,6 +121,8 @@ pub struct Arrival<'a> {
     pub admins: &'a [String],
     /// Where the server stands (its boot and PID namespace), to see holder processes there.
     pub host: Option<&'a LocalHost>,
+    /// With `lease.requireSignatures`: the allowed signers every step must be signed by.
+    pub signers: Option<&'a AllowedSigners>,
 }
 
 /// What a reader knows when it takes history written elsewhere (a remote's new commits, a
@@ -130,6 +137,8 @@ pub struct Reading<'a> {
     pub max_skew: Duration,
     /// What the reader can see of holder processes on its own machine.
     pub host: Option<&'a LocalHost>,
+    /// With `lease.requireSignatures`: the allowed signers every step must be signed by.
+    pub signers: Option<&'a AllowedSigners>,
 }
 
 /// How a step is judged.
@@ -153,6 +162,37 @@ impl<'a> Judgement<'a> {
     pub fn reader(reading: Option<&'a Reading<'a>>) -> Judgement<'a> {
         reading.map_or(Judgement::Recorded, Judgement::Reading)
     }
+
+    /// Returns the allowed signers every step must be signed by, when signatures are required.
+    pub fn signers(&self) -> Option<&'a AllowedSigners> {
+        match self {
+            Judgement::Recorded => None,
+            Judgement::Reading(r) => r.signers,
+            Judgement::Arrival(a) => a.signers,
+        }
+    }
+}
+
+/// Judges `next` recorded on top of `prev` as [`judge`] does and, when `judgement` requires
+/// signatures, also who signed it ([`crate::rules::signers::judge`]): what every walker of a
+/// ledger asks of each step.
+pub fn judge_signed(
+    prev: Option<&Lease>,
+    next: &Lease,
+    signed: Option<&Signed>,
+    judgement: Judgement<'_>,
+) -> Vec<Violation> {
+    let mut found = judge(prev, next, judgement);
+    if let Some(list) = judgement.signers() {
+        let unsigned = Signed::default();
+        found.extend(signers::judge(
+            prev,
+            next,
+            signed.unwrap_or(&unsigned),
+            list,
+        ));
+    }
+    found
 }
 
 /// Judges `next` recorded on top of `prev` (`None` for a ledger's first commit).
@@ -574,6 +614,7 @@ mod tests {
             pusher: &pusher,
             admins: &admins,
             host: None,
+            signers: None,
         };
         judge(Some(prev), next, Judgement::Arrival(&arrival))
             .into_iter()

@@ -117,6 +117,51 @@ impl Store {
         })
     }
 
+    /// Returns the blob id and content of the file at `path` (`/`-separated) in the tree of
+    /// `HEAD`'s commit: `None` when `HEAD` has no commit yet or the tree has no such file. Read
+    /// from the object database, never from a working tree.
+    pub fn head_file(&self, path: &str) -> Result<Option<(ObjectId, Vec<u8>)>> {
+        let head = match self.head_name()? {
+            Some(name) => self.tip_of(&name)?,
+            None => self.tip_of("HEAD")?,
+        };
+        let Some(head) = head else {
+            return Ok(None);
+        };
+        let failed = |reason: String| Error::InvalidInput(format!("HEAD's {path}: {reason}"));
+        let (kind, data) = self.find(head).map_err(failed)?;
+        if kind != gix::object::Kind::Commit {
+            return Ok(None);
+        }
+        let commit = gix::objs::CommitRef::from_bytes(&data, self.repo.object_hash())
+            .map_err(|e| failed(e.to_string()))?;
+        let mut id = commit.tree();
+        for (i, name) in path.split('/').enumerate() {
+            let (kind, data) = self.find(id).map_err(failed)?;
+            if kind != gix::object::Kind::Tree {
+                return Ok(None);
+            }
+            let tree = gix::objs::TreeRef::from_bytes(&data, self.repo.object_hash())
+                .map_err(|e| failed(e.to_string()))?;
+            let Some(entry) = tree.entries.iter().find(|e| e.filename == name) else {
+                return Ok(None);
+            };
+            let last = i + 1 == path.split('/').count();
+            if last != entry.mode.is_blob() {
+                return Ok(None);
+            }
+            id = entry.oid.to_owned();
+        }
+        let (kind, data) = self.find(id).map_err(failed)?;
+        Ok((kind == gix::object::Kind::Blob).then_some((id, data)))
+    }
+
+    /// Returns the id git gives `data` as a blob of this repository.
+    pub fn blob_id(&self, data: &[u8]) -> Result<ObjectId> {
+        gix::objs::compute_hash(self.repo.object_hash(), gix::object::Kind::Blob, data)
+            .map_err(|e| Error::git("cannot hash a blob", e))
+    }
+
     /// Reads a commit's parents and its `lease.json` bytes without judging them, for
     /// verification that wants to report every problem by its own rule.
     pub(crate) fn raw_entry(&self, commit: ObjectId) -> std::result::Result<RawEntry, String> {
@@ -128,10 +173,12 @@ impl Store {
             .map_err(|e| format!("cannot decode the commit: {e}"))?;
         let tree_id = decoded.tree();
         let parents: Vec<ObjectId> = decoded.parents().collect();
+        drop(decoded);
         let lease_json = self.lease_blob(tree_id);
         Ok(RawEntry {
             parents,
             lease_json,
+            commit: data,
         })
     }
 
@@ -430,6 +477,8 @@ impl Staged {
 pub(crate) struct RawEntry {
     pub parents: Vec<ObjectId>,
     pub lease_json: std::result::Result<Vec<u8>, String>,
+    /// The commit object itself, for its signature ([`crate::rules::signers::split_commit`]).
+    pub commit: Vec<u8>,
 }
 
 /// The reads [`Store::lookup`] makes, by any handle of an object database.

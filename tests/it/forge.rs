@@ -41,11 +41,32 @@ pub fn hello_commit(repo: &TestRepo) -> String {
 /// Writes a commit (`git commit-tree [-p ...]`) of `tree` with `parents` and `message`,
 /// authored and committed at `at` (RFC 3339) by the committer the tool uses.
 pub fn commit(repo: &TestRepo, tree: &str, parents: &[&str], at: &str, message: &str) -> String {
+    commit_signed(repo, tree, parents, at, message, None)
+}
+
+/// [`commit`], SSH-signed (`commit-tree -S`, `gpg.format=ssh`) with the private key file
+/// `key` when one is given.
+pub fn commit_signed(
+    repo: &TestRepo,
+    tree: &str,
+    parents: &[&str],
+    at: &str,
+    message: &str,
+    key: Option<&std::path::Path>,
+) -> String {
     let secs = chrono::DateTime::parse_from_rfc3339(at)
         .unwrap_or_else(|e| panic!("{at:?} is not RFC 3339: {e}"))
         .timestamp();
     let date = format!("{secs} +0000");
-    let mut args = vec!["commit-tree", tree];
+    let signing = key.map(|k| format!("user.signingKey={}", k.display()));
+    let mut args = vec![];
+    if let Some(signing) = &signing {
+        args.extend(["-c", "gpg.format=ssh", "-c", signing]);
+    }
+    args.extend(["commit-tree", tree]);
+    if signing.is_some() {
+        args.push("-S");
+    }
     for p in parents {
         args.extend(["-p", p]);
     }
@@ -103,6 +124,25 @@ pub fn lease_commit_saying(
     let b = blob(repo, &lease_bytes(value));
     let t = tree(repo, &[("100644", "lease.json", &b)]);
     commit(repo, &t, parents, &event_time(value), message)
+}
+
+/// [`lease_commit`], SSH-signed with the private key file `key` (unsigned when `None`).
+pub fn signed_lease_commit(
+    repo: &TestRepo,
+    value: &Value,
+    parents: &[&str],
+    key: Option<&std::path::Path>,
+) -> String {
+    let b = blob(repo, &lease_bytes(value));
+    let t = tree(repo, &[("100644", "lease.json", &b)]);
+    commit_signed(
+        repo,
+        &t,
+        parents,
+        &event_time(value),
+        &message_for(value),
+        key,
+    )
 }
 
 /// [`lease_commit_saying`] with a message describing `value`.

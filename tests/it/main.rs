@@ -68,6 +68,9 @@
 //!   and paused clients and a moving hook clock, checked for linearizability and fencing.
 //! - [`unknown_outcome`]: a push whose answer was lost says so, and running it again converges.
 //! - [`output`]: human output escapes control characters and invisible Unicode from ledgers.
+//! - [`signatures`]: signed ledger events: with `lease.requireSignatures` every reader (and a
+//!   hook requiring them) refuses a step not signed by a key allowed for the one it needs;
+//!   `git verify-commit` agrees on every signature.
 //! - [`rewound`]: a hookless remote that rewinds, rewrites or deletes a ledger.
 //! - [`trust`]: nothing outside a ledger's objects changes what it means, and what the hook
 //!   accepts every reader accepts: replacement refs, backdated and non-canonical times, steps
@@ -129,6 +132,7 @@ mod server;
 mod servers;
 mod session;
 mod sharing;
+mod signatures;
 mod snapshots;
 mod timeline;
 mod trust;

@@ -74,8 +74,12 @@ fn the_list_cache_gives_the_same_answers_as_decoding_every_ledger() {
     ]);
     // Five refs moved: a handful of misses, well under the rewrite threshold.
     let ledger = open(repo.path());
-    let (entries, stats) =
-        git_lease::listing::list_namespace(ledger.store(), "refs/leases/").unwrap();
+    let (entries, stats) = git_lease::listing::list_namespace(
+        ledger.store(),
+        "refs/leases/",
+        git_lease::step::Judgement::Recorded,
+    )
+    .unwrap();
     assert_eq!(entries.len(), 151);
     assert_eq!((stats.hits, stats.misses, stats.rewritten), (146, 5, false));
     for now in [at_min(8), at_min(45), at_min(200)] {
@@ -223,7 +227,12 @@ fn a_cold_listing_of_many_leases_decodes_on_threads_with_the_same_answers() {
         .map(|(issue, tip)| store.entry(issue, *tip).unwrap())
         .collect();
     assert_eq!(store.entries(&refs).unwrap(), serial);
-    let (listed, stats) = git_lease::listing::list_namespace(store, "refs/leases/").unwrap();
+    let (listed, stats) = git_lease::listing::list_namespace(
+        store,
+        "refs/leases/",
+        git_lease::step::Judgement::Recorded,
+    )
+    .unwrap();
     assert_eq!(
         (stats.misses, stats.hits),
         (1500, 0),

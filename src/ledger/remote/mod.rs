@@ -286,8 +286,13 @@ impl Backend for Remote<'_> {
     /// issue, with the ledgers the remote rewound or rewrote (left out of the entries).
     fn list(&self) -> Result<Listing> {
         let fetched = self.fetch_all()?;
-        let (entries, _) =
-            crate::listing::list(self.ledger.store(), &self.tracking, fetched.verified)?;
+        let (entries, _) = crate::listing::list(
+            self.ledger.store(),
+            &self.tracking,
+            fetched.verified,
+            // Every tip was verified as it was fetched.
+            crate::step::Judgement::Recorded,
+        )?;
         let entries = entries
             .into_iter()
             .map(|e| self.ledger.observe(e))
