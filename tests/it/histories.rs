@@ -40,7 +40,6 @@
 //! | `GIT_LEASE_FAULTS_FIGURES` | unset | a file to append the run's figures to (one JSON line) |
 
 use std::collections::{BTreeMap, HashMap};
-use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -669,16 +668,11 @@ pub fn history_with(seed: u64, options: Options) -> Figures {
     for glob in &fences {
         server.git(&["config", "--add", "lease.fence", glob]);
     }
-    let kill_dir = server.root().join("kills");
-    std::fs::create_dir_all(&kill_dir).expect("create the kills directory");
-    if options.kills {
-        let hook = server
-            .bare()
-            .join("hooks/reference-transaction.before-git-lease");
-        std::fs::write(&hook, proxy::killer_hook(&kill_dir)).expect("write the killer hook");
-        std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755))
-            .expect("make the killer hook executable");
-    }
+    let kill_dir = if options.kills {
+        proxy::install_killer(&server)
+    } else {
+        server.root().join("kills")
+    };
     server.start_at(&now_at(0));
     let counts = FaultCounts::new(clients, if options.kills { 1 + clients / 4 } else { 0 });
     let setup = Setup {

@@ -518,6 +518,22 @@ pub fn receive_pack_running(bare: &Path) -> bool {
         })
 }
 
+/// Installs the [`killer_hook`] in `server`'s repository, chained before the lease hook
+/// (installed already), with its directory `<root>/kills`; returns that directory, for
+/// [`Proxy::start_killing`] and [`kills_done`].
+pub fn install_killer(server: &crate::server::Server) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let kills = server.root().join("kills");
+    std::fs::create_dir_all(&kills).expect("create the kills directory");
+    let hook = server
+        .bare()
+        .join("hooks/reference-transaction.before-git-lease");
+    std::fs::write(&hook, killer_hook(&kills)).expect("write the killer hook");
+    std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755))
+        .expect("make the killer hook executable");
+    kills
+}
+
 /// The `reference-transaction` hook that kills the receive-pack running it (`kill -9`) in the
 /// state a [`Proxy::start_killing`] wrote for its connection's port into `kills`, noting it in
 /// `<kills>/killed`; installed as the hook chained before the lease hook
@@ -619,14 +635,7 @@ mod tests {
         } else {
             Server::with_hook()
         };
-        let kills = server.root().join("kills");
-        std::fs::create_dir_all(&kills).expect("create the kills directory");
-        let hook = server
-            .bare()
-            .join("hooks/reference-transaction.before-git-lease");
-        std::fs::write(&hook, killer_hook(&kills)).expect("write the killer hook");
-        std::fs::set_permissions(&hook, std::os::unix::fs::PermissionsExt::from_mode(0o755))
-            .expect("make the killer hook executable");
+        let kills = install_killer(&server);
         server.start_at(&crate::env::at(0));
         let proxy = Proxy::start_killing(
             server.port(),
