@@ -170,10 +170,12 @@ impl Client {
             if kills && service == Service::ReceivePack {
                 let draw = kill_rng.u8(..100);
                 if draw < 8 && counts.take_kill() {
-                    let phase = match kill_rng.u8(..4) {
+                    // A push refused by the hook or a lost race never reaches its ref
+                    // transaction: the kills there are drawn more often.
+                    let phase = match kill_rng.u8(..8) {
                         0 => Phase::Reading(0),
                         1 => Phase::Reading(kill_rng.usize(1..600)),
-                        2 => Phase::Prepared,
+                        2..=4 => Phase::Prepared,
                         _ => Phase::Committed,
                     };
                     // Counted once done ([`proxy::kills_done`]): a push may end before.

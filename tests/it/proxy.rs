@@ -406,14 +406,14 @@ fn pump(
                 let _ = to.write_all(&buf[..after.saturating_sub(sent)]);
                 break;
             }
-            (Fault::Kill(Phase::Reading(after)), Way::ToServer) if sent + n >= after => {
+            (Fault::Kill(Phase::Reading(at)), Way::ToServer) if sent + n >= at => {
                 // Over HTTP the web server starts the backend once the body begins: the first
                 // byte goes through (the commands come before the pack).
-                let after = if http { after.max(1) } else { after };
+                let after = if http { at.max(1) } else { at };
                 let _ = to.write_all(&buf[..after.saturating_sub(sent)]);
                 if kill_receive_pack(port) {
                     if let Some(dir) = kills {
-                        let what = if after == 0 { "before-pack" } else { "reading" };
+                        let what = if at == 0 { "before-pack" } else { "reading" };
                         note_kill(dir, what);
                     }
                 }
