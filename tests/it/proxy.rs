@@ -411,7 +411,7 @@ fn pump(
                 // byte goes through (the commands come before the pack).
                 let after = if http { at.max(1) } else { at };
                 let _ = to.write_all(&buf[..after.saturating_sub(sent)]);
-                if kill_receive_pack(port) {
+                if kill_receive_pack(port, kills.and_then(Path::parent)) {
                     if let Some(dir) = kills {
                         let what = if at == 0 { "before-pack" } else { "reading" };
                         note_kill(dir, what);
@@ -459,24 +459,31 @@ pub fn kills_done(kills: &Path) -> Vec<String> {
 }
 
 /// Whether the process `pid` is a `git receive-pack` started for a connection from `port` (its
-/// server set `REMOTE_PORT`, as `git daemon` and CGI servers do).
-fn is_receive_pack_of(pid: &str, port: u16) -> bool {
+/// server set `REMOTE_PORT`, as `git daemon` and CGI servers do), working under `root` when
+/// given (another server's connection may come from the same port number).
+fn is_receive_pack_of(pid: &str, port: u16, root: Option<&Path>) -> bool {
     let read = |what: &str| std::fs::read(format!("/proc/{pid}/{what}")).unwrap_or_default();
     let cmdline = read("cmdline");
     let receive_pack = cmdline
         .split(|&b| b == 0)
         .any(|arg| arg == b"receive-pack" || arg.ends_with(b"git-receive-pack"));
     let wanted = format!("REMOTE_PORT={port}");
+    let under_root = root.is_none_or(|root| {
+        std::fs::read_link(format!("/proc/{pid}/cwd")).is_ok_and(|cwd| cwd.starts_with(root))
+    });
     receive_pack
+        && under_root
         && read("environ")
             .split(|&b| b == 0)
             .any(|var| var == wanted.as_bytes())
 }
 
-/// Kills (`kill -9`) the receive-pack serving the connection from `port`, found in `/proc`; over
-/// HTTP the web server may start it only as the request's body comes, so it is looked for a
-/// bounded number of times. Returns whether one was killed.
-pub fn kill_receive_pack(port: u16) -> bool {
+/// Kills (`kill -9`) the receive-pack serving the connection from `port` to the server whose
+/// files are under `root` (when given), found in `/proc`; over HTTP the web server may start it
+/// only as the request's body comes, so it is looked for a bounded number of times. Returns
+/// whether one was killed.
+pub fn kill_receive_pack(port: u16, root: Option<&Path>) -> bool {
+    let root = root.map(|r| std::fs::canonicalize(r).unwrap_or_else(|_| r.to_owned()));
     for _ in 0..400 {
         let found: Vec<String> = std::fs::read_dir("/proc")
             .into_iter()
@@ -484,7 +491,7 @@ pub fn kill_receive_pack(port: u16) -> bool {
             .flatten()
             .filter_map(|e| e.file_name().into_string().ok())
             .filter(|pid| pid.bytes().all(|b| b.is_ascii_digit()))
-            .filter(|pid| is_receive_pack_of(pid, port))
+            .filter(|pid| is_receive_pack_of(pid, port, root.as_deref()))
             .collect();
         if !found.is_empty() {
             for pid in &found {
