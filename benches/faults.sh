@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # The long campaign of histories under faults (tests/it/histories.rs): real git-lease clients
-# through fault-injecting proxies before git daemon, each history checked for
-# linearizability and fencing.
+# through fault-injecting proxies before git daemon (even seeds) or git http-backend behind a
+# web server (odd seeds), whose receive-pack is killed at seeded points of pushes, each history
+# checked for linearizability and fencing.
 #
 #   benches/faults.sh [--histories N] [--seed S] [--jobs J] [--chunk C] [--out FILE]
 #
 # Runs N histories (default 1000) from seed S (default 1), J test processes at a time
 # (default 2), each of C consecutive seeds (default 50); every chunk appends one JSON line of
-# figures (histories, operations, unknown outcomes, operations left out as known not to have
-# happened, faults by kind, violations) to FILE (default benches/target/faults.jsonl), and
+# figures (histories, of which over HTTP, operations, unknown outcomes, operations left out as
+# known not to have happened, faults by kind, violations) to FILE (default benches/target/faults.jsonl), and
 # the totals are printed at the end. A violation fails its chunk, which prints the seed of
 # the failing history; rerun it alone with
 #   GIT_LEASE_FAULTS_SEED=<seed> GIT_LEASE_FAULTS_HISTORIES=1 \
@@ -63,11 +64,11 @@ elapsed=$(($(date +%s) - started))
 python3 - "$out" "$elapsed" "$failed" <<'PY'
 import json, sys
 path, elapsed, failed = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-tot = {"histories": 0, "operations": 0, "unknown": 0, "left_out": 0, "faults": {}}
+tot = {"histories": 0, "http": 0, "operations": 0, "unknown": 0, "left_out": 0, "faults": {}}
 for line in open(path):
     m = json.loads(line.replace("'", '"'))
-    for k in ("histories", "operations", "unknown", "left_out"):
-        tot[k] += m[k]
+    for k in ("histories", "http", "operations", "unknown", "left_out"):
+        tot[k] += m.get(k, 0)
     for k, v in m["faults"].items():
         tot["faults"][k] = tot["faults"].get(k, 0) + v
 tot["violations"] = failed

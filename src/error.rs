@@ -177,6 +177,20 @@ pub enum Error {
         /// How many attempts were made.
         attempts: u32,
     },
+    /// A push was refused, attempt after attempt, because a lock file on the server stood in
+    /// the way of the ref's update: a concurrent writer holds one for a moment, so a lock
+    /// still there after every attempt was most likely left behind by a git process that was
+    /// killed or crashed mid-update. Nothing was changed; the ref stays wedged until the
+    /// server's administrator removes the lock file.
+    #[error("{remote} refused the update of {target}: a lock file on the server is in the way ({message}); nothing was changed. If no push is running there, a killed or crashed git process left it behind: the server's administrator removes it (docs/RELIABILITY.md, \"A lock left behind\"), then the same command works again")]
+    RemoteLocked {
+        /// The remote, as shown.
+        remote: String,
+        /// The refs that could not be updated.
+        target: String,
+        /// What the server said.
+        message: String,
+    },
     /// The server's git-lease hook refused the push by the lease rules (its `remote:` lines
     /// carry the `git-lease: refused` mark); a hook that failed, or another hook's refusal, is
     /// [`Error::HookFailed`].
@@ -320,6 +334,7 @@ impl Error {
             Error::Corrupt { .. }
             | Error::Unverified { .. }
             | Error::Locked { .. }
+            | Error::RemoteLocked { .. }
             | Error::Transport { .. }
             | Error::OutcomeUnknown { .. }
             | Error::AtomicUnsupported { .. }

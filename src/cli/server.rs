@@ -7,7 +7,9 @@ use std::process::Stdio;
 
 use git_lease::backend::Backend;
 use git_lease::hook::{self, Policy, RefUpdate};
-use git_lease::remote::{hook_verdict, redact_url, redact_urls, HookVerdict, Remote};
+use git_lease::remote::{
+    hook_verdict, read_branch_push, redact_url, redact_urls, BranchPush, HookVerdict, Remote,
+};
 use git_lease::store::nofollow::{self, Dir, Placement};
 use git_lease::{Error, IssueId};
 
@@ -917,9 +919,22 @@ pub(crate) fn push(
     if message.is_empty() {
         message = format!("git exited with {}", pushed.status);
     }
-    Err(Error::Transport {
-        command: shown,
-        message,
+    // A push that broke off before the server's report may have landed: its outcome is
+    // unknown, and pushing the same branch again converges (git finds it up to date).
+    Err(match read_branch_push(&stderr) {
+        BranchPush::Unknown => Error::OutcomeUnknown {
+            command: shown,
+            message,
+        },
+        BranchPush::Locked(lock) => Error::RemoteLocked {
+            remote: redact_url(&remote_name),
+            target: full,
+            message: lock,
+        },
+        BranchPush::Failed => Error::Transport {
+            command: shown,
+            message,
+        },
     }
     .into())
 }

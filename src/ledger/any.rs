@@ -495,8 +495,8 @@ impl Remote<'_> {
                 PushResult::Declined(verdict) => {
                     return Err(verdict.into_error(std::slice::from_ref(&issue)))
                 }
-                PushResult::Lost => {
-                    // Someone else moved it first: set it aside, and every untried candidate
+                PushResult::Lost | PushResult::Locked(_) => {
+                    // Someone else moved it first (or holds its lock): set it aside, and every untried candidate
                     // that moved too, and go on with one that did not.
                     moved.push(issue);
                     report.lost += 1;

@@ -1,7 +1,8 @@
 //! A small web front for the real `git http-backend`, in the test harness itself: HTTP/1.1 on
 //! 127.0.0.1 with basic authentication, so the http tests run on a machine that has only git
 //! and Rust. It keeps what the hook depends on: the backend runs as CGI with `REMOTE_USER` set
-//! to the authenticated user, and a request without valid credentials gets `401` with a
+//! to the authenticated user (and `REMOTE_PORT` to the client's port, as web servers set it),
+//! and a request without valid credentials gets `401` with a
 //! `WWW-Authenticate` challenge, as a web server's basic auth does. One connection is one
 //! request (`Connection: close`).
 
@@ -90,6 +91,7 @@ impl Drop for Front {
 
 /// Answers one request on `stream`.
 fn serve(site: &Site, stream: TcpStream) -> std::io::Result<()> {
+    let port = stream.peer_addr().map(|a| a.port()).unwrap_or(0);
     let mut reader = BufReader::new(stream.try_clone()?);
     let mut out = stream;
     let mut request_line = String::new();
@@ -139,6 +141,7 @@ fn serve(site: &Site, stream: TcpStream) -> std::io::Result<()> {
         .env("PATH_INFO", path)
         .env("QUERY_STRING", query)
         .env("REMOTE_ADDR", "127.0.0.1")
+        .env("REMOTE_PORT", port.to_string())
         .env("REMOTE_USER", &user)
         .env("AUTH_TYPE", "Basic")
         .env("CONTENT_LENGTH", body.len().to_string())

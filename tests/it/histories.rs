@@ -1,8 +1,11 @@
 //! Histories under faults: real `git lease` clients claim, renew, release, check and push
-//! fenced work through real `git daemon`s while a fault-injecting proxy ([`crate::proxy`])
-//! delays, cuts and drops the server's replies, clients are killed (`kill -9`) and paused
-//! (`SIGSTOP` past their expiry, then `SIGCONT`), and the hook's clock (`lease.hookNow`)
-//! moves; every operation is recorded and the history is checked for linearizability against
+//! fenced work through a real `git daemon` (even seeds) or `git http-backend` behind a web
+//! server, the pusher its authenticated user (odd seeds), while a fault-injecting proxy
+//! ([`crate::proxy`]) delays, cuts and drops the server's replies and has the server's
+//! receive-pack killed (`kill -9`: before and while it reads the pack, with its ref locks taken,
+//! before its report; the locks it leaves are removed between epochs, as an administrator
+//! does), clients are killed (`kill -9`) and paused (`SIGSTOP` past their expiry, then
+//! `SIGCONT`), and the hook's clock (`lease.hookNow`) moves; every operation is recorded and the history is checked for linearizability against
 //! the lease rules ([`crate::linearizable`]), and directly for what fencing promises.
 //!
 //! **Time.** Time is a controlled variable: a history is a sequence of epochs, each with one
@@ -25,7 +28,7 @@
 //! issue, neither in the answers nor along the server's ledger; at no instant two tenures are
 //! live (each new tenure starts over a free or expired record); a fenced push that landed was
 //! pushed with a token live, by the server's ledger, at a server clock of its span; the served
-//! repository verifies, and a mirror synced afterwards verifies.
+//! repository verifies and passes `git fsck`, and a mirror synced afterwards verifies.
 //!
 //! The run is seeded and bounded (every fault counted, every wait bounded); these variables
 //! change it, and a failure prints the seed of its history:
@@ -38,6 +41,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::sync::Arc;
@@ -48,11 +52,14 @@ use serde_json::Value;
 
 use crate::env::{rfc3339, t0, Run, TestRepo};
 use crate::linearizable::{self, Input, Model, Op, Output};
-use crate::proxy::{self, Fault, Proxy, Service, Way};
+use crate::proxy::{self, Fault, Phase, Proxy, Service, Way};
 use crate::server::Server;
 
 /// The TTL of every claim, in seconds.
 const TTL: i64 = 30;
+
+/// What `git lease` says of a push refused for a lock file in the way on the server.
+const LOCK_REFUSAL: &str = "a lock file on the server is in the way";
 
 /// What one operation is.
 #[derive(Clone, Debug)]
@@ -76,6 +83,8 @@ enum Disturb {
 #[derive(Default, Debug, Clone)]
 pub struct Figures {
     pub histories: usize,
+    /// Of which over HTTP.
+    pub http: usize,
     pub operations: usize,
     pub unknown: usize,
     pub left_out: usize,
@@ -85,6 +94,7 @@ pub struct Figures {
 impl Figures {
     fn add(&mut self, other: &Figures) {
         self.histories += other.histories;
+        self.http += other.http;
         self.operations += other.operations;
         self.unknown += other.unknown;
         self.left_out += other.left_out;
@@ -137,10 +147,15 @@ fn now_at(secs: i64) -> String {
 }
 
 impl Client {
-    fn new(k: usize, seed: u64, upstream: u16, fences: &[String], counts: &FaultCounts) -> Client {
+    fn new(k: usize, seed: u64, setup: &Setup, fences: &[String], counts: &FaultCounts) -> Client {
         let next: Arc<std::sync::Mutex<Option<Fault>>> = Arc::default();
         let chosen = Arc::clone(&next);
         let mut rng = fastrand::Rng::with_seed(seed.wrapping_mul(1000).wrapping_add(k as u64));
+        // The kills of receive-pack are drawn from a generator of their own, so that the other
+        // faults of a seed stay what they were before kills were drawn.
+        let mut kill_rng =
+            fastrand::Rng::with_seed(seed.wrapping_mul(1000).wrapping_add(k as u64) ^ 0x6b69_6c6c);
+        let kills = setup.kills;
         let counts = counts.clone();
         let plan: proxy::Plan = Box::new(move |service| {
             if let Some(fault) = chosen.lock().ok().and_then(|mut c| {
@@ -151,6 +166,21 @@ impl Client {
                 }
             }) {
                 return fault;
+            }
+            if kills && service == Service::ReceivePack {
+                let draw = kill_rng.u8(..100);
+                if draw < 8 && counts.take_kill() {
+                    // A push refused by the hook or a lost race never reaches its ref
+                    // transaction: the kills there are drawn more often.
+                    let phase = match kill_rng.u8(..8) {
+                        0 => Phase::Reading(0),
+                        1 => Phase::Reading(kill_rng.usize(1..600)),
+                        2..=4 => Phase::Prepared,
+                        _ => Phase::Committed,
+                    };
+                    // Counted once done ([`proxy::kills_done`]): a push may end before.
+                    return Fault::Kill(phase);
+                }
             }
             if rng.u8(..100) >= 12 || !counts.take() {
                 return Fault::Pass;
@@ -170,8 +200,8 @@ impl Client {
             counts.record(fault);
             fault
         });
-        let proxy = Proxy::start(upstream, plan);
-        let repo = TestRepo::client_of(&proxy.url(), &holder(k));
+        let proxy = Proxy::start_killing(setup.upstream, setup.http, &setup.kill_dir, plan);
+        let repo = TestRepo::client_of(&proxy.url_as(&holder(k)), &holder(k));
         repo.git(&["config", "lease.networkTimeout", "60s"]);
         for glob in fences {
             repo.git(&["config", "--add", "lease.fence", glob]);
@@ -219,13 +249,25 @@ impl Client {
 #[derive(Clone)]
 struct FaultCounts {
     inner: Arc<std::sync::Mutex<(usize, BTreeMap<&'static str, usize>)>>,
+    /// The kills of receive-pack left.
+    kills: Arc<std::sync::Mutex<usize>>,
 }
 
 impl FaultCounts {
-    fn new(budget: usize) -> FaultCounts {
+    fn new(budget: usize, kills: usize) -> FaultCounts {
         FaultCounts {
             inner: Arc::new(std::sync::Mutex::new((budget, BTreeMap::new()))),
+            kills: Arc::new(std::sync::Mutex::new(kills)),
         }
+    }
+
+    fn take_kill(&self) -> bool {
+        let mut kills = self.kills.lock().expect("kill counts");
+        if *kills == 0 {
+            return false;
+        }
+        *kills -= 1;
+        true
     }
 
     fn take(&self) -> bool {
@@ -242,7 +284,7 @@ impl FaultCounts {
             Fault::Delay(_) => "delay",
             Fault::Cut { .. } => "cut",
             Fault::DropReply => "dropped reply",
-            Fault::Hold | Fault::Pass => "hold",
+            Fault::Hold | Fault::Pass | Fault::Kill(_) => "hold",
         });
     }
 
@@ -395,9 +437,12 @@ fn operate(
     let run = Run::from_output(format!("{} {}", client.k, args.join(" ")), out);
     if killed {
         // The client is gone mid-push; its clone may hold a lock left behind: start afresh.
-        client
-            .repo
-            .git(&["remote", "set-url", "origin", &client.proxy.url()]);
+        client.repo.git(&[
+            "remote",
+            "set-url",
+            "origin",
+            &client.proxy.url_as(&holder(client.k)),
+        ]);
         return Done {
             op: input.map(|input| Op {
                 client: client.k,
@@ -412,6 +457,9 @@ fn operate(
             left_out: false,
             acquired: None,
         };
+    }
+    if run.code == 1 && run.stderr.contains(LOCK_REFUSAL) {
+        counts.count("refused for a leftover lock");
     }
     classify(
         client.k, issue, kind, input, call, ret, &run, span, now_secs,
@@ -447,6 +495,11 @@ fn classify(
         output,
     };
     match run.code {
+        // Refused for a lock file in the way on the server: nothing changed.
+        1 if run.stderr.contains(LOCK_REFUSAL) => {
+            done.left_out = true;
+            return done;
+        }
         1 => {
             done.unknown = true;
             done.op = input.map(|i| op(i, None, None));
@@ -529,21 +582,107 @@ type Zombie = (
     mpsc::Sender<i64>,
 );
 
-/// Runs the history of `seed`; panics, naming the seed, on any violation.
+/// What a history runs against.
+#[derive(Clone, Copy, Debug)]
+pub struct Options {
+    /// Over HTTP (`git http-backend` behind a web server, the pusher its authenticated user),
+    /// else `git daemon`.
+    pub http: bool,
+    /// Whether the server's receive-pack is killed at seeded points of pushes.
+    pub kills: bool,
+}
+
+impl Options {
+    /// The campaign's: odd seeds over HTTP, even ones through `git daemon`, receive-pack
+    /// killed in both.
+    pub fn of(seed: u64) -> Options {
+        Options {
+            http: seed % 2 == 1,
+            kills: true,
+        }
+    }
+}
+
+/// How a history's clients reach its server.
+struct Setup {
+    upstream: u16,
+    http: bool,
+    kills: bool,
+    /// Where the proxies tell the killer hook what to kill ([`proxy::killer_hook`]).
+    kill_dir: PathBuf,
+}
+
+/// Runs the history of `seed` as the campaign does ([`Options::of`]).
 pub fn history(seed: u64) -> Figures {
+    history_with(seed, Options::of(seed))
+}
+
+/// As an administrator would: once no receive-pack works in the served repository `bare`
+/// (waited for, bounded), removes the lock files a killed one left behind. Returns how many.
+fn clear_leftover_locks(bare: &Path) -> usize {
+    for _ in 0..2000 {
+        if !proxy::receive_pack_running(bare) {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    let mut found = Vec::new();
+    let mut dirs = vec![bare.join("refs"), bare.join("reftable")];
+    for top in ["packed-refs.lock", "HEAD.lock"] {
+        if bare.join(top).exists() {
+            found.push(bare.join(top));
+        }
+    }
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else if path.extension().is_some_and(|e| e == "lock") {
+                found.push(path);
+            }
+        }
+    }
+    for lock in &found {
+        let _ = std::fs::remove_file(lock);
+    }
+    found.len()
+}
+
+/// Runs the history of `seed` against `options`; panics, naming the seed, on any violation.
+pub fn history_with(seed: u64, options: Options) -> Figures {
     let mut rng = fastrand::Rng::with_seed(seed);
     let clients = rng.usize(4..=16);
     let issues: Vec<String> = (1..=rng.usize(2..=3)).map(|i| i.to_string()).collect();
     let epochs = rng.usize(3..=5);
     let fences: Vec<String> = (0..clients).map(|k| format!("refs/heads/c{k}/*")).collect();
-    let mut server = Server::with_hook();
+    let mut server = if options.http {
+        let users: Vec<String> = (0..clients).map(holder).collect();
+        let users: Vec<&str> = users.iter().map(String::as_str).collect();
+        let server = Server::http(&users);
+        server.config("lease.pusherEnv", "REMOTE_USER");
+        server
+    } else {
+        Server::with_hook()
+    };
     for glob in &fences {
         server.git(&["config", "--add", "lease.fence", glob]);
     }
+    let kill_dir = if options.kills {
+        proxy::install_killer(&server)
+    } else {
+        server.root().join("kills")
+    };
     server.start_at(&now_at(0));
-    let counts = FaultCounts::new(clients);
+    let counts = FaultCounts::new(clients, if options.kills { 1 + clients / 4 } else { 0 });
+    let setup = Setup {
+        upstream: server.port(),
+        http: options.http,
+        kills: options.kills,
+        kill_dir,
+    };
     let mut pool: Vec<Client> = (0..clients)
-        .map(|k| Client::new(k, seed, server.port(), &fences, &counts))
+        .map(|k| Client::new(k, seed, &setup, &fences, &counts))
         .collect();
     let start = Instant::now();
     let mut ops: Vec<Op> = Vec::new();
@@ -551,6 +690,7 @@ pub fn history(seed: u64) -> Figures {
     let mut granted: HashMap<(String, u64), String> = HashMap::new();
     let mut figures = Figures {
         histories: 1,
+        http: usize::from(options.http),
         ..Figures::default()
     };
     let mut known_tokens: HashMap<(usize, String), u64> = HashMap::new();
@@ -697,6 +837,11 @@ pub fn history(seed: u64) -> Figures {
             pool.push(client);
         }
         pool.sort_by_key(|c| c.k);
+        // A lock a killed receive-pack left behind wedges its ref: the administrator clears
+        // it between epochs, and the next epoch's operations work again.
+        for _ in 0..clear_leftover_locks(server.bare()) {
+            counts.count("leftover lock removed");
+        }
         // What each client knows of its tokens, for its checks.
         for o in &ops {
             if let Some(Output::Acquired { token }) = o.output {
@@ -709,6 +854,21 @@ pub fn history(seed: u64) -> Figures {
         let (client, done) = handle.join().expect("the paused client");
         record(done, &mut figures, &mut ops, &mut pushes);
         pool.push(client);
+    }
+    for _ in 0..clear_leftover_locks(server.bare()) {
+        counts.count("leftover lock removed");
+    }
+    for kill in proxy::kills_done(&setup.kill_dir) {
+        counts.count(match (kill.as_str(), options.http) {
+            ("before-pack", false) => "receive-pack killed before the pack (daemon)",
+            ("reading", false) => "receive-pack killed reading the pack (daemon)",
+            ("prepared", false) => "receive-pack killed with its ref locks taken (daemon)",
+            (_, false) => "receive-pack killed before its report (daemon)",
+            ("before-pack", true) => "receive-pack killed before the pack (http)",
+            ("reading", true) => "receive-pack killed reading the pack (http)",
+            ("prepared", true) => "receive-pack killed with its ref locks taken (http)",
+            (_, true) => "receive-pack killed before its report (http)",
+        });
     }
     figures.faults = counts.counted();
     // The checks.
@@ -738,6 +898,15 @@ pub fn history(seed: u64) -> Figures {
     let verify = server.lease(&["verify"]);
     if verify.code != 0 {
         fail(format!("the served repository does not verify: {verify}"));
+    }
+    let fsck = server.git_run(&["fsck", "--no-progress", "--no-dangling"]);
+    let complaints = fsck
+        .stderr
+        .lines()
+        .filter(|l| !l.trim().is_empty() && !l.starts_with("notice:"))
+        .count();
+    if fsck.code != 0 || complaints > 0 {
+        fail(format!("git fsck of the served repository: {fsck}"));
     }
     let mirror = server.mirror();
     let sync = mirror
@@ -853,8 +1022,8 @@ fn seeded_histories_under_faults_are_linearizable_and_keep_fencing() {
     let count = env_num("GIT_LEASE_FAULTS_HISTORIES", 30);
     let figures = campaign(seed, count);
     let line = format!(
-        "{{\"seed\": {seed}, \"histories\": {}, \"operations\": {}, \"unknown\": {}, \"left_out\": {}, \"faults\": {:?}, \"violations\": 0}}",
-        figures.histories, figures.operations, figures.unknown, figures.left_out, figures.faults
+        "{{\"seed\": {seed}, \"histories\": {}, \"http\": {}, \"operations\": {}, \"unknown\": {}, \"left_out\": {}, \"faults\": {:?}, \"violations\": 0}}",
+        figures.histories, figures.http, figures.operations, figures.unknown, figures.left_out, figures.faults
     );
     println!("{line}");
     if let Ok(path) = std::env::var("GIT_LEASE_FAULTS_FIGURES") {
@@ -869,16 +1038,23 @@ fn seeded_histories_under_faults_are_linearizable_and_keep_fencing() {
     assert_eq!(figures.histories as u64, count);
 }
 
+/// The histories as they were drawn before HTTP and kills of receive-pack: `git daemon`
+/// only, for the seeds kept as tests of what they found.
+const DAEMON_ONLY: Options = Options {
+    http: false,
+    kills: false,
+};
+
 #[test]
 fn a_history_whose_client_is_paused_twice_over_still_ends() {
     // Seed 41 once drew a client paused in two operations of one epoch; the second pause
     // waited for a wake-up the epochs no longer sent.
-    history(41);
+    history_with(41, DAEMON_ONLY);
 }
 
 #[test]
 fn a_fenced_push_in_the_second_its_holder_releases_by_a_clock_behind_lands_under_that_tenure() {
     // Seed 224: c13 pushed fenced work at server clock 9, then released with its clock at 8;
     // the push came first, and the check once counted the tenure ended before it.
-    history(224);
+    history_with(224, DAEMON_ONLY);
 }

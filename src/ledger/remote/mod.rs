@@ -47,7 +47,7 @@ pub use fetch::{Diverged, Divergence, Fetched};
 pub use memory::MEMORY_DIR;
 use push::run;
 pub(crate) use push::PushResult;
-pub use push::{redact_url, redact_urls};
+pub use push::{read_branch_push, redact_url, redact_urls, BranchPush};
 pub use refusal::{hook_verdict, HookVerdict};
 pub use verdict::{UNSAFE_CAS_KEY, VERDICT_DIR};
 
@@ -348,7 +348,9 @@ impl Backend for Remote<'_> {
         let store = self.ledger.store();
         let mut fresh = false;
         let mut current = self.tracked_entry(issue)?;
-        cas::retry(
+        // The lock in the way of the last attempt's push, if one was.
+        let mut locked: Option<String> = None;
+        let answer = cas::retry(
             self.attempts,
             || issue.to_string(),
             |attempt| {
@@ -378,7 +380,11 @@ impl Backend for Remote<'_> {
                             next,
                         )))
                     }
-                    PushResult::Lost => {
+                    lost @ (PushResult::Lost | PushResult::Locked(_)) => {
+                        locked = match lost {
+                            PushResult::Locked(lock) => Some(lock),
+                            _ => None,
+                        };
                         if fresh {
                             backoff(attempt);
                         }
@@ -391,7 +397,8 @@ impl Backend for Remote<'_> {
                     }
                 }
             },
-        )
+        );
+        still_locked(&self.shown, answer, locked, std::slice::from_ref(issue))
     }
 
     /// Claims all of `issues` on the remote in one atomic push, or none of them.
@@ -401,7 +408,8 @@ impl Backend for Remote<'_> {
         claim: &Claim,
         now: DateTime<Utc>,
     ) -> Result<Vec<Report>> {
-        cas::retry(
+        let mut locked: Option<String> = None;
+        let answer = cas::retry(
             self.attempts,
             || cas::names(issues),
             |attempt| {
@@ -430,14 +438,19 @@ impl Backend for Remote<'_> {
                         }
                         Ok(Attempt::Done(reports))
                     }
-                    PushResult::Lost => {
+                    lost @ (PushResult::Lost | PushResult::Locked(_)) => {
+                        locked = match lost {
+                            PushResult::Locked(lock) => Some(lock),
+                            _ => None,
+                        };
                         backoff(attempt);
                         Ok(Attempt::Again)
                     }
                     PushResult::Declined(verdict) => Err(verdict.into_error(issues)),
                 }
             },
-        )
+        );
+        still_locked(&self.shown, answer, locked, issues)
     }
 
     fn acquire_any(
@@ -449,6 +462,28 @@ impl Backend for Remote<'_> {
         rng: &mut fastrand::Rng,
     ) -> Result<AnyReport> {
         Remote::acquire_any(self, candidates, claim, now, order, rng)
+    }
+}
+
+/// Turns a write's lost race into [`Error::RemoteLocked`] when its last push was refused
+/// for a lock file in the way: no other writer moved the ref, the lock stayed.
+fn still_locked<T>(
+    shown: &str,
+    answer: Result<T>,
+    locked: Option<String>,
+    issues: &[IssueId],
+) -> Result<T> {
+    match (answer, locked) {
+        (Err(Error::LostRace { .. }), Some(message)) => Err(Error::RemoteLocked {
+            remote: shown.to_owned(),
+            target: issues
+                .iter()
+                .map(IssueId::ref_name)
+                .collect::<Vec<_>>()
+                .join(" "),
+            message,
+        }),
+        (answer, _) => answer,
     }
 }
 

@@ -83,6 +83,11 @@ pub(crate) enum PushResult {
     Done,
     /// The remote's ref was not at the expected value: the race was lost.
     Lost,
+    /// A lock file on the server stood in the way of the update (what the server said): a
+    /// concurrent writer's, for a moment, or one a killed git process left behind. Read again
+    /// and decide again, as after a lost race; a lock still there after every attempt is
+    /// [`Error::RemoteLocked`].
+    Locked(String),
     /// A hook declined it.
     Declined(HookVerdict),
 }
@@ -188,7 +193,10 @@ impl Remote<'_> {
         let stderr = String::from_utf8_lossy(&out.stderr);
         match refusal::read(out.status.success(), &stdout, &stderr) {
             Reading::Done => Ok(PushResult::Done),
-            Reading::Lost => Ok(PushResult::Lost),
+            Reading::Lost => Ok(match refusal::lock_in_the_way(&stderr) {
+                Some(lock) => PushResult::Locked(lock),
+                None => PushResult::Lost,
+            }),
             Reading::Declined(verdict) => Ok(PushResult::Declined(verdict)),
             Reading::NoAtomic => Err(Error::AtomicUnsupported {
                 remote: self.shown.clone(),
@@ -210,6 +218,42 @@ impl Remote<'_> {
     }
 }
 
+/// What a plain `git push` of one branch (no `--porcelain`: its report is on stderr) that
+/// failed without a refusal by a hook came to.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum BranchPush {
+    /// The server's answer never arrived (no line of git's report on any ref, and the push was
+    /// not refused before it was sent): it may or may not have taken the branch.
+    Unknown,
+    /// A lock file on the server stood in the way of the branch's update: what it said.
+    Locked(String),
+    /// Any other failure, whose outcome is known: nothing was taken.
+    Failed,
+}
+
+/// Reads the `stderr` of a plain `git push` of one branch that failed and that no hook
+/// declined. git prints a line per ref once the server reported on it (`  ! [remote rejected]
+/// x -> x (reason)`, ` * [new branch]  x -> x`, `   1a2b..3c4d  x -> x`); a push that broke off
+/// before that report leaves its outcome unknown, unless git never got to send it
+/// ([`unsent`]).
+pub fn read_branch_push(stderr: &str) -> BranchPush {
+    if let Some(lock) = refusal::lock_in_the_way(stderr) {
+        return BranchPush::Locked(lock);
+    }
+    let reported = stderr.lines().any(|line| {
+        let mut chars = line.chars();
+        chars.next() == Some(' ')
+            && chars.next().is_some_and(|flag| " +-*=!".contains(flag))
+            && chars.next() == Some(' ')
+            && line.contains(" -> ")
+    });
+    if reported || unsent(stderr) {
+        BranchPush::Failed
+    } else {
+        BranchPush::Unknown
+    }
+}
+
 /// Returns true if `git push --porcelain` printed the server's report on a lease ref (a line
 /// `<flag>\t<from>:<to>\t<summary>`): without one, the server's answer never arrived.
 fn reported(stdout: &str) -> bool {
@@ -223,12 +267,16 @@ fn reported(stdout: &str) -> bool {
 /// Returns true if git's `message` says the push never reached a server: it could not connect
 /// or was not let in, so nothing was sent and the outcome is known.
 fn unsent(message: &str) -> bool {
-    const WORDS: [&str; 5] = [
+    const WORDS: [&str; 7] = [
         "unable to connect",
         "Connection refused",
         "Could not resolve host",
         "Authentication failed",
         "Permission denied",
+        // git's own refusals before it sends anything: no such branch here, no push options
+        // there.
+        "does not match any",
+        "does not support push options",
     ];
     WORDS.iter().any(|w| message.contains(w))
 }
@@ -247,6 +295,20 @@ mod tests {
         assert!(reported(
             "To git://h/r\n*\tabc:refs/leases/7\t[new reference]\nDone\n"
         ));
+    }
+
+    #[test]
+    fn a_branch_push_without_the_servers_report_has_an_unknown_outcome() {
+        let lost = "fatal: the remote end hung up unexpectedly\nerror: failed to push some refs to 'git://h/r'\n";
+        assert_eq!(read_branch_push(lost), BranchPush::Unknown);
+        let refused = "To git://h/r\n ! [remote rejected] c1/1 -> c1/1 (pre-receive hook declined)\nerror: failed to push some refs to 'git://h/r'\n";
+        assert_eq!(read_branch_push(refused), BranchPush::Failed);
+        let behind = "To git://h/r\n ! [rejected]        c1/1 -> c1/1 (fetch first)\n";
+        assert_eq!(read_branch_push(behind), BranchPush::Failed);
+        let unreachable = "fatal: unable to connect to 127.0.0.1:\n127.0.0.1[0: 127.0.0.1]: errno=Connection refused\n";
+        assert_eq!(read_branch_push(unreachable), BranchPush::Failed);
+        let locked = "remote: error: cannot lock ref 'refs/heads/c1/1': Unable to create '/s/refs/heads/c1/1.lock': File exists.\nTo git://h/r\n ! [remote rejected] c1/1 -> c1/1 (failed to update ref)\n";
+        assert!(matches!(read_branch_push(locked), BranchPush::Locked(_)));
     }
 
     #[test]

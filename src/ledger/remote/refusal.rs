@@ -175,6 +175,20 @@ impl HookVerdict {
     }
 }
 
+/// Returns the server's words when a refused push found a lock file in its way (git's
+/// receive-pack: `cannot lock ref '…': Unable to create '….lock': File exists.` with the files
+/// backend, `cannot lock references` with reftable). A concurrent writer holds such a lock for
+/// a moment; one that a killed or crashed git process left behind stays until it is removed,
+/// and refuses every update of the ref (with reftable, of every ref) until then.
+pub fn lock_in_the_way(stderr: &str) -> Option<String> {
+    remote_lines(stderr)
+        .find(|l| {
+            (l.contains("Unable to create") && l.contains(".lock") && l.contains("File exists"))
+                || l.contains("cannot lock references")
+        })
+        .map(|l| l.strip_prefix("error: ").unwrap_or(l).to_owned())
+}
+
 /// The server's `remote:` lines in git's `stderr`, trimmed, without empty ones; dulwich's
 /// prefix of a declining pre-receive hook's first line is taken off, so that the hook's own
 /// words start the line as they do through git.
@@ -219,6 +233,29 @@ mod tests {
     }
 
     const FAILED: &str = "error: failed to push some refs to 'git://h/r'\n";
+
+    #[test]
+    fn a_lock_file_in_the_way_is_told_from_a_moved_ref() {
+        let files = "remote: error: cannot lock ref 'refs/leases/1': Unable to create '/s.git/./refs/leases/1.lock': File exists.        \nremote: \nremote: Another git process seems to be running in this repository, e.g.\n";
+        assert_eq!(
+            lock_in_the_way(files).as_deref(),
+            Some("cannot lock ref 'refs/leases/1': Unable to create '/s.git/./refs/leases/1.lock': File exists.")
+        );
+        assert_eq!(
+            lock_in_the_way("remote: error: cannot lock references        \n").as_deref(),
+            Some("cannot lock references")
+        );
+        assert_eq!(
+            lock_in_the_way(
+                "remote: error: cannot lock ref 'refs/leases/1': is at 1111 but expected 2222\n"
+            ),
+            None
+        );
+        assert_eq!(
+            lock_in_the_way("error: Unable to create 'x.lock': File exists.\n"),
+            None
+        );
+    }
 
     #[test]
     fn every_family_s_lost_race_is_a_lost_race() {
