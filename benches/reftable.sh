@@ -5,12 +5,13 @@
 #
 #   benches/reftable.sh [--sizes "1000 100000"] [--rounds N] [--before PATH] [--out DIR] [--tmp DIR]
 #
-# Needs python3, git 2.46 or newer (refs migrate) and hyperfine, and a release build
-# (cargo build --release). --before PATH adds the same reftable rows for another build of
-# git-lease (its own issues and live lease, in the same rounds). Every size runs hyperfine R
-# times over all of its commands, rotating their order each round; the report gives medians
-# over all runs and the median of same-round ratios (benches/report.py).
-# Results: DIR/reftable.md (default benches/target/bench-results/), raw JSON beside it.
+# Needs python3, git 2.46 or newer (refs migrate) and a release build (cargo build --release).
+# --before PATH adds the same reftable rows for another build of git-lease (its own issues and
+# live lease, in the same rounds). Every size runs R rounds over all of its commands, rotating
+# their order each round (benches/cputime.py, no shell): medians of wall time and of CPU time
+# (user + system, git's children included) over all runs, and medians of same-round ratios;
+# CPU time is the figure a machine shared with other work inflates least.
+# Results: DIR/reftable.md (default benches/target/bench-results/).
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -27,14 +28,13 @@ while [ $# -gt 0 ]; do
         --before) BEFORE="$2"; shift 2 ;;
         --out) OUT="$2"; shift 2 ;;
         --tmp) TMPBASE="$2"; shift 2 ;;
-        -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
         *) echo "reftable.sh: unknown option $1" >&2; exit 2 ;;
     esac
 done
 GL="$ROOT/target/release/git-lease"
 for b in "$GL" ${BEFORE:+"$BEFORE"}; do [ -x "$b" ] || { echo "reftable.sh: missing $b" >&2; exit 1; }; done
-command -v hyperfine >/dev/null || { echo "reftable.sh: needs hyperfine" >&2; exit 1; }
-mkdir -p "$OUT/raw"
+mkdir -p "$OUT"
 REPORT="$OUT/reftable.md"
 W=$(mktemp -d "$TMPBASE/git-lease-reftable.XXXXXX")
 trap 'rm -rf "$W"' EXIT
@@ -59,41 +59,30 @@ for n in $SIZES; do
     holder() { "$GL" -C "$1" --json show "$2" | python3 -c 'import json,sys; print(json.load(sys.stdin)["holder"])'; }
     H=$(holder "$F" "$HOT"); H_B=$(holder "$T" "$HOT_B")
     [ "$H" = "$(holder "$T" "$HOT")" ] || { echo "reftable.sh: the copies differ" >&2; exit 1; }
-    ctr() { echo 0 > "$W/ctr.$1"; echo "read n < $W/ctr.$1; echo \$((n+1)) > $W/ctr.$1"; }
-    names=(); cmds=()
-    add() { names+=("$1"); cmds+=("$2"); }
+    specs=()
     for side in files reftable; do
         R=$F; [ "$side" = reftable ] && R=$T
-        add "acquire, $side" "$(ctr "a$side"); exec $GL -C $R acquire g\$n --holder alice@example.com --ttl 1h"
-        add "renew, $side" "$(ctr "r$side"); exec $GL -C $R renew $HOT --holder $H --ttl \$((n + 60))m"
-        add "show, $side" "exec $GL -C $R show $HOT"
-        add "list, $side" "exec $GL -C $R list"
+        specs+=("acquire, $side=$GL -C $R acquire g{n} --holder alice@example.com --ttl 1h")
+        # A renew writes only when the expiry moves: 61, 62, ... 69, 610, ... minutes.
+        specs+=("renew, $side=$GL -C $R renew $HOT --holder $H --ttl 6{n}m")
+        specs+=("show, $side=$GL -C $R show $HOT")
+        specs+=("list, $side=$GL -C $R list")
     done
     if [ -n "$BEFORE" ]; then
-        add "acquire, reftable, before" "$(ctr ab); exec $BEFORE -C $T acquire b\$n --holder alice@example.com --ttl 1h"
-        add "renew, reftable, before" "$(ctr rb); exec $BEFORE -C $T renew $HOT_B --holder $H_B --ttl \$((n + 60))m"
-        add "show, reftable, before" "exec $BEFORE -C $T show $HOT"
-        add "list, reftable, before" "exec $BEFORE -C $T list"
+        specs+=("acquire, reftable, before=$BEFORE -C $T acquire b{n} --holder alice@example.com --ttl 1h")
+        specs+=("renew, reftable, before=$BEFORE -C $T renew $HOT_B --holder $H_B --ttl 6{n}m")
+        specs+=("show, reftable, before=$BEFORE -C $T show $HOT")
+        specs+=("list, reftable, before=$BEFORE -C $T list")
     fi
-    k=${#names[@]}
     if [ "$n" -ge 100000 ]; then runs=5; warm=2; else runs=10; warm=3; fi
-    rm -f "$OUT/raw/reftable-$n".*.json
-    for ((round = 0; round < ROUNDS; round++)); do
-        args=()
-        for ((j = 0; j < k; j++)); do
-            v=$(((round + j) % k))
-            args+=(-n "${names[v]}" "${cmds[v]}")
-        done
-        hyperfine --style basic --runs "$runs" --warmup "$warm" \
-            --export-json "$OUT/raw/reftable-$n.$round.json" "${args[@]}" > "$OUT/raw/reftable-$n.$round.txt"
-    done
     ratios=()
     for op in acquire renew show list; do
         ratios+=(--ratio "$op, reftable:$op, files")
         [ -n "$BEFORE" ] && ratios+=(--ratio "$op, reftable, before:$op, files")
     done
-    python3 "$HERE/report.py" hyperfine --title "$n ledgers (80% live): files vs reftable" "${ratios[@]}" \
-        "$OUT"/raw/reftable-"$n".*.json >> "$REPORT"
+    echo "### $n ledgers (80% live): files vs reftable" >> "$REPORT"
+    echo >> "$REPORT"
+    python3 "$HERE/cputime.py" --rounds "$ROUNDS" --runs "$runs" --warmup "$warm" "${ratios[@]}" "${specs[@]}" >> "$REPORT"
     echo "- verify: files $("$GL" -C "$F" verify | head -1); reftable $("$GL" -C "$T" verify | head -1)" >> "$REPORT"
     echo >> "$REPORT"
 done
