@@ -82,9 +82,9 @@ pub enum Need {
     /// --remote`): every fetch passes `--no-write-fetch-head` and `--no-auto-maintenance`,
     /// which git has from 2.29 (an older git refuses every read with its usage text).
     Remote,
-    /// A reftable repository (`extensions.refStorage=reftable`), whose refs are read and
-    /// moved through git's own commands: git reads reftable from 2.45 (an older one stops at
-    /// the unknown repository extension).
+    /// A write to a reftable repository (`extensions.refStorage=reftable`), whose refs are
+    /// moved through git's own commands (they are read in-process): git has reftable from 2.45
+    /// (an older one stops at the unknown repository extension).
     Reftable,
 }
 

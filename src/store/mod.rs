@@ -6,9 +6,9 @@
 //! - This module opens the repository, reads its configuration and holds the ref seam,
 //!   `RefDb`, chosen once from `extensions.refStorage`: every ref read and write of the store
 //!   ([`Store::tip_of`], [`Store::refs_under`], `Store::swap`, `Store::swap_many`, ...)
-//!   goes to git's files backend, in-process (`files`), or to reftable (git 3.0's default)
-//!   through git's own commands (`refdb`), with the same compare-and-swap and the same
-//!   answers, so that no lease rule is written twice; any other ref storage is refused.
+//!   goes to git's files backend, in-process (`files`), or to reftable (git 3.0's default),
+//!   read in-process (`reftable`) and written through git's own commands (`refdb`), with the
+//!   same compare-and-swap and the same answers, so that no lease rule is written twice; any other ref storage is refused.
 //! - `objects` reads and checks ledger commits (exactly one tree entry, `lease.json`, and at
 //!   most one parent: [`Store::entry`] refuses anything else, naming the commit, so a corrupt
 //!   ledger is an error and never a guess) and encodes new ones; `loose` and `pack` write
@@ -24,6 +24,7 @@ pub mod nofollow;
 mod objects;
 pub(crate) mod pack;
 mod refdb;
+mod reftable;
 mod scan;
 
 use std::path::{Path, PathBuf};
@@ -95,7 +96,7 @@ enum RefDb {
     /// git's files backend (loose refs and `packed-refs`): in-process, with gix and git's
     /// lock files.
     Files,
-    /// reftable: through git's commands ([`refdb`]).
+    /// reftable: read in-process ([`reftable`]), written through git's commands ([`refdb`]).
     Git(GitRefs),
 }
 
@@ -249,6 +250,7 @@ impl Store {
                     .as_ref()
                     .map(|ns| ns.as_bstr().to_str_lossy().into_owned()),
                 lock_wait,
+                repo.object_hash(),
             )),
             Some(other) => {
                 return Err(Error::RefStorage {
@@ -315,6 +317,16 @@ impl Store {
         match self.refdb {
             RefDb::Files => &[],
             RefDb::Git(_) => &[Need::Reftable],
+        }
+    }
+
+    /// Checks, before anything is written, that the refs can be moved afterwards: a reftable
+    /// repository's refs are moved by git's `update-ref`, which needs a git that has reftable
+    /// (read from `git --version` once per process). Reads need no git.
+    fn ensure_writable(&self) -> Result<()> {
+        match self.refdb {
+            RefDb::Files => Ok(()),
+            RefDb::Git(_) => crate::git::version::require(&[Need::Reftable]),
         }
     }
 
@@ -472,7 +484,7 @@ impl Store {
     pub fn refs_under(&self, prefix: &str) -> Result<Vec<(String, ObjectId)>> {
         if let RefDb::Git(git) = &self.refdb {
             let mut out: Vec<(String, ObjectId)> = git
-                .list(&[prefix])?
+                .list(prefix)?
                 .into_iter()
                 .filter_map(|(name, target)| match target {
                     refdb::Target::Object(id) => Some((name.strip_prefix(prefix)?.to_owned(), id)),
@@ -513,11 +525,7 @@ impl Store {
                 return Ok(Some(hit));
             }
             let below = format!("{}/", issue.ref_name());
-            return Ok(git
-                .list(&[&below])?
-                .into_iter()
-                .next()
-                .map(|(name, _)| name));
+            return Ok(git.list(&below)?.into_iter().next().map(|(name, _)| name));
         }
         for ancestor in issue.ancestors() {
             let name = format!("{REF_PREFIX}{ancestor}");

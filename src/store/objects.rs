@@ -373,6 +373,7 @@ impl Store {
     /// objects as loose objects, more as one pack ([`crate::pack`]), which keeps its `.keep`
     /// until the next ref update of this store (or the store's end).
     pub(crate) fn write_staged(&self, staged: &Staged) -> Result<()> {
+        self.ensure_writable()?;
         let objects_dir = self.repo.objects.store_ref().path();
         if staged.objects.len() <= OBJECTS_PER_EVENT {
             for ((kind, data), id) in staged.objects.iter().zip(&staged.ids) {

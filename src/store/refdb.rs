@@ -1,12 +1,14 @@
-//! Refs kept by git itself: the ref backend of repositories whose refs gix cannot read or
-//! write, such as reftable (`extensions.refStorage=reftable`, git 3.0's default).
+//! The ref backend of repositories whose refs gix cannot read or write: reftable
+//! (`extensions.refStorage=reftable`, git 3.0's default), read in-process and written by git.
 //!
 //! [`crate::store::Store`] chooses its ref database once, from `extensions.refStorage`: the
-//! files backend is read and written in-process (gix, and git's lock files), reftable through
-//! git's own commands, here (any other value is refused). Objects are read and written
-//! in-process either way: the object database is the same whatever stores the refs.
+//! files backend is read and written in-process (gix, and git's lock files), reftable here
+//! (any other value is refused). Objects are read and written in-process either way: the
+//! object database is the same whatever stores the refs.
 //!
-//! - A read of one ref, or of every ref under a prefix, is one `git for-each-ref`.
+//! - A read of one ref, of several, or of every ref under a prefix is the reftable reader's
+//!   ([`super::reftable`]): one snapshot of the stack a read, no git process; `HEAD` from the
+//!   work tree's own stack (its git dir's, the shared one outside a linked work tree).
 //! - A write is one `git update-ref -z --stdin` transaction (`start`, `update` with the old
 //!   value or `create` for a ref that must not exist, `prepare`, `commit`): a compare-and-swap
 //!   of one ref, or of several all or none, as git applies it under its own lock. A failure
@@ -17,11 +19,12 @@
 //!   references, and this module passes it the store's choice (`lease.fsync` included), then
 //!   fsyncs the `reftable/` directory so that the rename of `tables.list` is on disk too
 //!   (docs/DURABILITY.md).
-//! - Every command is preceded, once per process, by the check that git has reftable (2.45,
-//!   [`crate::git::version`]); an older git is refused as [`Error::GitTooOld`], as is one whose
-//!   diagnostics say it does not know the `refstorage` extension.
-//! - `GIT_NAMESPACE` is applied here, as gix applies it for the files backend: git's ref
-//!   commands ignore it, so names are prefixed with `refs/namespaces/<ns>/` on the way in and
+//! - Every write is preceded, once per process, by the check that git has reftable (2.45,
+//!   [`crate::git::version`]), made before any object of it is written
+//!   (`Store::ensure_writable`); an older git is refused as [`Error::GitTooOld`], as is one
+//!   whose diagnostics say it does not know the `refstorage` extension.
+//! - `GIT_NAMESPACE` is applied here, as gix applies it for the files backend: the tables and
+//!   git's ref commands know nothing of it, so names are prefixed with `refs/namespaces/<ns>/` on the way in and
 //!   stripped on the way out.
 
 use std::io::Write;
@@ -31,6 +34,7 @@ use std::time::Duration;
 
 use gix::ObjectId;
 
+use super::reftable::Stack;
 use crate::error::{Error, Result};
 use crate::git::version::Need;
 
@@ -88,6 +92,8 @@ pub(crate) struct GitRefs {
     /// `refs/namespaces/<ns>/` under `GIT_NAMESPACE`, as gix read it.
     namespace: Option<String>,
     lock_wait: Duration,
+    /// The repository's object hash, which its tables' ids must be of.
+    hash: gix::hash::Kind,
 }
 
 impl GitRefs {
@@ -98,12 +104,14 @@ impl GitRefs {
         common_dir: &Path,
         namespace: Option<String>,
         lock_wait: Duration,
+        hash: gix::hash::Kind,
     ) -> GitRefs {
         GitRefs {
             git_dir: git_dir.to_owned(),
             common_dir: common_dir.to_owned(),
             namespace,
             lock_wait,
+            hash,
         }
     }
 
@@ -153,94 +161,63 @@ impl GitRefs {
         self.common_dir.join("reftable").join("tables.list")
     }
 
-    /// Returns every ref that one of `patterns` matches as `for-each-ref` matches them (a
-    /// name matches itself and every ref below it; a prefix ending in `/` every ref under
-    /// it), as `(name, target)` sorted by name: one `git for-each-ref`.
-    pub(crate) fn list(&self, patterns: &[&str]) -> Result<Vec<(String, Target)>> {
-        let mut cmd = self.git()?;
-        cmd.args([
-            "for-each-ref",
-            "--format=%(refname)%00%(objectname)%00%(symref)",
-            "--",
-        ]);
-        for p in patterns {
-            cmd.arg(self.full(p));
-        }
-        let shown = "git for-each-ref";
-        let out = cmd.output().map_err(|e| spawn_error(shown, e))?;
-        if !out.status.success() {
-            return Err(failed(
-                format!("cannot read references ({shown})"),
-                &String::from_utf8_lossy(&out.stderr),
-            ));
-        }
+    /// The stack of tables the shared refs are in (the lease refs among them), as it is now.
+    fn shared(&self) -> Result<Stack> {
+        Stack::open(&self.common_dir.join("reftable"), self.hash)
+    }
+
+    /// Returns every ref under `prefix` (which ends with `/`) as `(name, target)` sorted by
+    /// name, read in-process ([`super::reftable`]).
+    pub(crate) fn list(&self, prefix: &str) -> Result<Vec<(String, Target)>> {
         let mut refs = Vec::new();
-        for line in out.stdout.split(|b| *b == b'\n') {
-            if line.is_empty() {
-                continue;
-            }
-            let mut fields = line.split(|b| *b == 0);
-            let (Some(name), Some(id), Some(symref)) =
-                (fields.next(), fields.next(), fields.next())
-            else {
-                return Err(unexpected(shown, line));
-            };
-            let name = std::str::from_utf8(name).map_err(|_| unexpected(shown, line))?;
-            let Some(name) = self.short(name) else {
+        for (name, target) in self.shared()?.under(&self.full(prefix))? {
+            let Some(name) = self.short(&name) else {
                 continue;
             };
-            let target = if symref.is_empty() {
-                Target::Object(ObjectId::from_hex(id).map_err(|_| unexpected(shown, line))?)
-            } else {
-                let to = String::from_utf8_lossy(symref);
-                Target::Symbolic(self.short(&to).unwrap_or(&to).to_owned())
+            let target = match target {
+                Target::Symbolic(to) => Target::Symbolic(self.short(&to).unwrap_or(&to).to_owned()),
+                object => object,
             };
             refs.push((name.to_owned(), target));
         }
         Ok(refs)
     }
 
-    /// Returns the names of the refs among `names` that exist: one `git for-each-ref`, which
-    /// lists those refs alone, not what is below them (see [`exact`]).
+    /// Returns the names of the refs among `names` that exist, from one snapshot of the stack.
     pub(crate) fn existing(&self, names: &[String]) -> Result<Vec<String>> {
         if names.is_empty() {
             return Ok(Vec::new());
         }
-        let patterns: Vec<String> = names.iter().map(|n| exact(n)).collect();
-        let patterns: Vec<&str> = patterns.iter().map(String::as_str).collect();
-        Ok(self
-            .list(&patterns)?
-            .into_iter()
-            .map(|(name, _)| name)
-            .filter(|name| names.contains(name))
-            .collect())
+        let stack = self.shared()?;
+        let mut found = Vec::new();
+        for name in names {
+            if stack.get(&self.full(name))?.is_some() {
+                found.push(name.clone());
+            }
+        }
+        Ok(found)
     }
 
     /// Returns what the ref `name` points at, if it exists.
     pub(crate) fn read(&self, name: &str) -> Result<Option<Target>> {
         Ok(self
-            .list(&[name])?
-            .into_iter()
-            .find(|(n, _)| n == name)
-            .map(|(_, target)| target))
+            .shared()?
+            .get(&self.full(name))?
+            .map(|target| match target {
+                Target::Symbolic(to) => Target::Symbolic(self.short(&to).unwrap_or(&to).to_owned()),
+                object => object,
+            }))
     }
 
-    /// Returns the ref `HEAD` names (`refs/heads/…`), or `None` when it is detached.
+    /// Returns the ref `HEAD` names (`refs/heads/…`), or `None` when it is detached (or
+    /// missing). `HEAD` is the work tree's own: in its git dir's stack, which in a linked
+    /// work tree is not the shared one.
     pub(crate) fn head(&self) -> Result<Option<String>> {
-        let shown = "git symbolic-ref -q HEAD";
-        let out = self
-            .git()?
-            .args(["symbolic-ref", "-q", "HEAD"])
-            .output()
-            .map_err(|e| spawn_error(shown, e))?;
-        match out.status.code() {
-            Some(0) => Ok(Some(String::from_utf8_lossy(&out.stdout).trim().to_owned())),
-            Some(1) => Ok(None),
-            _ => Err(failed(
-                "cannot read HEAD".into(),
-                &String::from_utf8_lossy(&out.stderr),
-            )),
-        }
+        let stack = Stack::open(&self.git_dir.join("reftable"), self.hash)?;
+        Ok(match stack.get("HEAD")? {
+            Some(Target::Symbolic(to)) => Some(to),
+            Some(Target::Object(_)) | None => None,
+        })
     }
 
     /// Applies `edits` (`(name, new, expected)`) in one transaction, all or none, logging
@@ -382,18 +359,6 @@ impl GitRefs {
     }
 }
 
-/// Returns a `for-each-ref` pattern that matches the ref `name` alone: a pattern without glob
-/// characters also matches every ref below the name (`refs/leases/gh` lists all of
-/// `refs/leases/gh/*`), a glob must match the whole name. Ref names hold no glob character
-/// (`*`, `?`, `[` and `\` are not allowed in them), so bracketing one letter or digit makes a
-/// glob of the literal name. A name without one stays as it is (the caller filters).
-fn exact(name: &str) -> String {
-    match name.rfind(|c: char| c.is_ascii_alphanumeric()) {
-        Some(i) => format!("{}[{}]{}", &name[..i], &name[i..=i], &name[i + 1..]),
-        None => name.to_owned(),
-    }
-}
-
 /// The error of a git command that failed, saying `stderr`: [`Error::GitTooOld`] when git
 /// does not know reftable (a version that could not be read let it run), else what it said.
 fn failed(context: String, stderr: &str) -> Error {
@@ -413,13 +378,6 @@ fn spawn_error(command: &str, e: std::io::Error) -> Error {
     }
 }
 
-fn unexpected(command: &str, line: &[u8]) -> Error {
-    Error::Git {
-        context: format!("cannot read references ({command})"),
-        message: format!("unexpected line {:?}", String::from_utf8_lossy(line)),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -430,6 +388,7 @@ mod tests {
             Path::new("/r/.git"),
             namespace.map(str::to_owned),
             Duration::from_secs(3),
+            gix::hash::Kind::Sha1,
         )
     }
 
@@ -479,13 +438,6 @@ mod tests {
         ] {
             assert_eq!(kind(&r.classify(said)), want, "{said}");
         }
-    }
-
-    #[test]
-    fn an_exact_pattern_is_a_glob_of_the_literal_name() {
-        assert_eq!(exact("refs/leases/gh"), "refs/leases/g[h]");
-        assert_eq!(exact("refs/leases/a.b-"), "refs/leases/a.[b]-");
-        assert_eq!(exact("refs/leases/é"), "refs/lease[s]/é");
     }
 
     #[test]

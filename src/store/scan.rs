@@ -16,8 +16,8 @@
 //!   refs costs one `stat` per loose ref: a repository whose ledgers are packed (`git lease
 //!   gc`, `git pack-refs`) pays for the few refs moved since.
 //! - Reftable: `reftable/tables.list`, which every ref update renames into place, is looked at
-//!   the same way; unchanged, nothing moved; changed, every ref is read (one `git
-//!   for-each-ref`).
+//!   the same way; unchanged, nothing moved; changed, every ref is read (in-process, by the
+//!   reftable reader).
 //! - A ref namespace (`GIT_NAMESPACE`), or a namespace of refs that does not end in `/`: every
 //!   ref, each time.
 

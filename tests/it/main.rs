@@ -80,6 +80,9 @@
 //! - [`reftable`]: reftable repositories made explicitly: a migrated repository, a held
 //!   reftable lock, a reftable server with the hook. The whole suite also runs with every
 //!   repository reftable (`GIT_DEFAULT_REF_FORMAT=reftable`, `.ci/run`).
+//! - [`reftable_reader`]: the in-process reftable reader against git's own listing of the
+//!   tables git wrote (deep indexes, uncompacted and compacted stacks, deletions, symbolic
+//!   refs, SHA-256, random histories), and readers racing git's compactions.
 
 pub mod env;
 
@@ -124,6 +127,7 @@ mod race;
 mod readme;
 mod reflog;
 mod reftable;
+mod reftable_reader;
 mod remote;
 mod rewound;
 mod rules;

@@ -223,24 +223,31 @@ fn the_newer_git_claims_releases_and_syncs_through_a_daemon_of_git_2_39() {
 }
 
 #[test]
-fn a_reftable_repository_under_git_2_39_is_bad_usage_naming_git_2_45() {
+fn a_reftable_repository_under_git_2_39_is_read_in_process_and_its_writes_refused_naming_git_2_45()
+{
+    let name = "a_reftable_repository_under_git_2_39_is_read_in_process_and_its_writes_refused_naming_git_2_45";
     let repo = TestRepo::init(&["--ref-format=reftable"]);
-    let Some((old, shown)) = old_git(
-        "a_reftable_repository_under_git_2_39_is_bad_usage_naming_git_2_45",
-        &repo.scratch("bin"),
-    ) else {
+    let Some((old, shown)) = old_git(name, &repo.scratch("bin")) else {
         return;
     };
     let origin = repo.add_bare_origin(&["--ref-format=files"]);
     repo.git(&["config", "advice.leaseLocal", "false"]);
     repo.json_at(&at_min(0), 0, &["acquire", "7", "--holder", "alice"]);
     let before = repo.snapshot();
+    // Reads are the reftable reader's, in-process: no git is asked.
+    let listed = lease(&repo, Some(&old), 1, &["list"]);
+    listed.code(0);
+    let listed: serde_json::Value = serde_json::from_str(&listed.stdout).expect("JSON");
+    assert_eq!(listed[0]["issue"], "7", "{listed}");
+    assert_eq!(listed[0]["holder"], "alice", "{listed}");
+    let shown_7 = lease(&repo, Some(&old), 1, &["show", "7"]);
+    shown_7.code(0);
+    assert!(shown_7.stdout.contains(r#""holder":"alice""#), "{shown_7}");
+    // Writes are git's update-ref: refused before anything is written.
     let said = format!("this needs git 2.45 or newer for a reftable repository (found {shown})");
     for args in [
         &["acquire", "42", "--holder", "alice"][..],
-        &["list"],
-        &["show", "7"],
-        &["verify"],
+        &["release", "7", "--holder", "alice"],
         &["gc"],
         // A remote needs 2.29, which 2.39 is; the repository's refs need 2.45.
         &["acquire", "42", "--holder", "alice", "--remote", "origin"],
@@ -262,11 +269,16 @@ fn a_reftable_repository_under_git_2_39_is_bad_usage_naming_git_2_45() {
         "git version unknown",
         Path::new(DISTRIBUTION_GIT),
     );
-    let run = repo.lease().path_first(&unknown).args(["list"]).run();
+    let run = repo
+        .lease()
+        .path_first(&unknown)
+        .args(["acquire", "43", "--holder", "alice"])
+        .run();
     run.code(2).stderr_has(
         "this needs git 2.45 or newer for a reftable repository (found a git whose version \
          could not be read)",
     );
+    assert!(repo.tip("43").is_none(), "no ref moved");
 }
 
 // No git older than 2.29 can be installed here, so the gate is shown with a stand-in that
