@@ -252,9 +252,23 @@ impl Signer {
             reason,
         };
         let signature = match &self.how {
-            How::Here(private) => private
-                .sign(NAMESPACE, HashAlg::Sha512, payload)
-                .map_err(|e| refuse(format!("cannot sign with it: {e}")))?,
+            How::Here(private) => match private.key_data().rsa() {
+                Some(pair) => {
+                    let data = SshSig::signed_data(NAMESPACE, HashAlg::Sha512, payload)
+                        .map_err(|e| refuse(format!("cannot sign with it: {e}")))?;
+                    let raw = sign_rsa(pair, &data).map_err(refuse)?;
+                    SshSig::new(
+                        self.public.key_data().clone(),
+                        NAMESPACE,
+                        HashAlg::Sha512,
+                        raw,
+                    )
+                    .map_err(|e| refuse(format!("cannot sign with it: {e}")))?
+                }
+                None => private
+                    .sign(NAMESPACE, HashAlg::Sha512, payload)
+                    .map_err(|e| refuse(format!("cannot sign with it: {e}")))?,
+            },
             How::Agent(socket) => {
                 let data = SshSig::signed_data(NAMESPACE, HashAlg::Sha512, payload)
                     .map_err(|e| refuse(format!("cannot sign with it: {e}")))?;
@@ -289,6 +303,38 @@ impl Signer {
         let armored = self.sign(unsigned)?;
         Ok(with_signature(unsigned, header_name(hash), &armored))
     }
+}
+
+/// Signs `data` with an RSA key as `rsa-sha2-512` (PKCS #1 v1.5 over SHA-512), the algorithm
+/// ssh-keygen signs SSHSIG with. The private key is built from its components here: ssh-key
+/// 0.6.7's own conversion passes its first prime twice, which no key passes.
+fn sign_rsa(
+    pair: &ssh_key::private::RsaKeypair,
+    data: &[u8],
+) -> std::result::Result<ssh_key::Signature, String> {
+    use rsa::signature::{SignatureEncoding as _, Signer as _};
+    let int = |m: &ssh_key::Mpint| {
+        m.as_positive_bytes()
+            .map(rsa::BigUint::from_bytes_be)
+            .ok_or_else(|| "its RSA key has a negative component".to_owned())
+    };
+    let key = rsa::RsaPrivateKey::from_components(
+        int(&pair.public.n)?,
+        int(&pair.public.e)?,
+        int(&pair.private.d)?,
+        vec![int(&pair.private.p)?, int(&pair.private.q)?],
+    )
+    .map_err(|e| format!("its RSA key is not valid ({e})"))?;
+    let signature = rsa::pkcs1v15::SigningKey::<ssh_key::sha2::Sha512>::new(key)
+        .try_sign(data)
+        .map_err(|e| format!("cannot sign with it ({e})"))?;
+    ssh_key::Signature::new(
+        ssh_key::Algorithm::Rsa {
+            hash: Some(HashAlg::Sha512),
+        },
+        signature.to_vec(),
+    )
+    .map_err(|e| format!("cannot sign with it ({e})"))
 }
 
 /// The header git keeps a commit's signature in, in a repository of `hash`.
