@@ -15,11 +15,12 @@
 //!   header (`gpgsig-sha256` in a SHA-256 repository) at the end of the commit's headers,
 //!   each line after the first prefixed by a space, exactly where and how git puts it.
 //!
-//! The key is loaded once, by [`Signer::from_config`], before the first commit is signed;
-//! every failure to load it is an error of usage ([`Error::SigningKey`], exit 2), raised
-//! before anything is written.
+//! The key is loaded once per process, by [`Signer::from_config`], before the first commit is
+//! signed; every failure to load it is an error of usage ([`Error::SigningKey`], exit 2),
+//! raised before anything is written.
 
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use ssh_key::{HashAlg, LineEnding, PrivateKey, PublicKey, SshSig};
 
@@ -123,15 +124,38 @@ impl Policy {
 
 impl Signer {
     /// Reads the signing policy ([`Policy::from_config`]) and, when ledger commits are to be
-    /// signed, loads the key: `None` when they are written unsigned.
+    /// signed, returns the signer of its key: `None` when they are written unsigned.
+    ///
+    /// A key is loaded once per process: later calls naming the same key (with the same
+    /// agent) get the same signer, so that a command that opens its repository again for each
+    /// step (`run`'s renewals) neither reads the key file nor asks the agent again. A key
+    /// that failed to load is tried again.
     pub fn from_config(
         flag: impl Fn(&str) -> Option<String>,
         setting: impl Fn(&str) -> Option<String>,
-    ) -> Result<Option<Signer>> {
-        match Policy::from_config(flag, setting)? {
-            Policy::Unsigned => Ok(None),
-            Policy::Ssh(key) => Signer::load(&key, agent_socket().as_deref()).map(Some),
+    ) -> Result<Option<Arc<Signer>>> {
+        type Loaded = Mutex<Vec<((String, Option<PathBuf>), Arc<Signer>)>>;
+        static LOADED: OnceLock<Loaded> = OnceLock::new();
+        let key = match Policy::from_config(flag, setting)? {
+            Policy::Unsigned => return Ok(None),
+            Policy::Ssh(key) => (key, agent_socket()),
+        };
+        let loaded = LOADED.get_or_init(Default::default);
+        let found = loaded
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .iter()
+            .find(|(k, _)| *k == key)
+            .map(|(_, signer)| Arc::clone(signer));
+        if let Some(signer) = found {
+            return Ok(Some(signer));
         }
+        let signer = Arc::new(Signer::load(&key.0, key.1.as_deref())?);
+        loaded
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .push((key, Arc::clone(&signer)));
+        Ok(Some(signer))
     }
 
     /// Loads the key `configured` names (a `user.signingKey` value), with ssh-agent at `agent`

@@ -113,7 +113,7 @@ pub struct Store {
     kept_pack: std::cell::RefCell<Option<WrittenPack>>,
     /// How ledger commits are signed (`None` inside: unsigned), decided and its key loaded by
     /// the first commit this store encodes ([`crate::sign`]), then kept for every other.
-    signer: std::cell::OnceCell<Option<crate::sign::Signer>>,
+    signer: std::cell::OnceCell<Option<std::sync::Arc<crate::sign::Signer>>>,
 }
 
 /// How many times a read of refs or objects that raced with packing is made (see

@@ -336,6 +336,24 @@ fn every_event_is_a_commit_git_verifies_when_commit_gpgsign_is_on() {
 }
 
 #[test]
+fn run_signs_the_claim_and_its_end() {
+    if !openssh() {
+        return;
+    }
+    let repo = TestRepo::new();
+    let key = keygen(&repo, "id_ed25519", "ed25519", "");
+    use_key(&repo, path_str(&key.private));
+    repo.git(&["config", "lease.sign", "true"]);
+    repo.run_at(
+        &at_min(0),
+        &["run", "9", "--holder", "alice", "--ttl", "1h", "--", "true"],
+    )
+    .ok();
+    assert_eq!(ledger(&repo, "9").len(), 2);
+    assert_signed(&repo, "9", &allowed_signers(&repo, &[&key]));
+}
+
+#[test]
 fn lease_sign_false_writes_unsigned_commits_even_with_commit_gpgsign_on() {
     if !openssh() {
         return;
