@@ -19,6 +19,7 @@
 //! signed; every failure to load it is an error of usage ([`Error::SigningKey`], exit 2),
 //! raised before anything is written.
 
+use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -49,8 +50,10 @@ pub struct Signer {
 enum How {
     /// In this process, read from an unprotected key file.
     Here(Box<PrivateKey>),
-    /// In ssh-agent, at this socket.
-    Agent(PathBuf),
+    /// In ssh-agent, at this socket: the connection the key was looked for on, kept for the
+    /// signatures (one connection per process, not one per commit); dropped when a signature
+    /// fails, and made again by the next one.
+    Agent(PathBuf, Mutex<Option<UnixStream>>),
 }
 
 impl std::fmt::Debug for Signer {
@@ -61,7 +64,7 @@ impl std::fmt::Debug for Signer {
                 "through",
                 &match self.how {
                     How::Here(_) => "key file",
-                    How::Agent(_) => "ssh-agent",
+                    How::Agent(..) => "ssh-agent",
                 },
             )
             .finish()
@@ -230,11 +233,16 @@ impl Signer {
                     .into(),
             ));
         };
-        let mut client = ssh_agent_client_rs::Client::connect(socket).map_err(|e| {
+        let stream = UnixStream::connect(socket).map_err(|e| {
             refuse(format!(
-                "cannot reach ssh-agent at {} ({})",
-                socket.display(),
-                agent_error(&e)
+                "cannot reach ssh-agent at {} ({e})",
+                socket.display()
+            ))
+        })?;
+        let mut client = agent_client(&stream).map_err(|e| {
+            refuse(format!(
+                "cannot reach ssh-agent at {} ({e})",
+                socket.display()
             ))
         })?;
         let held = client.list_all_identities().map_err(|e| {
@@ -259,7 +267,7 @@ impl Signer {
         Ok(Signer {
             configured: configured.to_owned(),
             public,
-            how: How::Agent(socket.to_owned()),
+            how: How::Agent(socket.to_owned(), Mutex::new(Some(stream))),
         })
     }
 
@@ -293,10 +301,23 @@ impl Signer {
                     .sign(NAMESPACE, HashAlg::Sha512, payload)
                     .map_err(|e| refuse(format!("cannot sign with it: {e}")))?,
             },
-            How::Agent(socket) => {
+            How::Agent(socket, connection) => {
                 let data = SshSig::signed_data(NAMESPACE, HashAlg::Sha512, payload)
                     .map_err(|e| refuse(format!("cannot sign with it: {e}")))?;
-                let raw = ssh_agent_client_rs::Client::connect(socket)
+                let mut kept = connection
+                    .lock()
+                    .unwrap_or_else(|poisoned| poisoned.into_inner());
+                let stream = match kept.take() {
+                    Some(stream) => stream,
+                    None => UnixStream::connect(socket).map_err(|e| {
+                        refuse(format!(
+                            "cannot reach ssh-agent at {} ({e})",
+                            socket.display()
+                        ))
+                    })?,
+                };
+                let raw = agent_client(&stream)
+                    .map_err(ssh_agent_client_rs::Error::from)
                     .and_then(|mut client| client.sign(&self.public, &data))
                     .map_err(|e| {
                         refuse(format!(
@@ -305,6 +326,7 @@ impl Signer {
                             agent_error(&e)
                         ))
                     })?;
+                *kept = Some(stream);
                 SshSig::new(
                     self.public.key_data().clone(),
                     NAMESPACE,
@@ -419,6 +441,14 @@ fn expand_user_path(path: &str) -> std::result::Result<PathBuf, String> {
         out.push(rest);
     }
     Ok(out)
+}
+
+/// Returns an agent client speaking on `stream` (a handle of its own on the same connection,
+/// so that the connection outlives the client).
+fn agent_client(stream: &UnixStream) -> std::io::Result<ssh_agent_client_rs::Client> {
+    Ok(ssh_agent_client_rs::Client::with_read_write(Box::new(
+        stream.try_clone()?,
+    )))
 }
 
 /// Returns ssh-agent's socket (`SSH_AUTH_SOCK`), if one is set.

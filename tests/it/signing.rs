@@ -482,10 +482,18 @@ fn a_public_key_whose_private_half_is_in_ssh_agent_signs_through_it() {
     lease_with_agent(&repo, &agent, 1, &["release", "1", "--holder", "alice"]).ok();
     assert_signed(&repo, "1", &allowed);
 
-    // A public key file.
+    // A public key file; several commits of one command, on one connection to the agent.
     use_key(&repo, path_str(&key.public_path()));
-    lease_with_agent(&repo, &agent, 2, &["acquire", "2", "--holder", "alice"]).ok();
-    assert_signed(&repo, "2", &allowed);
+    lease_with_agent(
+        &repo,
+        &agent,
+        2,
+        &["acquire", "2", "3", "--holder", "alice"],
+    )
+    .ok();
+    for issue in ["2", "3"] {
+        assert_signed(&repo, issue, &allowed);
+    }
 }
 
 #[test]
