@@ -86,6 +86,24 @@ pub enum Error {
         /// What needs it, and what it should hold.
         needed: &'static str,
     },
+    /// Ledger commits are to be signed (`lease.sign`, `commit.gpgSign`) in a format other than
+    /// git's SSH signatures, the one git-lease signs in.
+    #[error("cannot sign ledger commits with gpg.format={format}: git-lease signs them in git's SSH format only; set gpg.format=ssh with an SSH key in user.signingKey, or lease.sign=false to write them unsigned; nothing was written")]
+    SignFormat {
+        /// The `gpg.format` asked for (`openpgp` when unset, as git's default).
+        format: String,
+    },
+    /// The key `user.signingKey` names cannot sign ledger commits: a missing or unreadable
+    /// file, a passphrase-protected key no ssh-agent holds, no agent, a key the agent lacks.
+    #[error(
+        "cannot sign ledger commits with user.signingKey {key:?}: {reason}; nothing was written"
+    )]
+    SigningKey {
+        /// `user.signingKey` as configured.
+        key: String,
+        /// What is wrong, and what to do.
+        reason: String,
+    },
     /// A path in a repository that is not used as it is: a symbolic link where a file or
     /// directory is read or written (none is followed there), something other than the file or
     /// directory expected, or a hooks directory outside the repository.
@@ -323,6 +341,8 @@ impl Error {
             | Error::AllowedSigners { .. }
             | Error::CommandLineConfig(_)
             | Error::ConfigMissing { .. }
+            | Error::SignFormat { .. }
+            | Error::SigningKey { .. }
             | Error::UnsafePath { .. }
             | Error::RefClash { .. }
             | Error::RefStorage { .. }

@@ -69,6 +69,7 @@ pub mod ledger;
 pub mod model;
 pub mod probe;
 pub mod rules;
+pub mod sign;
 pub mod store;
 pub mod text;
 pub mod timeline;

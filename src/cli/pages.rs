@@ -463,7 +463,7 @@ pub const EXAMPLES: &[(&str, &[Example])] = &[
 pub const EXIT_STATUS: &[(u8, &str)] = &[
     (0, "done, including \"not held\" (release of nothing)"),
     (1, "failure: I/O, git, a corrupt ledger, a transport error; a push to a remote whose answer was lost (`the outcome is unknown`: the connection broke or timed out after the push was sent, so the claim, or the branch of `push`, may or may not have landed; run the same command again: it converges, a holder's re-acquire keeping its token, a release again finding nothing held, a `push` again finding the branch up to date or pushing it); a push refused, attempt after attempt, for a lock file in the way on the server (`a lock file on the server is in the way`: a killed or crashed git there left it behind; nothing changed; the server's administrator removes it, see docs/RELIABILITY.md, \"A lock left behind\"); the server's hook failed (it could not run, or another hook or the server's access rules declined: no `git-lease: refused` line); a claim of several issues at once on a server without the `atomic` capability (nothing pushed); `verify` found a broken rule; `sync` refused a ledger; with `lease.requireSignatures`, a local ledger with a step not signed as it must be (or breaking another rule); `doctor` found a check failing; a write through a remote that `doctor` found to ignore a push's expected old value"),
-    (2, "bad usage or invalid input (issue id, TTL, `GIT_LEASE_NOW`, ref clash, not a repository, unsupported repository, a bad setting, a git older than the command needs: 2.29 for a remote, 2.45 for a write to a reftable repository); `install-hook`: a link where it would read or write, a `core.hooksPath` outside the repository"),
+    (2, "bad usage or invalid input (issue id, TTL, `GIT_LEASE_NOW`, ref clash, not a repository, unsupported repository, a bad setting, a git older than the command needs: 2.29 for a remote, 2.45 for a write to a reftable repository); a write whose ledger commits are to be signed but cannot be (a format other than SSH, no `user.signingKey`, a key file missing or protected by a passphrase no ssh-agent holds, no agent, a key the agent lacks; nothing written); `install-hook`: a link where it would read or write, a `core.hooksPath` outside the repository"),
     (3, "refused: held by someone else, not the holder, fencing check failed, refused by the lease rules of the remote's hook (`remote: git-lease: refused …`)"),
     (4, "no such lease (`show`, `log`), or an ambiguous prefix"),
     (5, "lost the compare-and-swap race repeatedly (in any server's words: git's, JGit's and Gerrit's, dulwich's, libgit2's; see docs/SERVER.md, \"Third-party servers\"); nothing changed, safe to retry"),
@@ -528,6 +528,11 @@ pub const ENVIRONMENT: &[Variable] = &[
         name: "GIT_LEASE_GC_SYNC",
         pages: &["gc"],
         text: "`1`: the automatic `git gc --auto` after a write runs in the foreground, waited for.",
+    },
+    Variable {
+        name: "SSH_AUTH_SOCK",
+        pages: &["acquire", "renew", "release", "complete", "abandon", "revoke", "run"],
+        text: "ssh-agent's socket, through which ledger commits are signed when `user.signingKey` is a public key, or a key file protected by a passphrase (`lease.sign`, `commit.gpgSign` with `gpg.format=ssh`).",
     },
     Variable {
         name: "NO_COLOR",

@@ -114,6 +114,9 @@ pub struct Store {
     /// The pack [`Store::write_staged`] wrote last, kept (`.keep`) until a ref update makes
     /// its objects reachable, or until the store is dropped.
     kept_pack: std::cell::RefCell<Option<WrittenPack>>,
+    /// How ledger commits are signed (`None` inside: unsigned), decided and its key loaded by
+    /// the first commit this store encodes ([`crate::sign`]), then kept for every other.
+    signer: std::cell::OnceCell<Option<std::sync::Arc<crate::sign::Signer>>>,
 }
 
 /// How many times a read of refs or objects that raced with packing is made (see
@@ -268,6 +271,7 @@ impl Store {
             quarantine: None,
             packed_refs_seen: std::cell::Cell::new(None),
             kept_pack: std::cell::RefCell::new(None),
+            signer: std::cell::OnceCell::new(),
         })
     }
 

@@ -362,11 +362,26 @@ impl Store {
             message: commit_message(lease).into(),
             extra_headers: Vec::new(),
         };
-        staged.add(
-            self.object_hash(),
-            gix::objs::Kind::Commit,
-            encode(&commit)?,
-        )
+        let mut data = encode(&commit)?;
+        if let Some(signer) = self.signer()? {
+            data = signer.sign_commit(self.object_hash(), &data)?;
+        }
+        staged.add(self.object_hash(), gix::objs::Kind::Commit, data)
+    }
+
+    /// Returns how ledger commits are signed, `None` for unsigned ([`crate::sign`]): decided
+    /// once per store, by the first commit it encodes (the key itself is loaded once per
+    /// process), so that a command that writes nothing never needs the key, and one that fails
+    /// to load it has written nothing.
+    fn signer(&self) -> Result<Option<&crate::sign::Signer>> {
+        if let Some(signer) = self.signer.get() {
+            return Ok(signer.as_deref());
+        }
+        let signer = crate::sign::Signer::from_config(
+            |key| self.config_flag(key),
+            |key| self.config_string(key),
+        )?;
+        Ok(self.signer.get_or_init(|| signer).as_deref())
     }
 
     /// Writes `staged` and makes it durable when the configuration asks for it: one event's

@@ -39,6 +39,9 @@
 //! - [`forge`]: ledger history built by hand with plain git plumbing, and `lease.json` values.
 //! - [`remote`], [`mirror`], [`verify`]: claims through a remote, sync, and ledger audits.
 //! - [`sharing`]: a clone's claims are local until told otherwise; a diverged ledger adopted.
+//! - [`signing`]: ledger commits signed as git signs commits with `gpg.format=ssh`
+//!   (`commit.gpgSign`, `lease.sign`), verified by plain git and `ssh-keygen`; keys in files
+//!   and in an `ssh-agent`; a key that cannot sign writes nothing.
 //! - [`reflog`]: reflogs of every ref update without a configured identity.
 //! - [`doctor`]: `git lease doctor` against healthy, hookless, identity-less and broken
 //!   servers (dulwich's HTTP server ignores expected old values), and its verdict remembered.
@@ -137,6 +140,7 @@ mod servers;
 mod session;
 mod sharing;
 mod signatures;
+mod signing;
 mod snapshots;
 mod timeline;
 mod trust;
