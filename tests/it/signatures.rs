@@ -927,3 +927,80 @@ fn a_local_watch_leaves_out_a_ledger_with_an_unsigned_step_and_says_so() {
     watch.signal("TERM");
     watch.wait_exit();
 }
+
+/// Makes `repo` sign its ledger commits with `key` (git's own settings).
+fn sign_with(repo: &TestRepo, key: &Path) {
+    repo.git(&["config", "gpg.format", "ssh"]);
+    repo.git(&["config", "user.signingKey", path(key)]);
+    repo.git(&["config", "lease.sign", "true"]);
+}
+
+#[test]
+fn ledgers_git_lease_signs_pass_every_reader_requiring_signatures_and_git_verify_commit() {
+    let server = Server::daemon();
+    let keys = Keys::new(server.repo());
+    // carol signs with an RSA key and erin with an ECDSA one, listed beside the others.
+    let mut list = std::fs::read_to_string(&keys.list).expect("the list");
+    for (who, kind) in [("carol", "rsa"), ("erin", "ecdsa")] {
+        let key = keys.dir.join(who);
+        ssh_keygen(&["-q", "-t", kind, "-N", "", "-C", who, "-f", path(&key)]);
+        let public = std::fs::read_to_string(key.with_extension("pub")).expect("a key");
+        list += &format!("{who} namespaces=\"git\" {public}");
+    }
+    std::fs::write(&keys.list, list).expect("write the list");
+    let rsa = keys.dir.join("carol");
+
+    let client = |who: &str, key: &Path| {
+        let repo = server.client(who);
+        keys.require_in(&repo);
+        sign_with(&repo, key);
+        repo
+    };
+    let alice = client("alice", &keys.key("alice"));
+    let bob = client("bob", &keys.key("bob"));
+    let carol = client("carol", &rsa);
+    let ops = client("ops", &keys.key("ops"));
+    let erin = client("erin", &keys.dir.join("erin"));
+    let remote = |repo: &TestRepo, s: i64, args: &[&str]| {
+        let mut all = args.to_vec();
+        all.extend(["--remote", "origin"]);
+        lease(repo, s, &all).ok();
+    };
+    // Every role, each step signed by the one who acted.
+    remote(&alice, 0, &["acquire", "1", "--ttl", "10m"]);
+    remote(&alice, 60, &["renew", "1", "--ttl", "10m"]);
+    remote(&alice, 120, &["release", "1"]);
+    remote(&carol, 180, &["acquire", "1", "--ttl", "1m"]);
+    remote(&bob, 0, &["acquire", "2", "--ttl", "10m"]);
+    remote(&ops, 60, &["revoke", "2", "--reason", "reassigned"]);
+    remote(&bob, 0, &["acquire", "3", "--ttl", "1m"]);
+    // bob's tenure of 3 expired at 60: alice frees it.
+    remote(&alice, 300, &["release", "3", "--holder", "alice"]);
+    remote(&erin, 0, &["acquire", "4", "--ttl", "10m"]);
+
+    // A reader requiring signatures accepts all of it, and so does a mirror.
+    let reader = server.client("dave");
+    keys.require_in(&reader);
+    lease(&reader, 400, &["verify", "--remote", "origin"]).ok();
+    lease(&reader, 400, &["list", "--remote", "origin", "--all"]).ok();
+    for issue in ["1", "2", "3", "4"] {
+        lease(&reader, 400, &["log", "--remote", "origin", issue]).ok();
+    }
+    let mirror = server.mirror();
+    keys.require_in(&mirror);
+    lease(&mirror, 400, &["sync", "origin"]).ok();
+    lease(&mirror, 400, &["verify"]).ok();
+    lease(&mirror, 400, &["list", "--all"]).ok();
+    // git verifies every commit with the same list, and every one is signed.
+    let mut commits = 0;
+    for issue in ["1", "2", "3", "4"] {
+        let all = server
+            .repo()
+            .git(&["rev-list", &format!("refs/leases/{issue}")]);
+        for c in all.lines() {
+            assert!(keys.git_accepts(server.repo(), c), "git refuses {c}");
+            commits += 1;
+        }
+    }
+    assert_eq!(commits, 9);
+}
