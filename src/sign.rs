@@ -286,24 +286,16 @@ impl Signer {
         let signature = match &self.how {
             How::Here(private) => match private.key_data().rsa() {
                 Some(pair) => {
-                    let data = SshSig::signed_data(NAMESPACE, HashAlg::Sha512, payload)
-                        .map_err(|e| refuse(format!("cannot sign with it: {e}")))?;
-                    let raw = sign_rsa(pair, &data).map_err(refuse)?;
-                    SshSig::new(
-                        self.public.key_data().clone(),
-                        NAMESPACE,
-                        HashAlg::Sha512,
-                        raw,
-                    )
-                    .map_err(|e| refuse(format!("cannot sign with it: {e}")))?
+                    let raw =
+                        sign_rsa(pair, &signed_data(payload).map_err(refuse)?).map_err(refuse)?;
+                    self.wrap(raw).map_err(refuse)?
                 }
                 None => private
                     .sign(NAMESPACE, HashAlg::Sha512, payload)
                     .map_err(|e| refuse(format!("cannot sign with it: {e}")))?,
             },
             How::Agent(socket, connection) => {
-                let data = SshSig::signed_data(NAMESPACE, HashAlg::Sha512, payload)
-                    .map_err(|e| refuse(format!("cannot sign with it: {e}")))?;
+                let data = signed_data(payload).map_err(refuse)?;
                 let mut kept = connection
                     .lock()
                     .unwrap_or_else(|poisoned| poisoned.into_inner());
@@ -327,13 +319,7 @@ impl Signer {
                         ))
                     })?;
                 *kept = Some(stream);
-                SshSig::new(
-                    self.public.key_data().clone(),
-                    NAMESPACE,
-                    HashAlg::Sha512,
-                    raw,
-                )
-                .map_err(|e| refuse(format!("cannot sign with it: {e}")))?
+                self.wrap(raw).map_err(refuse)?
             }
         };
         signature
@@ -349,6 +335,24 @@ impl Signer {
         let armored = self.sign(unsigned)?;
         Ok(with_signature(unsigned, header_name(hash), &armored))
     }
+
+    /// Wraps `raw`, a signature of [`signed_data`] by this key, into an SSHSIG.
+    fn wrap(&self, raw: ssh_key::Signature) -> std::result::Result<SshSig, String> {
+        SshSig::new(
+            self.public.key_data().clone(),
+            NAMESPACE,
+            HashAlg::Sha512,
+            raw,
+        )
+        .map_err(|e| format!("cannot sign with it: {e}"))
+    }
+}
+
+/// The bytes an SSHSIG of `payload` signs (namespace `git`, SHA-512), for a signer that
+/// signs raw data (RSA here, ssh-agent).
+fn signed_data(payload: &[u8]) -> std::result::Result<Vec<u8>, String> {
+    SshSig::signed_data(NAMESPACE, HashAlg::Sha512, payload)
+        .map_err(|e| format!("cannot sign with it: {e}"))
 }
 
 /// Signs `data` with an RSA key as `rsa-sha2-512` (PKCS #1 v1.5 over SHA-512), the algorithm

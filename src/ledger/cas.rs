@@ -46,3 +46,12 @@ pub(crate) fn names(issues: &[IssueId]) -> String {
         .collect::<Vec<_>>()
         .join(" ")
 }
+
+/// The lease refs of `issues` (`refs/leases/<id>`), space-separated, for a message.
+pub(crate) fn ref_names(issues: &[IssueId]) -> String {
+    issues
+        .iter()
+        .map(IssueId::ref_name)
+        .collect::<Vec<_>>()
+        .join(" ")
+}

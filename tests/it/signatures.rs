@@ -706,8 +706,9 @@ proptest! {
     }
 }
 
-#[test]
-fn a_local_ledger_with_an_unsigned_step_is_refused_by_list_show_check_and_log() {
+/// A repository requiring signatures whose ledger 42 is alice's signed tenure from 0 for 600
+/// seconds, then an unsigned renew at 300; and alice's first step.
+fn local_ledger_with_an_unsigned_renew() -> (TestRepo, Keys, String) {
     let repo = TestRepo::new();
     let keys = Keys::new(&repo);
     keys.require_in(&repo);
@@ -726,6 +727,12 @@ fn a_local_ledger_with_an_unsigned_step_is_refused_by_list_show_check_and_log() 
         None,
     );
     forge::set_ledger(&repo, "42", &renew);
+    (repo, keys, first)
+}
+
+#[test]
+fn a_local_ledger_with_an_unsigned_step_is_refused_by_list_show_check_and_log() {
+    let (repo, keys, first) = local_ledger_with_an_unsigned_renew();
     for args in [
         &["list"][..],
         &["show", "42"],
@@ -884,24 +891,7 @@ fn a_sha256_repository_reads_the_signature_git_writes_there() {
 
 #[test]
 fn a_local_watch_leaves_out_a_ledger_with_an_unsigned_step_and_says_so() {
-    let repo = TestRepo::new();
-    let keys = Keys::new(&repo);
-    keys.require_in(&repo);
-    let first = step(
-        &repo,
-        &keys,
-        &acquired("42", "alice", 1, 0, Some(600)),
-        None,
-        Some("alice"),
-    );
-    let renew = step(
-        &repo,
-        &keys,
-        &renewed("42", "alice", 1, 0, 300, 600),
-        Some(&first),
-        None,
-    );
-    forge::set_ledger(&repo, "42", &renew);
+    let (repo, keys, _) = local_ledger_with_an_unsigned_renew();
     let marker = step(
         &repo,
         &keys,

@@ -476,11 +476,7 @@ fn still_locked<T>(
     match (answer, locked) {
         (Err(Error::LostRace { .. }), Some(message)) => Err(Error::RemoteLocked {
             remote: shown.to_owned(),
-            target: issues
-                .iter()
-                .map(IssueId::ref_name)
-                .collect::<Vec<_>>()
-                .join(" "),
+            target: cas::ref_names(issues),
             message,
         }),
         (answer, _) => answer,

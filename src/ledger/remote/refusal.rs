@@ -164,11 +164,7 @@ impl HookVerdict {
                 message,
             },
             HookVerdict::Failed(message) => Error::HookFailed {
-                target: issues
-                    .iter()
-                    .map(IssueId::ref_name)
-                    .collect::<Vec<_>>()
-                    .join(" "),
+                target: cas::ref_names(issues),
                 message,
             },
         }
