@@ -44,6 +44,43 @@ def lease_json(issue, event, holder, token, acquired, expires, at, previous=None
     return ("{\n" + ",\n".join(lines) + "\n}\n").encode()
 
 
+def ledgers(n, live, now):
+    """The ledgers this generator writes, in order: `(issue, steps)`, each step
+    `(lease.json bytes, actor, at, message)`, oldest first (the shape the module says)."""
+    closed = n - live
+    for k in range(n):
+        issue = f"s{k}"
+        holder = f"h{k % 50}@example.com"
+        if k < closed:
+            t0 = now - 86400 * 30 - (closed - k)  # every closed ledger a month old
+            until = t0 + 3600
+            yield issue, [
+                (
+                    lease_json(issue, "acquire", holder, 1, t0, until, t0),
+                    holder,
+                    t0,
+                    f"acquire {issue}: {holder} token 1 until {rfc3339(until)}",
+                ),
+                (
+                    lease_json(issue, "release", None, 1, None, None, t0 + 60, previous=holder),
+                    holder,
+                    t0 + 60,
+                    f"release {issue}: {holder} token 1",
+                ),
+            ]
+        else:
+            t0 = now - 600
+            until = t0 + 86400 * 30
+            yield issue, [
+                (
+                    lease_json(issue, "acquire", holder, 1, t0, until, t0),
+                    holder,
+                    t0,
+                    f"acquire {issue}: {holder} token 1 until {rfc3339(until)}",
+                ),
+            ]
+
+
 def main():
     if len(sys.argv) != 5:
         sys.exit(__doc__)
@@ -60,7 +97,6 @@ def main():
     out = fi.stdin
     mark = 0
     tips = {}
-    closed = n - live
 
     def commit(issue, data, actor, at, message, parent):
         nonlocal mark
@@ -78,40 +114,11 @@ def main():
         out.write(b"M 100644 :%d lease.json\n\n" % blob)
         return mark
 
-    for k in range(n):
-        issue = f"s{k}"
-        holder = f"h{k % 50}@example.com"
+    for issue, steps in ledgers(n, live, now):
         out.write(b"reset refs/scalegen/tmp\n\n")
-        if k < closed:
-            t0 = now - 86400 * 30 - (closed - k)  # every closed ledger a month old
-            until = t0 + 3600
-            root = commit(
-                issue,
-                lease_json(issue, "acquire", holder, 1, t0, until, t0),
-                holder,
-                t0,
-                f"acquire {issue}: {holder} token 1 until {rfc3339(until)}",
-                None,
-            )
-            tip = commit(
-                issue,
-                lease_json(issue, "release", None, 1, None, None, t0 + 60, previous=holder),
-                holder,
-                t0 + 60,
-                f"release {issue}: {holder} token 1",
-                root,
-            )
-        else:
-            t0 = now - 600
-            until = t0 + 86400 * 30
-            tip = commit(
-                issue,
-                lease_json(issue, "acquire", holder, 1, t0, until, t0),
-                holder,
-                t0,
-                f"acquire {issue}: {holder} token 1 until {rfc3339(until)}",
-                None,
-            )
+        tip = None
+        for data, actor, at, message in steps:
+            tip = commit(issue, data, actor, at, message, tip)
         tips[issue] = tip
     out.write(b"done\n")
     out.close()

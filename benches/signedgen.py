@@ -26,7 +26,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives import serialization
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from scalegen import lease_json, rfc3339  # noqa: E402
+from scalegen import ledgers, rfc3339  # noqa: E402
 
 KEY = Ed25519PrivateKey.from_private_bytes(bytes(range(32)))
 PUBLIC = KEY.public_key().public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
@@ -113,37 +113,10 @@ def main():
         return pack.add("commit", (head + f"gpgsig {signature}\n" + body).encode())
 
     tips = {}
-    closed = n - live
-    for k in range(n):
-        issue = f"s{k}"
-        holder = f"h{k % 50}@example.com"
-        if k < closed:
-            t0 = now - 86400 * 30 - (closed - k)
-            until = t0 + 3600
-            root = commit(
-                lease_json(issue, "acquire", holder, 1, t0, until, t0),
-                holder,
-                t0,
-                f"acquire {issue}: {holder} token 1 until {rfc3339(until)}",
-                None,
-            )
-            tip = commit(
-                lease_json(issue, "release", None, 1, None, None, t0 + 60, previous=holder),
-                holder,
-                t0 + 60,
-                f"release {issue}: {holder} token 1",
-                root,
-            )
-        else:
-            t0 = now - 600
-            until = t0 + 86400 * 30
-            tip = commit(
-                lease_json(issue, "acquire", holder, 1, t0, until, t0),
-                holder,
-                t0,
-                f"acquire {issue}: {holder} token 1 until {rfc3339(until)}",
-                None,
-            )
+    for issue, steps in ledgers(n, live, now):
+        tip = None
+        for step in steps:
+            tip = commit(*step, tip)
         tips[issue] = tip
     data = pack.bytes()
     name = os.path.join(git_dir, "objects", "pack", f"pack-{data[-20:].hex()}")
