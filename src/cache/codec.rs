@@ -446,6 +446,7 @@ mod tests {
                 process: None,
             },
             seen: Observation::NONE,
+            place: crate::store::Place::Ref,
         }
     }
 

@@ -157,6 +157,9 @@ enum Command {
     Hook(commands::hook::Args),
     /// Install the server hook into a repository, chaining with an existing pre-receive hook
     InstallHook(commands::install_hook::Args),
+    /// Fold free ledgers quiet for a while into refs/lease-archive, tokens kept, and remove
+    /// their refs: claims and pushes then cost what the live leases cost
+    Archive(commands::archive::Args),
     /// Pack the repository's loose objects and refs (git pack-refs --all --prune, git repack -d -q)
     Gc(commands::gc::Args),
     /// Print the manual page (roff), or install every page where man finds it
@@ -570,6 +573,7 @@ fn dispatch(ctx: &Context, command: Command, out: &mut dyn Write) -> Result<u8, 
         Command::Sync(args) => commands::sync::run(ctx, args, out),
         Command::Hook(args) => commands::hook::run(ctx, args, out),
         Command::InstallHook(args) => commands::install_hook::run(ctx, args, out),
+        Command::Archive(args) => commands::archive::run(ctx, args, out),
         Command::Gc(args) => commands::gc::run(ctx, args, out),
         Command::Watch(args) => commands::watch::run(ctx, args, out),
         Command::Timeline(args) => commands::timeline::run(ctx, args, out),

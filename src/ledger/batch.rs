@@ -104,8 +104,11 @@ impl Operation {
 
 /// The state of one issue while a batch is decided.
 struct Slot {
-    /// The tip read at the start of the attempt: the expected value of the ref edit.
+    /// The expected value of the ref edit, read at the start of the attempt (none for a ref
+    /// that does not exist: a new ledger, or one the archive holds).
     read: Option<ObjectId>,
+    /// The tip read at the start of the attempt (an archived ledger's too).
+    tip: Option<ObjectId>,
     /// The state after the operations decided so far.
     state: Option<Entry>,
 }
@@ -169,8 +172,9 @@ impl Ledger {
             for (issue, _) in ops {
                 if !slots.contains_key(issue) {
                     let state = self.current(issue)?;
-                    let read = state.as_ref().map(|e| e.commit);
-                    slots.insert(issue, Slot { read, state });
+                    let read = state.as_ref().and_then(Entry::expected);
+                    let tip = state.as_ref().map(|e| e.commit);
+                    slots.insert(issue, Slot { read, tip, state });
                 }
             }
             let mut reports = Vec::with_capacity(ops.len());
@@ -188,7 +192,9 @@ impl Ledger {
                     continue;
                 };
                 let parent = slot.state.as_ref().map(|e| e.commit);
-                if slot.read.is_none() && parent.is_none() {
+                // The first write of a ref this batch creates (a new ledger, or one revived from
+                // the archive).
+                if slot.read.is_none() && parent == slot.tip {
                     check_clash(self, issue, ops)?;
                 }
                 let commit = store.stage(&mut staged, &next, parent)?;
@@ -206,7 +212,7 @@ impl Ledger {
                 .filter_map(|(issue, slot)| {
                     let tip = slot.state.as_ref().map(|e| e.commit);
                     // A ref only moves forward: a state that changed has a new commit.
-                    let tip = tip.filter(|t| Some(*t) != slot.read)?;
+                    let tip = tip.filter(|t| Some(*t) != slot.tip)?;
                     Some(((*issue).clone(), tip, slot.read))
                 })
                 .collect();

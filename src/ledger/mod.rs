@@ -6,6 +6,7 @@
 //! again, so two racers never both win and a loser answers from the winner's state.
 
 pub mod any;
+pub mod archive;
 pub mod backend;
 pub mod batch;
 pub(crate) mod cas;
@@ -382,17 +383,22 @@ impl Ledger {
     /// [`Error::Ambiguous`] listing the candidates, or [`Error::NoSuchLease`].
     pub fn resolve(&self, prefix: &str) -> Result<IssueId> {
         if let Ok(exact) = IssueId::new(prefix) {
-            if self.store.tip(&exact)?.is_some() {
+            if self.store.locate(&exact)?.is_some() {
                 return Ok(exact);
             }
         }
-        let names = self.store.lease_refs()?;
+        let mut names = self.store.lease_refs()?;
+        if let Some(tip) = self.store.archive_tip()? {
+            names.extend(self.store.archive_entries(&self.store.fold(tip)?)?);
+            names.sort();
+            names.dedup_by(|a, b| a.0 == b.0);
+        }
         resolve_among(prefix, names.iter().map(|(n, _)| n.as_str()))
     }
 
     /// Returns the ledger of `issue`, newest entry first: one entry per event.
     pub fn log(&self, issue: &IssueId) -> Result<Vec<Entry>> {
-        let tip = self.store.tip(issue)?;
+        let tip = self.store.locate(issue)?.map(|(tip, _)| tip);
         if let Some(tip) = tip {
             self.require_signed(issue.as_str(), tip)?;
         }
@@ -420,12 +426,13 @@ impl Ledger {
                     )));
                 };
                 let parent = current.as_ref().map(|e| e.commit);
-                if parent.is_none() {
+                let expected = current.as_ref().and_then(Entry::expected);
+                if expected.is_none() {
                     self.store.ensure_no_clash(issue)?;
                 }
                 let commit = self.store.write(&next, parent)?;
                 let message = format!("git-lease: {}", next.event);
-                Ok(match self.store.swap(issue, commit, parent, &message)? {
+                Ok(match self.store.swap(issue, commit, expected, &message)? {
                     Swap::Done => {
                         self.note_write();
                         Attempt::Done(Report::written(
@@ -502,11 +509,12 @@ impl Ledger {
                 continue;
             };
             let parent = current.as_ref().map(|e| e.commit);
-            if parent.is_none() && check_clashes {
+            let expected = current.as_ref().and_then(Entry::expected);
+            if expected.is_none() && check_clashes {
                 self.store.ensure_no_clash(issue)?;
             }
             let commit = self.store.stage(&mut staged, &next, parent)?;
-            edits.push((issue.clone(), commit, parent));
+            edits.push((issue.clone(), commit, expected));
             reports.push(Report::written(t.outcome, issue, commit, parent, next));
         }
         self.store.write_staged(&staged)?;

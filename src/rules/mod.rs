@@ -4,6 +4,7 @@
 //! tests all call the same functions, so the rules exist exactly once. [`is_live`] is *the*
 //! definition of liveness; everything else asks it.
 
+pub mod archive;
 #[cfg(test)]
 mod fixtures;
 pub mod signers;

@@ -61,6 +61,11 @@ pub enum Rule {
     /// With `lease.requireSignatures`, the step is not signed by a key of the allowed signers
     /// list that may make it ([`crate::rules::signers`]).
     Signature,
+    /// The archive of quiet ledgers keeps every token: a fold records only free ledgers at
+    /// their tips and never drops an entry; a ledger ref goes only once the archive records
+    /// its tip; a revived ledger continues from its archived tip (docs/FORMAT.md, "The
+    /// archive").
+    Archive,
 }
 
 impl Rule {
@@ -83,6 +88,7 @@ impl Rule {
             Rule::Admin => "admin",
             Rule::Unverifiable => "unverifiable",
             Rule::Signature => "signature",
+            Rule::Archive => "archive",
         }
     }
 }

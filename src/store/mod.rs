@@ -17,6 +17,7 @@
 //!   (`Store::lookup`) is made again when `git gc`, `git repack` or `git pack-refs` moved what
 //!   it reads meanwhile.
 
+mod archive;
 pub mod durability;
 mod files;
 pub(crate) mod loose;
@@ -39,6 +40,7 @@ use crate::issue::{IssueId, REF_PREFIX};
 use crate::lease::Lease;
 use crate::liveness::{Current, Observation};
 use crate::pack::WrittenPack;
+pub use archive::{entry_path, Fold, ARCHIVE_REF};
 use files::PackedRefsStat;
 pub(crate) use objects::Staged;
 use refdb::{Expect, Failure, GitRefs};
@@ -56,6 +58,8 @@ pub struct Entry {
     /// What the reader saw beside the record (nothing, until a ledger with local liveness
     /// observes it: [`crate::Ledger::observe`]).
     pub seen: Observation,
+    /// Where the tip was found: the ledger's ref, or (for a tip) the archive.
+    pub place: Place,
 }
 
 impl Entry {
@@ -66,7 +70,13 @@ impl Entry {
             parent,
             lease,
             seen: Observation::NONE,
+            place: Place::Ref,
         }
+    }
+
+    /// The value a compare-and-swap of this tip's ref expects ([`Place::expected`]).
+    pub fn expected(&self) -> Option<ObjectId> {
+        self.place.expected(self.commit)
     }
 
     /// Returns the state the rules decide on: the record and what its reader saw.
@@ -74,6 +84,26 @@ impl Entry {
         Current {
             lease: &self.lease,
             seen: self.seen,
+        }
+    }
+}
+
+/// Where a ledger's tip was found ([`Store::locate`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Place {
+    /// Its ref, `refs/leases/<issue>`.
+    Ref,
+    /// The archive: the ref does not exist, the newest fold records the tip.
+    Archive,
+}
+
+impl Place {
+    /// The value a compare-and-swap of the ref expects, for a ledger whose tip is `tip`:
+    /// the tip itself, or must-not-exist for an archived ledger (which a claim revives).
+    pub fn expected(self, tip: ObjectId) -> Option<ObjectId> {
+        match self {
+            Place::Ref => Some(tip),
+            Place::Archive => None,
         }
     }
 }
@@ -471,11 +501,26 @@ impl Store {
         self.files_tip_of(name)
     }
 
-    /// Returns the current entry of `issue`, if its ref exists.
+    /// Returns the current entry of `issue`: its ref's tip, else the tip the archive records
+    /// for it (docs/FORMAT.md, "The archive"), else `None` (never leased).
     pub fn current(&self, issue: &IssueId) -> Result<Option<Entry>> {
-        self.tip(issue)?
-            .map(|tip| self.entry(issue.as_str(), tip))
+        self.locate(issue)?
+            .map(|(tip, place)| {
+                let mut entry = self.entry(issue.as_str(), tip)?;
+                entry.place = place;
+                Ok(entry)
+            })
             .transpose()
+    }
+
+    /// Returns where the ledger of `issue` ends: its ref's tip ([`Place::Ref`]), else the tip
+    /// the archive records ([`Place::Archive`]: the ref does not exist, and a claim creates
+    /// it on that tip), else `None`.
+    pub fn locate(&self, issue: &IssueId) -> Result<Option<(ObjectId, Place)>> {
+        if let Some(tip) = self.tip(issue)? {
+            return Ok(Some((tip, Place::Ref)));
+        }
+        Ok(self.archived(issue)?.map(|tip| (tip, Place::Archive)))
     }
 
     /// Returns every lease ref as `(issue, tip)`, sorted by issue.

@@ -183,7 +183,10 @@ impl Store {
     }
 
     /// Reads one object's kind and bytes; see [`Store::lookup`].
-    fn find(&self, id: ObjectId) -> std::result::Result<(gix::object::Kind, Vec<u8>), String> {
+    pub(super) fn find(
+        &self,
+        id: ObjectId,
+    ) -> std::result::Result<(gix::object::Kind, Vec<u8>), String> {
         let mut buf = Vec::new();
         let kind = self.lookup(id, |odb| {
             Ok(odb.try_find(&id, &mut buf)?.map(|data| data.kind))
@@ -373,7 +376,7 @@ impl Store {
     /// once per store, by the first commit it encodes (the key itself is loaded once per
     /// process), so that a command that writes nothing never needs the key, and one that fails
     /// to load it has written nothing.
-    fn signer(&self) -> Result<Option<&crate::sign::Signer>> {
+    pub(super) fn signer(&self) -> Result<Option<&crate::sign::Signer>> {
         if let Some(signer) = self.signer.get() {
             return Ok(signer.as_deref());
         }
@@ -471,7 +474,7 @@ pub(crate) struct Staged {
 
 impl Staged {
     /// Adds an object unless it is already staged, and returns its id.
-    fn add(
+    pub(super) fn add(
         &mut self,
         hash: gix::hash::Kind,
         kind: gix::objs::Kind,
@@ -549,7 +552,7 @@ fn commit_message(lease: &Lease) -> String {
 }
 
 /// Serialises a tree or commit the way git hashes it.
-fn encode(object: &dyn gix::objs::WriteTo) -> Result<Vec<u8>> {
+pub(super) fn encode(object: &dyn gix::objs::WriteTo) -> Result<Vec<u8>> {
     let mut out = Vec::new();
     object
         .write_to(&mut out)

@@ -94,6 +94,9 @@ pub(crate) struct GitRefs {
     lock_wait: Duration,
     /// The repository's object hash, which its tables' ids must be of.
     hash: gix::hash::Kind,
+    /// The git these commands need: reftable's, unless the repository keeps its refs in files
+    /// ([`GitRefs::for_files`]).
+    needs: &'static [Need],
 }
 
 impl GitRefs {
@@ -112,7 +115,15 @@ impl GitRefs {
             namespace,
             lock_wait,
             hash,
+            needs: &[Need::Reftable],
         }
+    }
+
+    /// The same commands for a repository whose refs are files: [`GitRefs::update`] only (the
+    /// archive's transactions, which delete lease refs), with no need of reftable's git.
+    pub(crate) fn for_files(mut self) -> GitRefs {
+        self.needs = &[];
+        self
     }
 
     /// git, for this repository, in the C locale (its diagnostics are read), with no
@@ -121,7 +132,7 @@ impl GitRefs {
     /// A git older than reftable (2.45) is refused here, before it runs
     /// ([`crate::git::version::require`]).
     fn git(&self) -> Result<Command> {
-        crate::git::version::require(&[Need::Reftable])?;
+        crate::git::version::require(self.needs)?;
         let mut cmd = Command::new("git");
         cmd.arg("--git-dir")
             .arg(&self.git_dir)
@@ -235,6 +246,9 @@ impl GitRefs {
             let full = self.full(name);
             match expect {
                 Expect::Absent => input.extend(format!("create {full}\0{new}\0").as_bytes()),
+                Expect::At(old) if new.is_null() => {
+                    input.extend(format!("delete {full}\0{old}\0").as_bytes())
+                }
                 Expect::At(old) => {
                     input.extend(format!("update {full}\0{new}\0{old}\0").as_bytes())
                 }

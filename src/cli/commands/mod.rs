@@ -3,6 +3,7 @@
 //! `run(ctx, args, out)`; `cli::dispatch` only routes to them.
 
 pub(crate) mod acquire;
+pub(crate) mod archive;
 pub(crate) mod check;
 pub(crate) mod completions;
 pub(crate) mod doctor;

@@ -1,0 +1,458 @@
+//! The archive of quiet ledgers as objects and refs (docs/FORMAT.md, "The archive"): the ref
+//! `refs/lease-archive`, whose commits (*folds*) record, for every archived issue, the tip its
+//! ledger had when it was folded, as a gitlink in a tree fanned out by the SHA-256 of the id.
+//!
+//! This module reads and writes those objects and moves those refs; what a fold may record,
+//! and when a folded ledger ref may go, is decided in [`crate::ledger::archive`].
+
+use gix::bstr::ByteSlice;
+use gix::ObjectId;
+
+use super::refdb::{Expect, Failure, GitRefs};
+use super::{RefDb, Staged, Store};
+use crate::error::{Error, Result};
+use crate::issue::IssueId;
+
+/// The one ref of the archive.
+pub const ARCHIVE_REF: &str = "refs/lease-archive";
+
+/// The mode of an archive entry: a gitlink (a commit named in a tree).
+const GITLINK: u16 = 0o160000;
+
+/// The mode of a tree entry that is a tree.
+const TREE: u16 = 0o040000;
+
+/// How many levels of fan-out an entry's path has before the id itself.
+const FAN_OUT: usize = 2;
+
+/// One fold, decoded: a commit of `refs/lease-archive`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Fold {
+    /// The commit.
+    pub commit: ObjectId,
+    /// Its tree: every archived issue's entry.
+    pub tree: ObjectId,
+    /// Its parents: the previous fold first (none for the first fold), then the tips this
+    /// fold records.
+    pub parents: Vec<ObjectId>,
+    /// Its committer time: when it was folded.
+    pub at: chrono::DateTime<chrono::Utc>,
+}
+
+impl Fold {
+    /// Returns the fold before this one, if the archive had one.
+    pub fn previous(&self, first_fold: bool) -> Option<ObjectId> {
+        (!first_fold)
+            .then(|| self.parents.first().copied())
+            .flatten()
+    }
+}
+
+/// Returns the path of `issue`'s entry in an archive tree: the first two and next two hex
+/// digits of the SHA-256 of the id's UTF-8 bytes, then the id itself (whose `/`s nest it
+/// further): `9f/86/42` for issue `42`.
+pub fn entry_path(issue: &str) -> Result<String> {
+    let mut hasher = gix::hash::hasher(gix::hash::Kind::Sha256);
+    hasher.update(issue.as_bytes());
+    let digest = hasher
+        .try_finalize()
+        .map_err(|e| Error::git("cannot hash an issue id for the archive", e))?
+        .to_string();
+    Ok(format!("{}/{}/{issue}", &digest[0..2], &digest[2..4]))
+}
+
+/// Returns the issue id an archive path names, if the path has the fan-out of `issue`'s own
+/// entry ([`entry_path`]).
+pub fn issue_of_path(path: &str) -> Option<&str> {
+    let mut parts = path.splitn(FAN_OUT + 1, '/');
+    let (a, b, issue) = (parts.next()?, parts.next()?, parts.next()?);
+    let expected = entry_path(issue).ok()?;
+    (expected.len() == path.len() && expected.starts_with(&format!("{a}/{b}/"))).then_some(issue)
+}
+
+impl Store {
+    /// Returns the newest fold, where `refs/lease-archive` points, if there is an archive.
+    pub fn archive_tip(&self) -> Result<Option<ObjectId>> {
+        self.tip_of(ARCHIVE_REF)
+    }
+
+    /// Reads and decodes the fold `commit`.
+    ///
+    /// Returns [`Error::Corrupt`] (for the archive ref) when it is not a commit.
+    pub fn fold(&self, commit: ObjectId) -> Result<Fold> {
+        let (kind, data) = self.find(commit).map_err(|e| corrupt(commit, e))?;
+        if kind != gix::object::Kind::Commit {
+            return Err(corrupt(
+                commit,
+                format!("a fold must be a commit, not a {kind}"),
+            ));
+        }
+        let parsed = gix::objs::CommitRef::from_bytes(&data, self.repo.object_hash())
+            .map_err(|e| corrupt(commit, format!("cannot decode the fold: {e}")))?;
+        let time = parsed
+            .committer()
+            .map_err(|e| corrupt(commit, format!("cannot decode the fold's committer: {e}")))?
+            .seconds();
+        let at = chrono::DateTime::from_timestamp(time, 0)
+            .ok_or_else(|| corrupt(commit, format!("the fold's time {time} is out of range")))?;
+        Ok(Fold {
+            commit,
+            tree: parsed.tree(),
+            parents: parsed.parents().collect(),
+            at,
+        })
+    }
+
+    /// Whether `commit` is a fold rather than a ledger commit (the first fold's first parent
+    /// is a ledger tip, every later fold's the fold before): a ledger commit's tree holds
+    /// `lease.json`, a fold's only its fan-out.
+    pub fn is_fold(&self, commit: ObjectId) -> bool {
+        self.fold(commit).is_ok_and(|fold| {
+            matches!(
+                self.tree_entry(commit, fold.tree, crate::lease::LEASE_FILE),
+                Ok(None)
+            )
+        })
+    }
+
+    /// Returns the tip the archive tree `tree` records for `issue`, if it records one.
+    ///
+    /// Returns [`Error::Corrupt`] for an entry that is not a gitlink, or a path of the
+    /// fan-out that is not a tree.
+    pub fn archived_in(&self, fold: &Fold, issue: &str) -> Result<Option<ObjectId>> {
+        let path = entry_path(issue)?;
+        let mut tree = fold.tree;
+        let mut parts = path.split('/').peekable();
+        while let Some(part) = parts.next() {
+            let Some((mode, id)) = self.tree_entry(fold.commit, tree, part)? else {
+                return Ok(None);
+            };
+            match (parts.peek().is_some(), mode) {
+                (true, TREE) => tree = id,
+                (false, GITLINK) => return Ok(Some(id)),
+                // An id `a` archived while `a/b` is asked for, or the other way round: the
+                // asked-for one is not archived.
+                (true, GITLINK) | (false, TREE) => return Ok(None),
+                (_, other) => {
+                    return Err(corrupt(
+                        fold.commit,
+                        format!("the entry {path:?} has mode {other:o}, not a gitlink"),
+                    ))
+                }
+            }
+        }
+        Ok(None)
+    }
+
+    /// Returns the tip the newest fold records for `issue`, if the archive records one.
+    pub fn archived(&self, issue: &IssueId) -> Result<Option<ObjectId>> {
+        match self.archive_tip()? {
+            Some(tip) => self.archived_in(&self.fold(tip)?, issue.as_str()),
+            None => Ok(None),
+        }
+    }
+
+    /// Returns every entry of the fold's tree as `(issue, tip)`, sorted by issue.
+    ///
+    /// Returns [`Error::Corrupt`] for an entry that is not where its id's fan-out puts it,
+    /// not a gitlink, or not a valid issue id.
+    pub fn archive_entries(&self, fold: &Fold) -> Result<Vec<(String, ObjectId)>> {
+        let mut out = Vec::new();
+        let mut pending = vec![(String::new(), fold.tree)];
+        while let Some((prefix, tree)) = pending.pop() {
+            let (kind, data) = self.find(tree).map_err(|e| corrupt(fold.commit, e))?;
+            if kind != gix::object::Kind::Tree {
+                return Err(corrupt(
+                    fold.commit,
+                    format!("{tree} is a {kind}, not a tree"),
+                ));
+            }
+            let parsed = gix::objs::TreeRef::from_bytes(&data, self.repo.object_hash())
+                .map_err(|e| corrupt(fold.commit, format!("cannot decode tree {tree}: {e}")))?;
+            for entry in parsed.entries {
+                let name = entry.filename.to_str().map_err(|_| {
+                    corrupt(fold.commit, format!("an entry of tree {tree} is not UTF-8"))
+                })?;
+                let path = if prefix.is_empty() {
+                    name.to_owned()
+                } else {
+                    format!("{prefix}/{name}")
+                };
+                match entry.mode.value() {
+                    TREE => pending.push((path, entry.oid.to_owned())),
+                    GITLINK => {
+                        let issue = issue_of_path(&path).ok_or_else(|| {
+                            corrupt(
+                                fold.commit,
+                                format!("the entry {path:?} is not where its id belongs"),
+                            )
+                        })?;
+                        IssueId::new(issue).map_err(|e| {
+                            corrupt(fold.commit, format!("the entry {path:?}: {e}"))
+                        })?;
+                        out.push((issue.to_owned(), entry.oid.to_owned()));
+                    }
+                    other => {
+                        return Err(corrupt(
+                            fold.commit,
+                            format!("the entry {path:?} has mode {other:o}, not a gitlink"),
+                        ))
+                    }
+                }
+            }
+        }
+        out.sort();
+        Ok(out)
+    }
+
+    /// Returns every entry that differs between the trees of `before` (the empty archive for
+    /// `None`) and `after`, as `(issue, tip before, tip after)`, sorted by path: subtrees
+    /// both share are skipped unread, so a fold's changes cost what it changed.
+    ///
+    /// Returns [`Error::Corrupt`] (of `after`) for an entry that is not where its id belongs,
+    /// or neither a tree nor a gitlink.
+    pub fn archive_diff(
+        &self,
+        before: Option<&Fold>,
+        after: &Fold,
+    ) -> Result<Vec<(String, Option<ObjectId>, Option<ObjectId>)>> {
+        let mut out = Vec::new();
+        let mut pending = vec![(String::new(), before.map(|f| f.tree), Some(after.tree))];
+        while let Some((prefix, a, b)) = pending.pop() {
+            let read = |tree: Option<ObjectId>| -> Result<Vec<(String, u16, ObjectId)>> {
+                let Some(tree) = tree else {
+                    return Ok(Vec::new());
+                };
+                let (kind, data) = self.find(tree).map_err(|e| corrupt(after.commit, e))?;
+                if kind != gix::object::Kind::Tree {
+                    return Err(corrupt(
+                        after.commit,
+                        format!("{tree} is a {kind}, not a tree"),
+                    ));
+                }
+                let parsed = gix::objs::TreeRef::from_bytes(&data, self.repo.object_hash())
+                    .map_err(|e| {
+                        corrupt(after.commit, format!("cannot decode tree {tree}: {e}"))
+                    })?;
+                parsed
+                    .entries
+                    .iter()
+                    .map(|e| {
+                        let name = e.filename.to_str().map_err(|_| {
+                            corrupt(
+                                after.commit,
+                                format!("an entry of tree {tree} is not UTF-8"),
+                            )
+                        })?;
+                        Ok((name.to_owned(), e.mode.value(), e.oid.to_owned()))
+                    })
+                    .collect()
+            };
+            let mut sides: std::collections::BTreeMap<String, [Option<(u16, ObjectId)>; 2]> =
+                Default::default();
+            for (side, tree) in [a, b].into_iter().enumerate() {
+                for (name, mode, id) in read(tree)? {
+                    sides.entry(name).or_default()[side] = Some((mode, id));
+                }
+            }
+            for (name, [x, y]) in sides {
+                if x == y {
+                    continue;
+                }
+                let path = if prefix.is_empty() {
+                    name
+                } else {
+                    format!("{prefix}/{name}")
+                };
+                let of = |side: Option<(u16, ObjectId)>, mode| {
+                    side.filter(|(m, _)| *m == mode).map(|(_, id)| id)
+                };
+                for (mode, _) in x.iter().chain(y.iter()) {
+                    if *mode != TREE && *mode != GITLINK {
+                        return Err(corrupt(
+                            after.commit,
+                            format!("the entry {path:?} has mode {mode:o}, not a gitlink"),
+                        ));
+                    }
+                }
+                let (trees, links) = ((of(x, TREE), of(y, TREE)), (of(x, GITLINK), of(y, GITLINK)));
+                if trees.0.is_some() || trees.1.is_some() {
+                    pending.push((path.clone(), trees.0, trees.1));
+                }
+                if links.0.is_some() || links.1.is_some() {
+                    let issue = issue_of_path(&path).ok_or_else(|| {
+                        corrupt(
+                            after.commit,
+                            format!("the entry {path:?} is not where its id belongs"),
+                        )
+                    })?;
+                    IssueId::new(issue)
+                        .map_err(|e| corrupt(after.commit, format!("the entry {path:?}: {e}")))?;
+                    out.push((path.clone(), issue.to_owned(), links.0, links.1));
+                }
+            }
+        }
+        out.sort();
+        Ok(out
+            .into_iter()
+            .map(|(_, issue, a, b)| (issue, a, b))
+            .collect())
+    }
+
+    /// Encodes and hashes into `staged` the fold that records `record` (`(issue, tip)`) over
+    /// `base` (the newest fold, `None` for the first), dated `now`, and returns its commit id.
+    pub(crate) fn stage_fold(
+        &self,
+        staged: &mut Staged,
+        base: Option<&Fold>,
+        record: &[(IssueId, ObjectId)],
+        now: chrono::DateTime<chrono::Utc>,
+    ) -> Result<ObjectId> {
+        let hash = self.repo.object_hash();
+        let root = match base {
+            Some(fold) => {
+                let (_, data) = self.find(fold.tree).map_err(|e| corrupt(fold.commit, e))?;
+                gix::objs::TreeRef::from_bytes(&data, self.repo.object_hash())
+                    .map_err(|e| corrupt(fold.commit, format!("cannot decode its tree: {e}")))?
+                    .into()
+            }
+            None => gix::objs::Tree::empty(),
+        };
+        let mut paths = Vec::with_capacity(record.len());
+        for (issue, tip) in record {
+            paths.push((entry_path(issue.as_str())?, *tip));
+        }
+        paths.sort();
+        let mut editor = gix::objs::tree::Editor::new(root, &self.repo.objects, hash);
+        for (path, tip) in &paths {
+            editor
+                .upsert(path.split('/'), gix::objs::tree::EntryKind::Commit, *tip)
+                .map_err(|e| Error::git("cannot add an entry to the archive", e))?;
+        }
+        let tree = editor
+            .write(|tree| {
+                let data = super::objects::encode(tree)?;
+                staged.add(hash, gix::objs::Kind::Tree, data)
+            })
+            .map_err(|e: Error| e)?;
+        let time = gix::date::Time::new(now.timestamp(), 0);
+        let who = gix::actor::Signature {
+            name: "git-lease".into(),
+            email: "git-lease@localhost".into(),
+            time,
+        };
+        let commit = gix::objs::Commit {
+            tree,
+            parents: base
+                .map(|f| f.commit)
+                .into_iter()
+                .chain(paths.iter().map(|(_, tip)| *tip))
+                .collect(),
+            author: who.clone(),
+            committer: who,
+            encoding: None,
+            message: format!("git-lease: fold {} ledgers\n", paths.len()).into(),
+            extra_headers: Vec::new(),
+        };
+        let mut data = super::objects::encode(&commit)?;
+        if let Some(signer) = self.signer()? {
+            data = signer.sign_commit(hash, &data)?;
+        }
+        staged.add(hash, gix::objs::Kind::Commit, data)
+    }
+
+    /// Applies `edits` (`(ref, new, expected)`: `new` `None` deletes, `expected` `None` must
+    /// not exist) to the archive ref and lease refs in one transaction through git, all or
+    /// none: the moves of an archive (a fold, the folded refs' removal), which are rare,
+    /// never on a claim's path, and the only deletions of lease refs there are.
+    ///
+    /// Returns `false` when a ref was not at its expected value (nothing changed).
+    pub(crate) fn archive_transaction(
+        &self,
+        edits: &[(String, Option<ObjectId>, Option<ObjectId>)],
+        message: &str,
+    ) -> Result<bool> {
+        let fresh;
+        let git = match &self.refdb {
+            RefDb::Git(git) => git,
+            RefDb::Files => {
+                fresh = GitRefs::new(
+                    self.repo.git_dir(),
+                    self.repo.common_dir(),
+                    self.repo
+                        .refs
+                        .namespace
+                        .as_ref()
+                        .map(|ns| ns.as_bstr().to_str_lossy().into_owned()),
+                    self.lock_wait,
+                    self.repo.object_hash(),
+                )
+                .for_files();
+                &fresh
+            }
+        };
+        let null = ObjectId::null(self.repo.object_hash());
+        let git_edits: Vec<(&str, ObjectId, Expect)> = edits
+            .iter()
+            .map(|(name, new, expected)| (name.as_str(), new.unwrap_or(null), (*expected).into()))
+            .collect();
+        match git.update(&git_edits, message, self.fsync.refs) {
+            Ok(()) => {
+                self.after_ref_update(edits.iter().map(|(name, _, _)| name.as_str()))?;
+                Ok(true)
+            }
+            Err(Failure::Lost) => Ok(false),
+            Err(failure) => {
+                let first = edits.first().map_or(ARCHIVE_REF, |(n, _, _)| n.as_str());
+                self.failed_git_swap(failure, first).map(|_| false)
+            }
+        }
+    }
+}
+
+impl Store {
+    /// Returns the mode and id of the entry `name` of `tree` (of the fold `fold`), if any.
+    fn tree_entry(
+        &self,
+        fold: ObjectId,
+        tree: ObjectId,
+        name: &str,
+    ) -> Result<Option<(u16, ObjectId)>> {
+        let (kind, data) = self.find(tree).map_err(|e| corrupt(fold, e))?;
+        if kind != gix::object::Kind::Tree {
+            return Err(corrupt(fold, format!("{tree} is a {kind}, not a tree")));
+        }
+        let parsed = gix::objs::TreeRef::from_bytes(&data, self.repo.object_hash())
+            .map_err(|e| corrupt(fold, format!("cannot decode tree {tree}: {e}")))?;
+        Ok(parsed
+            .entries
+            .iter()
+            .find(|e| e.filename == name.as_bytes())
+            .map(|e| (e.mode.value(), e.oid.to_owned())))
+    }
+}
+
+fn corrupt(commit: ObjectId, reason: String) -> Error {
+    Error::Corrupt {
+        issue: ARCHIVE_REF.to_owned(),
+        commit: commit.to_string(),
+        reason,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_entry_is_fanned_out_by_the_sha256_of_its_id() {
+        // printf 42 | sha256sum: 73475cb4...
+        assert_eq!(entry_path("42").ok().as_deref(), Some("73/47/42"));
+        let nested = entry_path("gh/123").unwrap_or_default();
+        assert!(nested.ends_with("/gh/123"), "{nested}");
+        assert_eq!(issue_of_path(&nested), Some("gh/123"));
+        assert_eq!(issue_of_path("73/47/42"), Some("42"));
+        assert_eq!(issue_of_path("00/00/42"), None);
+        assert_eq!(issue_of_path("73/42"), None);
+    }
+}
