@@ -34,6 +34,14 @@ const TABLES_LIST: &str = "tables.list";
 /// because the list changed meanwhile).
 const SNAPSHOT_ATTEMPTS: usize = 1000;
 
+/// The most tables a stack may list: far more than git's geometric compaction ever leaves
+/// (about one per doubling of the refs), few enough that a snapshot's open files and reads
+/// stay bounded whatever `tables.list` says.
+const MAX_TABLES: usize = 10_000;
+
+/// The largest `tables.list` read: [`MAX_TABLES`] names of git's form are about 500 KiB.
+const MAX_LIST_BYTES: u64 = 1 << 20;
+
 /// The bytes read for a block when the table gives no block size (an unaligned table).
 const UNALIGNED_READ: usize = 4096;
 
@@ -54,11 +62,7 @@ impl Stack {
     /// object ids are of `hash`. A directory without `tables.list` is an empty stack.
     pub(crate) fn open(dir: &Path, hash: gix::hash::Kind) -> Result<Stack> {
         let list_path = dir.join(TABLES_LIST);
-        let read_list = || match std::fs::read(&list_path) {
-            Ok(bytes) => Ok(Some(bytes)),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(io_error(&list_path, e)),
-        };
+        let read_list = || read_list(&list_path);
         let mut list = read_list()?;
         for _ in 0..SNAPSHOT_ATTEMPTS {
             let Some(bytes) = &list else {
@@ -67,9 +71,15 @@ impl Stack {
             let mut tables = Vec::new();
             let mut missing = None;
             for name in bytes.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
+                if tables.len() == MAX_TABLES {
+                    return Err(corrupt(
+                        &list_path,
+                        &format!("lists more than {MAX_TABLES} tables"),
+                    ));
+                }
                 let name = table_name(&list_path, name)?;
                 let path = dir.join(name);
-                match File::open(&path) {
+                match open_file(&path) {
                     Ok(file) => tables.push(Table::open(path, file, hash)?),
                     Err(e) if e.kind() == io::ErrorKind::NotFound => {
                         missing = Some(path);
@@ -147,6 +157,45 @@ impl Stack {
             })
             .collect()
     }
+}
+
+/// Reads the list of tables at `path`: `None` when there is none; an error when it is not a
+/// regular file (a FIFO would block the reader) or larger than any list git writes.
+fn read_list(path: &Path) -> Result<Option<Vec<u8>>> {
+    use std::io::Read;
+    let file = match open_file(path) {
+        Ok(file) => file,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(io_error(path, e)),
+    };
+    let mut bytes = Vec::new();
+    file.take(MAX_LIST_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| io_error(path, e))?;
+    if bytes.len() as u64 > MAX_LIST_BYTES {
+        return Err(corrupt(
+            path,
+            &format!("is larger than {MAX_LIST_BYTES} bytes, more than any stack has"),
+        ));
+    }
+    Ok(Some(bytes))
+}
+
+/// Opens `path` for reading, refusing anything but a regular file: it is opened without
+/// blocking (a FIFO opens at once, then is refused), as the stack's files are git's plain ones.
+fn open_file(path: &Path) -> io::Result<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)?;
+    if !file.metadata()?.is_file() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            "is not a regular file",
+        ));
+    }
+    Ok(file)
 }
 
 /// Merges two sorted runs of records, `newer` winning where both have a name.
@@ -313,7 +362,7 @@ impl Table {
     /// section's end.
     fn block(&self, off: u64, limit: u64) -> Result<Option<Block>> {
         let hdr = if off == 0 { self.header_len } else { 0 };
-        if off + hdr as u64 >= limit {
+        if off.saturating_add(hdr as u64) >= limit {
             return Ok(None);
         }
         let want = if self.block_size > 0 {

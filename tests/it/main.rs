@@ -130,6 +130,7 @@ mod race;
 mod readme;
 mod reflog;
 mod reftable;
+mod reftable_hostile;
 mod reftable_reader;
 mod remote;
 mod rewound;
