@@ -21,7 +21,7 @@ use crate::probe::{ProbeReport, PROBE_PREFIX};
 use crate::rules::is_live;
 pub use crate::step::Pusher;
 use crate::step::{Arrival, Judgement};
-use crate::store::Store;
+use crate::store::{Store, ARCHIVE_REF};
 use crate::verify;
 
 /// How every refusal line of the hook begins ([`Refusal`]'s `Display`): the mark by which a
@@ -272,6 +272,8 @@ pub fn check_push(
                          repository keeps lease ledgers, whose commits must mean what they are"
                     .into(),
             });
+        } else if update.name == ARCHIVE_REF {
+            check_fold(store, policy, update, now, &mut refusals);
         } else if update.name.starts_with(REF_PREFIX) {
             check_lease_update(store, policy, pusher, update, now, &mut refusals);
         } else if let Some(issue) = fenced_issue(&policy.fences, &update.name) {
@@ -493,15 +495,30 @@ fn check_lease_update(
             detail,
         })
     };
+    // The tip the archive records for the issue: a deletion needs it to be the ref's, a
+    // creation continues from it.
+    let archived = match IssueId::new(issue).and_then(|id| store.archived(&id)) {
+        Ok(archived) => archived,
+        Err(e) => {
+            refuse(
+                update.new,
+                "archive",
+                format!("cannot read the archive: {e}"),
+            );
+            return;
+        }
+    };
     if update.new.is_null() {
-        refuse(
-            update.old,
-            "deletion",
-            "lease refs are never deleted: the token count must survive".into(),
-        );
+        if let Err(detail) = crate::rules::archive::judge_deletion(update.old, archived) {
+            refuse(update.old, "deletion", detail);
+        }
         return;
     }
-    let base = (!update.old.is_null()).then_some(update.old);
+    let base = match (update.old.is_null(), archived) {
+        (false, _) => Some(update.old),
+        // A revival: the ledger goes on from the tip the archive keeps.
+        (true, archived) => archived,
+    };
     let host = LocalHost::detect();
     let arrival = Arrival {
         now,
@@ -517,6 +534,74 @@ fn check_lease_update(
         let commit = ObjectId::from_hex(first.commit.as_bytes()).unwrap_or(update.new);
         refuse(commit, first.rule.as_str(), first.detail.clone());
     }
+}
+
+/// Judges a push to the archive ref: a fold over the archive's current one, at the server's
+/// clock, each recorded tip where its ledger's ref is now ([`crate::archive::judge_fold`]).
+fn check_fold(
+    store: &Store,
+    policy: &Policy,
+    update: &RefUpdate,
+    now: DateTime<Utc>,
+    refusals: &mut Vec<Refusal>,
+) {
+    let mut refuse = |commit: ObjectId, detail: String| {
+        refusals.push(Refusal {
+            name: update.name.clone(),
+            commit: commit.to_string(),
+            rule: "archive".into(),
+            detail,
+        })
+    };
+    if update.new.is_null() {
+        refuse(
+            update.old,
+            "the archive is never deleted: it keeps the token count of every ledger folded".into(),
+        );
+        return;
+    }
+    let previous = (!update.old.is_null()).then_some(update.old);
+    let judge = crate::rules::archive::Judge::Arrival {
+        now,
+        max_skew: policy.max_skew,
+    };
+    let findings =
+        crate::archive::judge_fold(store, previous, update.new, judge, &|id| store.tip(id));
+    if let Some(first) = findings.into_iter().next() {
+        refuse(update.new, first.detail);
+    }
+}
+
+/// Checks, as a ref transaction is prepared (every ref it moves locked), that each lease ref
+/// it creates for an archived issue continues from the archived tip: the push check judged
+/// that against the archive it read, and a fold may have landed since.
+pub fn check_revivals(store: &Store, updates: &[RefUpdate]) -> Vec<Refusal> {
+    let mut refusals = Vec::new();
+    for update in updates {
+        let Some(issue) = update.name.strip_prefix(REF_PREFIX) else {
+            continue;
+        };
+        if !update.old.is_null() || update.new.is_null() {
+            continue;
+        }
+        let problem = match IssueId::new(issue).and_then(|id| store.archived(&id)) {
+            Err(e) => Some(format!("cannot read the archive: {e}")),
+            Ok(Some(tip)) if !verify::descends_from(store, update.new, tip) => Some(format!(
+                "issue {issue} is archived at {tip}, and this ledger does not continue from it: \
+                 it would start its tokens over"
+            )),
+            Ok(_) => None,
+        };
+        if let Some(detail) = problem {
+            refusals.push(Refusal {
+                name: update.name.clone(),
+                commit: update.new.to_string(),
+                rule: "archive".into(),
+                detail,
+            });
+        }
+    }
+    refusals
 }
 
 /// Returns the newest entry of the issue a fenced ref belongs to (`None`: never leased, or

@@ -427,6 +427,14 @@ pub const EXAMPLES: &[(&str, &[Example])] = &[
         ],
     ),
     (
+        "archive",
+        &[Example {
+            line: "git lease archive --quiet-for 30d --dry-run",
+            says: "Say which free ledgers, quiet for 30 days, a fold into refs/lease-archive would take (tokens kept); write nothing.",
+            exit: 0,
+        }],
+    ),
+    (
         "gc",
         &[Example {
             line: "git lease gc",

@@ -92,17 +92,19 @@ fn reference_transaction(ctx: &Context, state: &str) -> Result<u8, Failure> {
     let Ok(policy) = Policy::from_config(store) else {
         return Ok(exit::OK);
     };
-    if policy.fences.is_empty() {
-        return Ok(exit::OK);
-    }
     // A symbolic ref's update (`ref:<target>` for a value, as git 2.46 and newer pass it:
     // `git symbolic-ref HEAD refs/heads/main`) is never a push's, so never a fenced one.
     let updates = stdin_updates_but(|old, new| old.starts_with("ref:") || new.starts_with("ref:"))?;
     if state != "prepared" {
-        hook::forget_approvals(store, &updates);
+        if !policy.fences.is_empty() {
+            hook::forget_approvals(store, &updates);
+        }
         return Ok(exit::OK);
     }
-    let refusals = hook::check_transaction(store, &policy, &updates, ctx.now);
+    let mut refusals = hook::check_revivals(store, &updates);
+    if !policy.fences.is_empty() {
+        refusals.extend(hook::check_transaction(store, &policy, &updates, ctx.now));
+    }
     for r in &refusals {
         eprintln!("{r}");
     }

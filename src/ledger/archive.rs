@@ -29,6 +29,9 @@ pub const DEFAULT_QUIET: &str = "30d";
 /// How many times a fold is tried when the archive ref moved under it.
 const FOLD_ATTEMPTS: u32 = 5;
 
+/// A ledger's tip: `(issue, commit)`.
+pub type Tip = (String, ObjectId);
+
 /// One ledger a fold recorded.
 #[derive(Serialize, Clone, Debug, PartialEq, Eq)]
 pub struct Folded {
@@ -252,10 +255,7 @@ fn gather(
 /// before it at its own time, and every ledger ref of `refs` that the archive also records
 /// continuing from the archived tip. Returns the ledgers only the archive holds (to be
 /// audited like any ledger) and the findings.
-pub fn audit(
-    store: &Store,
-    refs: &[(String, ObjectId)],
-) -> Result<(Vec<(String, ObjectId)>, Vec<Finding>)> {
+pub fn audit(store: &Store, refs: &[(String, ObjectId)]) -> Result<(Vec<Tip>, Vec<Finding>)> {
     let Some(tip) = store.archive_tip()? else {
         return Ok((Vec::new(), Vec::new()));
     };

@@ -25,6 +25,9 @@ const TREE: u16 = 0o040000;
 /// How many levels of fan-out an entry's path has before the id itself.
 const FAN_OUT: usize = 2;
 
+/// An entry two folds disagree on: `(issue, tip before, tip after)`.
+pub type Change = (String, Option<ObjectId>, Option<ObjectId>);
+
 /// One fold, decoded: a commit of `refs/lease-archive`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Fold {
@@ -211,11 +214,7 @@ impl Store {
     ///
     /// Returns [`Error::Corrupt`] (of `after`) for an entry that is not where its id belongs,
     /// or neither a tree nor a gitlink.
-    pub fn archive_diff(
-        &self,
-        before: Option<&Fold>,
-        after: &Fold,
-    ) -> Result<Vec<(String, Option<ObjectId>, Option<ObjectId>)>> {
+    pub fn archive_diff(&self, before: Option<&Fold>, after: &Fold) -> Result<Vec<Change>> {
         let mut out = Vec::new();
         let mut pending = vec![(String::new(), before.map(|f| f.tree), Some(after.tree))];
         while let Some((prefix, a, b)) = pending.pop() {

@@ -90,6 +90,7 @@
 pub mod env;
 
 mod adversary;
+mod archive;
 mod attack;
 mod bad_input;
 mod cgi;

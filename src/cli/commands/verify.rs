@@ -30,6 +30,16 @@ pub(crate) fn run(ctx: &Context, args: Args, out: &mut dyn Write) -> Result<u8, 
         }
         chosen
     };
+    // Locally, the archive too: its folds judged, the ledgers only it holds audited like any,
+    // and every ledger it also records continuing from its archived tip.
+    let (refs, archive_findings) = if ctx.remote.is_none() && issues.is_empty() {
+        let (only_archived, findings) = git_lease::archive::audit(ctx.ledger.store(), &refs)?;
+        let mut all = refs;
+        all.extend(only_archived);
+        (all, findings)
+    } else {
+        (refs, Vec::new())
+    };
     let bar = progress::Progress::new(refs.len() as u64, "verifying");
     let reading = ctx.ledger.reading();
     let judgement = git_lease::step::Judgement::reader(reading.as_ref());
@@ -37,6 +47,10 @@ pub(crate) fn run(ctx: &Context, args: Args, out: &mut dyn Write) -> Result<u8, 
         git_lease::verify::audit(ctx.ledger.store(), &refs, judgement, &mut |done, _| {
             bar.set_position(done as u64)
         });
+    if !archive_findings.is_empty() {
+        audit.findings.extend(archive_findings);
+        audit.clean = false;
+    }
     // A remote ledger that went back on what this clone verified is a finding too,
     // though its own chain may be clean.
     for d in diverged {

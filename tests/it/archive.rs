@@ -1,0 +1,129 @@
+//! The archive of quiet ledgers (docs/FORMAT.md, "The archive"): a fold records free, quiet
+//! ledgers' tips and removes their refs; a claim revives a ledger on its archived tip with the
+//! next token; the server hook refuses a ledger started over after its fold, a fold that drops
+//! an entry, and the deletion of a ledger the archive does not record.
+
+use std::process::Command;
+
+use crate::env::{at, TestRepo, BIN};
+use crate::forge::acquired;
+use crate::hook::{chain_on, lease_commit, push, push_accepted};
+use crate::server::Server;
+
+#[test]
+fn a_fold_keeps_every_token_and_a_claim_revives_the_ledger_with_the_next_one() {
+    let repo = TestRepo::new();
+    repo.git(&["config", "lease.holder", "alice"]);
+    repo.run_at(&at(0), &["acquire", "1", "--ttl", "1m"]).ok();
+    repo.run_at(&at(1), &["release", "1"]).ok();
+    repo.run_at(&at(0), &["acquire", "2", "--ttl", "1h"]).ok();
+
+    // A dry run writes nothing.
+    repo.run_at(&at(120), &["archive", "--quiet-for", "1m", "--dry-run"])
+        .ok()
+        .stdout_has("would fold 1 (token 1)");
+    assert!(repo.tip("1").is_some());
+
+    let run = repo.run_at(&at(120), &["archive", "--quiet-for", "1m"]);
+    run.ok().stdout_has("folded 1 (token 1)");
+    assert!(
+        !run.stdout.contains("folded 2"),
+        "a live lease is never folded\n{run}"
+    );
+    assert_eq!(repo.tip("1"), None, "the folded ref is removed");
+    assert!(repo.tip("2").is_some());
+    // The archive keeps the tip reachable: plain git finds nothing missing.
+    repo.git(&["fsck", "--no-dangling"]);
+
+    repo.run_at(&at(130), &["show", "1"])
+        .ok()
+        .stdout_has("free");
+    repo.run_at(&at(130), &["log", "1"])
+        .ok()
+        .stdout_has("release");
+    repo.run_at(&at(140), &["acquire", "1", "--holder", "bob"])
+        .ok()
+        .stdout_has("(token 2)");
+    let log = repo.run_at(&at(150), &["log", "1"]);
+    log.ok().stdout_has("token 2").stdout_has("token 1");
+    repo.run_at(&at(150), &["verify"]).ok();
+
+    // Folded again once quiet, the archive moves its entry forward; nothing else changes.
+    repo.run_at(&at(160), &["release", "1", "--holder", "bob"])
+        .ok();
+    repo.run_at(&at(300), &["archive", "--quiet-for", "1m"])
+        .ok()
+        .stdout_has("folded 1 (token 2)");
+    repo.run_at(&at(310), &["acquire", "1"])
+        .ok()
+        .stdout_has("(token 3)");
+}
+
+/// Runs `git lease` in the server's own repository at `now`.
+fn on_server(server: &Server, now: &str, args: &[&str]) -> std::process::Output {
+    let out = Command::new(BIN)
+        .arg("-C")
+        .arg(server.bare())
+        .args(args)
+        .env("GIT_LEASE_NOW", now)
+        .output()
+        .expect("git-lease runs");
+    assert!(out.status.success(), "{out:?}");
+    out
+}
+
+#[test]
+fn the_hook_refuses_a_ledger_started_over_after_its_fold_and_a_fold_that_forgets() {
+    let mut server = Server::with_hook();
+    server.start_at(&at(0));
+    let client: TestRepo = server.client("alice");
+    // A lease that expired a minute ago.
+    let good = chain_on(&client, None, &[acquired("7", "alice", 1, -90, Some(30))]);
+    push_accepted(&server, &client, "7", &good);
+
+    // Not recorded by the archive: its deletion is refused.
+    let run = push(&client, false, &[":refs/leases/7"]);
+    assert_ne!(run.code, 0, "{run}");
+    run.stderr_has("deletion");
+
+    on_server(&server, &at(0), &["archive", "--quiet-for", "1s"]);
+    assert_eq!(server.tip("7"), None);
+
+    // Started over at token 1 with no parent: the token count would be lost.
+    let forged = lease_commit(&client, &acquired("7", "alice", 1, 0, Some(600)), &[]);
+    let run = push(&client, false, &[&format!("{forged}:refs/leases/7")]);
+    assert_ne!(run.code, 0, "{run}");
+    run.stderr_has("git-lease: refused");
+    assert_eq!(server.tip("7"), None);
+
+    // A fold that forgets issue 7.
+    client.git(&[
+        "fetch",
+        "-q",
+        "origin",
+        "refs/lease-archive:refs/lease-archive",
+    ]);
+    let archive = client.git(&["rev-parse", "refs/lease-archive"]);
+    let empty = client.git(&["hash-object", "-t", "tree", "-w", "/dev/null"]);
+    let forgetful = client.git(&["commit-tree", empty.trim(), "-p", archive.trim(), "-m", "x"]);
+    let run = push(
+        &client,
+        false,
+        &[&format!("{}:refs/lease-archive", forgetful.trim())],
+    );
+    assert_ne!(run.code, 0, "{run}");
+    run.stderr_has("archive");
+    // The archive cannot be deleted either.
+    let run = push(&client, false, &[":refs/lease-archive"]);
+    assert_ne!(run.code, 0, "{run}");
+
+    // The honest revival continues from the archived tip, with the next token.
+    let revival = lease_commit(
+        &client,
+        &acquired("7", "alice", 2, 0, Some(600)),
+        &[&good[0]],
+    );
+    let run = push(&client, false, &[&format!("{revival}:refs/leases/7")]);
+    assert_eq!(run.code, 0, "{run}");
+    assert_eq!(server.tip("7").as_deref(), Some(revival.as_str()));
+}
