@@ -497,7 +497,8 @@ fn check_lease_update(
     };
     // The tip the archive records for the issue: a deletion needs it to be the ref's, a
     // creation continues from it.
-    let archived = match IssueId::new(issue).and_then(|id| store.archived(&id)) {
+    // An id no ledger may have is refused below by its own rule, and never archived.
+    let archived = match IssueId::new(issue).map_or(Ok(None), |id| store.archived(&id)) {
         Ok(archived) => archived,
         Err(e) => {
             refuse(
@@ -584,7 +585,7 @@ pub fn check_revivals(store: &Store, updates: &[RefUpdate]) -> Vec<Refusal> {
         if !update.old.is_null() || update.new.is_null() {
             continue;
         }
-        let problem = match IssueId::new(issue).and_then(|id| store.archived(&id)) {
+        let problem = match IssueId::new(issue).map_or(Ok(None), |id| store.archived(&id)) {
             Err(e) => Some(format!("cannot read the archive: {e}")),
             Ok(Some(tip)) if !verify::descends_from(store, update.new, tip) => Some(format!(
                 "issue {issue} is archived at {tip}, and this ledger does not continue from it: \

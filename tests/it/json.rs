@@ -178,6 +178,7 @@ fn every_commands_json_is_the_documented_shape() {
     record(&mut seen, "log", &j(&["log", "a"]));
     record(&mut seen, "timeline", &j(&["timeline"]));
     record(&mut seen, "verify", &j(&["verify"]));
+    record(&mut seen, "archive", &j(&["archive", "--dry-run"]));
     record(&mut seen, "gc", &j(&["gc"]));
     let served = TestRepo::bare();
     record(
