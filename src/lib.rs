@@ -4,7 +4,8 @@
 //! `refs/leases/<issue>`. Each commit's tree holds one blob, `lease.json`, with the whole
 //! state after that event: holder, fencing token, acquired and expiry times, and the event.
 //! A claim is a compare-and-swap of the ref against the value that was read, so two racers
-//! never both win. The token counts tenures; refs are never deleted and history is never
+//! never both win. The token counts tenures; refs are deleted only once the archive records
+//! their tip ([`archive`]), and history is never
 //! rewritten, so the count survives release, expiry and replication.
 //!
 //! - [`rules`] holds every rule as a pure function of (state, request, `now`), including the

@@ -78,12 +78,13 @@ fn stdin_updates_but(skip: impl Fn(&str, &str) -> bool) -> Result<Vec<RefUpdate>
     Ok(updates)
 }
 
-/// Runs git's `reference-transaction` hook protocol: at `prepared`, the fenced updates a push
-/// check approved are judged again ([`hook::check_transaction`]); at `committed` or
-/// `aborted` their approvals are forgotten. It runs for every ref transaction of the served
-/// repository, so it stays out of the way of all the others: other states, a repository
-/// without fences, and a policy it cannot read (which refuses every push at `pre-receive`
-/// already) let the transaction through.
+/// Runs git's `reference-transaction` hook protocol: at `prepared`, every lease ref created for
+/// an archived issue must continue from its archived tip ([`hook::check_revivals`]), and the
+/// fenced updates a push check approved are judged again ([`hook::check_transaction`]); at
+/// `committed` or `aborted` their approvals are forgotten. It runs for every ref transaction
+/// of the served repository, so it stays out of the way of all the others: other states, and
+/// a policy it cannot read (which refuses every push at `pre-receive` already), let the
+/// transaction through.
 fn reference_transaction(ctx: &Context, state: &str) -> Result<u8, Failure> {
     if !matches!(state, "prepared" | "committed" | "aborted") {
         return Ok(exit::OK);

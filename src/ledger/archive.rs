@@ -13,7 +13,7 @@ use chrono::{DateTime, Duration, Utc};
 use gix::ObjectId;
 use serde::Serialize;
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::issue::IssueId;
 use crate::lease::Lease;
 use crate::liveness::Current;
@@ -295,14 +295,4 @@ pub fn audit(store: &Store, refs: &[(String, ObjectId)]) -> Result<(Vec<Tip>, Ve
         }
     }
     Ok((only_archived, findings))
-}
-
-/// The error of an archive that cannot be read, for callers that need it.
-pub fn unreadable(e: Error) -> Finding {
-    Finding {
-        issue: ARCHIVE_REF.to_owned(),
-        commit: String::new(),
-        rule: Rule::Archive,
-        detail: e.to_string(),
-    }
 }

@@ -42,15 +42,6 @@ pub struct Fold {
     pub at: chrono::DateTime<chrono::Utc>,
 }
 
-impl Fold {
-    /// Returns the fold before this one, if the archive had one.
-    pub fn previous(&self, first_fold: bool) -> Option<ObjectId> {
-        (!first_fold)
-            .then(|| self.parents.first().copied())
-            .flatten()
-    }
-}
-
 /// Returns the path of `issue`'s entry in an archive tree: the first two and next two hex
 /// digits of the SHA-256 of the id's UTF-8 bytes, then the id itself (whose `/`s nest it
 /// further): `9f/86/42` for issue `42`.
@@ -163,26 +154,14 @@ impl Store {
         let mut out = Vec::new();
         let mut pending = vec![(String::new(), fold.tree)];
         while let Some((prefix, tree)) = pending.pop() {
-            let (kind, data) = self.find(tree).map_err(|e| corrupt(fold.commit, e))?;
-            if kind != gix::object::Kind::Tree {
-                return Err(corrupt(
-                    fold.commit,
-                    format!("{tree} is a {kind}, not a tree"),
-                ));
-            }
-            let parsed = gix::objs::TreeRef::from_bytes(&data, self.repo.object_hash())
-                .map_err(|e| corrupt(fold.commit, format!("cannot decode tree {tree}: {e}")))?;
-            for entry in parsed.entries {
-                let name = entry.filename.to_str().map_err(|_| {
-                    corrupt(fold.commit, format!("an entry of tree {tree} is not UTF-8"))
-                })?;
+            for (name, mode, id) in self.tree_names(fold.commit, tree)? {
                 let path = if prefix.is_empty() {
-                    name.to_owned()
+                    name
                 } else {
                     format!("{prefix}/{name}")
                 };
-                match entry.mode.value() {
-                    TREE => pending.push((path, entry.oid.to_owned())),
+                match mode {
+                    TREE => pending.push((path, id)),
                     GITLINK => {
                         let issue = issue_of_path(&path).ok_or_else(|| {
                             corrupt(
@@ -193,7 +172,7 @@ impl Store {
                         IssueId::new(issue).map_err(|e| {
                             corrupt(fold.commit, format!("the entry {path:?}: {e}"))
                         })?;
-                        out.push((issue.to_owned(), entry.oid.to_owned()));
+                        out.push((issue.to_owned(), id));
                     }
                     other => {
                         return Err(corrupt(
@@ -218,34 +197,9 @@ impl Store {
         let mut out = Vec::new();
         let mut pending = vec![(String::new(), before.map(|f| f.tree), Some(after.tree))];
         while let Some((prefix, a, b)) = pending.pop() {
-            let read = |tree: Option<ObjectId>| -> Result<Vec<(String, u16, ObjectId)>> {
-                let Some(tree) = tree else {
-                    return Ok(Vec::new());
-                };
-                let (kind, data) = self.find(tree).map_err(|e| corrupt(after.commit, e))?;
-                if kind != gix::object::Kind::Tree {
-                    return Err(corrupt(
-                        after.commit,
-                        format!("{tree} is a {kind}, not a tree"),
-                    ));
-                }
-                let parsed = gix::objs::TreeRef::from_bytes(&data, self.repo.object_hash())
-                    .map_err(|e| {
-                        corrupt(after.commit, format!("cannot decode tree {tree}: {e}"))
-                    })?;
-                parsed
-                    .entries
-                    .iter()
-                    .map(|e| {
-                        let name = e.filename.to_str().map_err(|_| {
-                            corrupt(
-                                after.commit,
-                                format!("an entry of tree {tree} is not UTF-8"),
-                            )
-                        })?;
-                        Ok((name.to_owned(), e.mode.value(), e.oid.to_owned()))
-                    })
-                    .collect()
+            let read = |tree: Option<ObjectId>| match tree {
+                Some(tree) => self.tree_names(after.commit, tree),
+                None => Ok(Vec::new()),
             };
             let mut sides: std::collections::BTreeMap<String, [Option<(u16, ObjectId)>; 2]> =
                 Default::default();
@@ -310,7 +264,7 @@ impl Store {
         let hash = self.repo.object_hash();
         let root = match base {
             Some(fold) => {
-                let (_, data) = self.find(fold.tree).map_err(|e| corrupt(fold.commit, e))?;
+                let data = self.tree_data(fold.commit, fold.tree)?;
                 gix::objs::TreeRef::from_bytes(&data, self.repo.object_hash())
                     .map_err(|e| corrupt(fold.commit, format!("cannot decode its tree: {e}")))?
                     .into()
@@ -417,10 +371,7 @@ impl Store {
         tree: ObjectId,
         name: &str,
     ) -> Result<Option<(u16, ObjectId)>> {
-        let (kind, data) = self.find(tree).map_err(|e| corrupt(fold, e))?;
-        if kind != gix::object::Kind::Tree {
-            return Err(corrupt(fold, format!("{tree} is a {kind}, not a tree")));
-        }
+        let data = self.tree_data(fold, tree)?;
         let parsed = gix::objs::TreeRef::from_bytes(&data, self.repo.object_hash())
             .map_err(|e| corrupt(fold, format!("cannot decode tree {tree}: {e}")))?;
         Ok(parsed
@@ -428,6 +379,34 @@ impl Store {
             .iter()
             .find(|e| e.filename == name.as_bytes())
             .map(|e| (e.mode.value(), e.oid.to_owned())))
+    }
+
+    /// Returns the bytes of `tree` (of the fold `fold`), which must be a tree.
+    fn tree_data(&self, fold: ObjectId, tree: ObjectId) -> Result<Vec<u8>> {
+        let (kind, data) = self.find(tree).map_err(|e| corrupt(fold, e))?;
+        if kind != gix::object::Kind::Tree {
+            return Err(corrupt(fold, format!("{tree} is a {kind}, not a tree")));
+        }
+        Ok(data)
+    }
+
+    /// Returns every entry of `tree` (of the fold `fold`) as `(name, mode, id)`; a name that
+    /// is not UTF-8 is [`Error::Corrupt`], as no issue id has one.
+    fn tree_names(&self, fold: ObjectId, tree: ObjectId) -> Result<Vec<(String, u16, ObjectId)>> {
+        let data = self.tree_data(fold, tree)?;
+        let parsed = gix::objs::TreeRef::from_bytes(&data, self.repo.object_hash())
+            .map_err(|e| corrupt(fold, format!("cannot decode tree {tree}: {e}")))?;
+        parsed
+            .entries
+            .iter()
+            .map(|e| {
+                let name = e
+                    .filename
+                    .to_str()
+                    .map_err(|_| corrupt(fold, format!("an entry of tree {tree} is not UTF-8")))?;
+                Ok((name.to_owned(), e.mode.value(), e.oid.to_owned()))
+            })
+            .collect()
     }
 }
 
