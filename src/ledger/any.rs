@@ -40,7 +40,7 @@ use crate::issue::{IssueId, REF_PREFIX};
 use crate::ledger::{Ledger, Report};
 use crate::remote::{Diverged, PushResult, Remote};
 use crate::rules::{self, Claim, Outcome};
-use crate::store::Entry;
+use crate::store::{Entry, Place};
 
 /// Every character a lease ref name may hold right after an issue id, in ASCII (see
 /// [`Remote::fetch_scoped`]): the printable ones but space and `~ ^ : ? * [ \\`.
@@ -276,12 +276,19 @@ impl Remote<'_> {
                 .iter()
                 .map(|(issue, tip)| (issue.as_str(), *tip))
                 .collect();
+            let on_remote: std::collections::HashSet<&str> =
+                fetched.remote.iter().map(|(i, _)| i.as_str()).collect();
             for issue in issues {
-                let entry = tips
-                    .get(issue.as_str())
-                    .map(|tip| store.entry(issue.as_str(), *tip))
-                    .transpose()?
-                    .map(|e| self.ledger().observe(e));
+                let entry = match tips.get(issue.as_str()) {
+                    Some(tip) => {
+                        let mut entry = store.entry(issue.as_str(), *tip)?;
+                        if !on_remote.contains(issue.as_str()) {
+                            entry.place = Place::Archive;
+                        }
+                        Some(self.ledger().observe(entry))
+                    }
+                    None => self.archived_entry(issue, None)?,
+                };
                 state.insert(issue.clone(), entry);
             }
             let wanted: std::collections::HashSet<&str> =
@@ -293,6 +300,7 @@ impl Remote<'_> {
                 .collect();
             return Ok((state, diverged));
         }
+        self.forget_archive();
         // What was verified is read before the fetch (see `Remote::fetch_one`).
         let seen = issues
             .iter()
@@ -303,22 +311,32 @@ impl Remote<'_> {
         let mut tips = Vec::with_capacity(issues.len());
         for (issue, seen) in issues.iter().zip(seen) {
             let fetched = store.tip_of(&self.incoming_ref(issue))?;
+            let place = if fetched.is_some() {
+                Place::Ref
+            } else {
+                Place::Archive
+            };
             match self.judge_fetched(issue.as_str(), seen, fetched)? {
                 Ok(tip) => {
                     if let Some(tip) = tip.filter(|t| Some(*t) != seen) {
                         moves.push((issue.as_str(), tip, seen));
                     }
-                    tips.push((issue, tip));
+                    tips.push((issue, tip, place));
                 }
                 Err(d) => diverged.push(d),
             }
         }
         self.track(&moves);
-        for (issue, tip) in tips {
-            let entry = tip
-                .map(|tip| store.entry(issue.as_str(), tip))
-                .transpose()?
-                .map(|e| self.ledger().observe(e));
+        for (issue, tip, place) in tips {
+            let entry = match tip {
+                Some(tip) => {
+                    let mut entry = store.entry(issue.as_str(), tip)?;
+                    entry.place = place;
+                    Some(self.ledger().observe(entry))
+                }
+                // Never seen here, and not on the remote: the archive may have it.
+                None => self.archived_entry(issue, None)?,
+            };
             state.insert(issue.clone(), entry);
         }
         Ok((state, diverged))
@@ -475,10 +493,11 @@ impl Remote<'_> {
                 return Ok(report);
             };
             let parent = current.as_ref().map(|e| e.commit);
+            let expected = current.as_ref().and_then(Entry::expected);
             let commit = store.write(&next, parent)?;
             report.attempts += 1;
             let pushing = Instant::now();
-            match self.push(&[(issue.clone(), commit, parent)])? {
+            match self.push(&[(issue.clone(), commit, expected)])? {
                 PushResult::Done => {
                     self.record_accepted(&issue, commit, parent, &next);
                     report.claimed = Some(Report::written(
@@ -510,7 +529,13 @@ impl Remote<'_> {
                         std::thread::sleep(Duration::from_millis(rng.u64(0..spread_ms)));
                     }
                     let tips = self.remote_tips(&untried)?;
-                    let verified = |i: &IssueId| state.get(i).cloned().flatten().map(|e| e.commit);
+                    // Where each ref was verified to be (an archived ledger has none).
+                    let verified = |i: &IssueId| {
+                        state
+                            .get(i)
+                            .and_then(|e| e.as_ref())
+                            .and_then(Entry::expected)
+                    };
                     let (still, gone): (Vec<IssueId>, Vec<IssueId>) = untried
                         .into_iter()
                         .partition(|i| tips.get(i.as_str()).copied() == verified(i));

@@ -8,7 +8,7 @@ use std::process::Command;
 use crate::env::{at, TestRepo, BIN};
 use crate::forge::acquired;
 use crate::hook::{chain_on, lease_commit, push, push_accepted};
-use crate::server::Server;
+use crate::server::{lease, Server};
 
 #[test]
 fn a_fold_keeps_every_token_and_a_claim_revives_the_ledger_with_the_next_one() {
@@ -126,4 +126,70 @@ fn the_hook_refuses_a_ledger_started_over_after_its_fold_and_a_fold_that_forgets
     let run = push(&client, false, &[&format!("{revival}:refs/leases/7")]);
     assert_eq!(run.code, 0, "{run}");
     assert_eq!(server.tip("7").as_deref(), Some(revival.as_str()));
+}
+
+#[test]
+fn a_remote_claim_revives_an_archived_ledger_and_a_client_that_saw_it_reads_on() {
+    let mut server = Server::with_hook();
+    server.start_at(&at(0));
+    let alice = server.client("alice");
+    let bob = server.client("bob");
+    lease(
+        &alice,
+        0,
+        &["acquire", "7", "--ttl", "1m", "--remote", "origin"],
+    )
+    .ok();
+    lease(&alice, 1, &["release", "7", "--remote", "origin"]).ok();
+    lease(
+        &alice,
+        2,
+        &["acquire", "8", "--ttl", "1h", "--remote", "origin"],
+    )
+    .ok();
+
+    server.config("lease.hookNow", &at(200));
+    on_server(&server, &at(200), &["archive", "--quiet-for", "1m"]);
+    assert_eq!(
+        server.tip("7"),
+        None,
+        "the fold removed the quiet ledger's ref"
+    );
+
+    // Alice saw the ledger before its fold: its ref is gone, the archive has its tip.
+    lease(&alice, 210, &["list", "--remote", "origin"])
+        .ok()
+        .stdout_has("8");
+    lease(&alice, 210, &["show", "7", "--remote", "origin"])
+        .ok()
+        .stdout_has("free");
+
+    // Bob never saw it: his claim goes on from the archived tip, with the next token.
+    lease(&bob, 220, &["acquire", "7", "--remote", "origin"])
+        .ok()
+        .stdout_has("(token 2)");
+    lease(&bob, 221, &["release", "7", "--remote", "origin"]).ok();
+
+    // Folded again; Alice's copy is a tenure behind, and her claim still goes on.
+    server.config("lease.hookNow", &at(400));
+    on_server(&server, &at(400), &["archive", "--quiet-for", "1m"]);
+    assert_eq!(server.tip("7"), None);
+    lease(&alice, 410, &["acquire", "7", "--remote", "origin"])
+        .ok()
+        .stdout_has("(token 3)");
+
+    // One of several candidates, all archived but one taken: `--any` revives a free one.
+    lease(&alice, 411, &["release", "7", "--remote", "origin"]).ok();
+    server.config("lease.hookNow", &at(600));
+    on_server(&server, &at(600), &["archive", "--quiet-for", "1m"]);
+    lease(
+        &bob,
+        610,
+        &["acquire", "--any", "7", "8", "--remote", "origin"],
+    )
+    .ok()
+    .stdout_has("7")
+    .stdout_has("(token 4)");
+    on_server(&server, &at(620), &["verify"]);
+    server.git(&["fsck", "--no-dangling"]);
 }

@@ -11,7 +11,7 @@ use super::{backoff, run, Remote};
 use crate::error::{Error, Result};
 use crate::issue::{IssueId, REF_PREFIX};
 use crate::step::{Judgement, Rule};
-use crate::store::Entry;
+use crate::store::{Entry, Place};
 use crate::verify;
 
 /// How many times a fetch is retried when a concurrent command in the same clone holds the
@@ -140,12 +140,14 @@ impl Remote<'_> {
 
     /// Fetches the remote's `refs/leases/<issue>` and verifies what is new.
     ///
-    /// Returns the remote's tip, now also the tracking ref's, or `None` if the remote has no
-    /// such lease and never had one here; [`Error::RemoteDiverged`] if it rewound or rewrote
-    /// the ledger this clone verified before.
-    pub fn fetch_one(&self, issue: &IssueId) -> Result<Option<ObjectId>> {
+    /// Returns the remote's tip, now also the tracking ref's, and where it is: the remote's
+    /// ref, or, when the remote has no such ref, its archive ([`Place::Archive`]: a claim
+    /// revives the ledger). `None` if neither has the ledger; [`Error::RemoteDiverged`] if the
+    /// remote rewound or rewrote the ledger this clone verified before, or its archive.
+    pub fn fetch_one(&self, issue: &IssueId) -> Result<Option<(ObjectId, Place)>> {
         let answer = self.settled(
             || {
+                self.forget_archive();
                 // What was verified is read before the fetch: a command of this clone may
                 // verify newer history meanwhile, which this fetch would not be behind.
                 let seen = self.seen_tip(issue)?;
@@ -156,7 +158,21 @@ impl Remote<'_> {
                         self.track(&[(issue.as_str(), tip, seen)]);
                     }
                 }
-                Ok(verdict)
+                let place = if fetched.is_some() {
+                    Place::Ref
+                } else {
+                    Place::Archive
+                };
+                Ok(match verdict {
+                    // Never seen here, and not on the remote: the archive may have it.
+                    Ok(None) => match self.archived_tip(issue.as_str())? {
+                        Some(archived) => self
+                            .judge_fetched(issue.as_str(), None, Some(archived))?
+                            .map(|tip| tip.map(|t| (t, Place::Archive))),
+                        None => Ok(None),
+                    },
+                    verdict => verdict.map(|tip| tip.map(|t| (t, place))),
+                })
             },
             |verdict| verdict.is_err(),
         )?;
@@ -218,6 +234,7 @@ impl Remote<'_> {
 
     pub(crate) fn fetch_all_once(&self) -> Result<Fetched> {
         let store = self.ledger.store();
+        self.forget_archive();
         // What was verified is read before the fetch (see `fetch_one`).
         let seen = self.seen_all()?;
         let refspec = format!("+{REF_PREFIX}*:{}*", self.incoming);
@@ -293,15 +310,20 @@ impl Remote<'_> {
             findings: Vec::new(),
         };
         let Some(tip) = fetched else {
-            return Ok(match seen {
-                None => Ok(None),
-                Some(seen) => Err(diverged(
+            let Some(seen) = seen else {
+                return Ok(Ok(None));
+            };
+            // A ledger ref goes only once the archive records its tip: the ledger is judged
+            // there, from what was seen.
+            return match self.archived_tip(issue)? {
+                Some(archived) => self.judge_fetched(issue, Some(seen), Some(archived)),
+                None => Ok(Err(diverged(
                     Divergence::Rewound,
                     format!(
-                        "the remote no longer has this ledger, which was at {seen} here; lease refs are never deleted"
+                        "the remote no longer has this ledger, which was at {seen} here, and its archive does not record it"
                     ),
-                )),
-            });
+                ))),
+            };
         };
         if seen == Some(tip) {
             return Ok(Ok(Some(tip)));

@@ -22,6 +22,7 @@
 //! `fetch` what it holds, verified, `push` writing to it, and `refusal` what a server said of
 //! a push it refused, in every server family's words.
 
+mod archive;
 mod fetch;
 mod memory;
 mod push;
@@ -43,6 +44,7 @@ use crate::ledger::{resolve_among, Ledger, Report};
 use crate::liveness::Current;
 use crate::rules::{Claim, Transition};
 use crate::store::Entry;
+pub use archive::{ARCHIVE_INCOMING_PREFIX, ARCHIVE_TRACKING_PREFIX};
 pub use fetch::{Diverged, Divergence, Fetched};
 pub use memory::MEMORY_DIR;
 use push::run;
@@ -67,6 +69,9 @@ pub struct Remote<'a> {
     remote: String,
     /// The remote as messages show it: a URL without its credentials.
     shown: String,
+    /// The remote's name in the refs that track it (`<remote>` in
+    /// `refs/lease-remotes/<remote>/`).
+    slug: String,
     tracking: String,
     incoming: String,
     attempts: u32,
@@ -82,6 +87,9 @@ pub struct Remote<'a> {
     recalled: std::cell::RefCell<std::collections::HashSet<String>>,
     /// The local ledger tips read just before a push, by issue, for [`Remote::record_accepted`].
     local_before_push: std::cell::RefCell<std::collections::HashMap<String, Option<gix::ObjectId>>>,
+    /// The remote's archive as fetched and verified by the read under way (`None`: not
+    /// fetched yet; see [`Remote::fetched_archive`]).
+    archive: std::cell::RefCell<Option<Option<crate::store::Fold>>>,
     /// What doctor found of the server's compare-and-swap.
     verdict: verdict::Verdict,
     /// Whether this command's writes were found allowed by that verdict (read once).
@@ -147,6 +155,8 @@ impl<'a> Remote<'a> {
             shown: redact_url(remote),
             tracking: format!("{TRACKING_PREFIX}{slug}/"),
             incoming: format!("{INCOMING_PREFIX}{slug}/"),
+            slug,
+            archive: Default::default(),
             attempts,
         })
     }
@@ -275,10 +285,11 @@ impl Backend for Remote<'_> {
     fn current(&self, issue: &IssueId) -> Result<Option<Entry>> {
         match self.fetch_one(issue)? {
             None => Ok(None),
-            Some(tip) => Ok(Some(
-                self.ledger
-                    .observe(self.ledger.store().entry(issue.as_str(), tip)?),
-            )),
+            Some((tip, place)) => {
+                let mut entry = self.ledger.store().entry(issue.as_str(), tip)?;
+                entry.place = place;
+                Ok(Some(self.ledger.observe(entry)))
+            }
         }
     }
 
@@ -305,7 +316,7 @@ impl Backend for Remote<'_> {
 
     /// Fetches `issue` and returns its ledger on the remote, newest first.
     fn log(&self, issue: &IssueId) -> Result<Vec<Entry>> {
-        let tip = self.fetch_one(issue)?;
+        let tip = self.fetch_one(issue)?.map(|(tip, _)| tip);
         self.ledger.store().history(issue.as_str(), tip)
     }
 
@@ -347,7 +358,15 @@ impl Backend for Remote<'_> {
     ) -> Result<Report> {
         let store = self.ledger.store();
         let mut fresh = false;
-        let mut current = self.tracked_entry(issue)?;
+        let mut current = match self.tracked_entry(issue)? {
+            Some(tracked) => Some(tracked),
+            // Never seen here: the remote's archive may record it, and a claim must go on
+            // from there, never start it over.
+            None => {
+                self.forget_archive();
+                self.archived_entry(issue, None)?
+            }
+        };
         // The lock in the way of the last attempt's push, if one was.
         let mut locked: Option<String> = None;
         let answer = cas::retry(
@@ -368,8 +387,9 @@ impl Backend for Remote<'_> {
                     )));
                 };
                 let parent = current.as_ref().map(|e| e.commit);
+                let expected = current.as_ref().and_then(Entry::expected);
                 let commit = store.write(&next, parent)?;
-                match self.push(&[(issue.clone(), commit, parent)])? {
+                match self.push(&[(issue.clone(), commit, expected)])? {
                     PushResult::Done => {
                         self.record_accepted(issue, commit, parent, &next);
                         Ok(Attempt::Done(Report::written(

@@ -105,8 +105,11 @@ impl Remote<'_> {
     ) {
         let store = self.ledger.store();
         let message = format!("git-lease: {} via {}", lease.event, self.shown);
+        // A ledger revived from the archive may never have been tracked here.
+        let tracked = store.tip_of(&self.tracking_ref(issue)).ok().flatten();
+        let from = tracked.and(parent);
         if store
-            .move_refs(&[(self.tracking_ref(issue), commit, parent)], &message)
+            .move_refs(&[(self.tracking_ref(issue), commit, from)], &message)
             .is_ok()
         {
             self.memory.remember([(issue.as_str(), commit)]);

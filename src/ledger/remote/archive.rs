@@ -1,0 +1,205 @@
+//! A remote's archive (docs/FORMAT.md, "The archive"), fetched and verified like its ledgers:
+//! the fetch lands in `refs/lease-incoming-archive/<remote>`, every fold between the one last
+//! verified and the new one is judged ([`crate::ledger::archive::judge_fold`]), and only then
+//! does `refs/lease-remote-archive/<remote>` move. A claim of an issue whose ref the remote no
+//! longer has reads its tip there, and revives the ledger on it: the push creates the ref
+//! (expected old value: none) on a commit whose parent is the archived tip, so the token goes
+//! on from the archived one.
+
+use gix::ObjectId;
+
+use super::fetch::{Diverged, Divergence};
+use super::Remote;
+use crate::error::{Error, Result};
+use crate::issue::IssueId;
+use crate::rules::archive::Judge;
+use crate::store::{Entry, Fold, Place, ARCHIVE_REF};
+
+/// The namespace of the remotes' archives as last verified, one ref per remote.
+pub const ARCHIVE_TRACKING_PREFIX: &str = "refs/lease-remote-archive/";
+
+/// The namespace a remote's archive is fetched into before its new folds are verified.
+pub const ARCHIVE_INCOMING_PREFIX: &str = "refs/lease-incoming-archive/";
+
+impl Remote<'_> {
+    /// The ref that keeps this remote's archive as last verified.
+    pub(crate) fn archive_tracking_ref(&self) -> String {
+        format!("{ARCHIVE_TRACKING_PREFIX}{}", self.slug)
+    }
+
+    fn archive_incoming_ref(&self) -> String {
+        format!("{ARCHIVE_INCOMING_PREFIX}{}", self.slug)
+    }
+
+    /// Fetches the remote's archive and verifies its new folds against the one verified
+    /// before (at most once per read: the answer is kept until [`Remote::forget_archive`]).
+    ///
+    /// Returns the newest verified fold (`None`: the remote has no archive and never had one
+    /// here); [`Error::RemoteDiverged`] (for `refs/lease-archive`) when the remote deleted,
+    /// rewound or rewrote it, or a new fold breaks a rule of the archive.
+    pub(crate) fn fetched_archive(&self) -> Result<Option<Fold>> {
+        if let Some(known) = self.archive.borrow().as_ref() {
+            return Ok(known.clone());
+        }
+        let fold = self.fetch_archive()?;
+        *self.archive.borrow_mut() = Some(fold.clone());
+        Ok(fold)
+    }
+
+    /// Forgets the archive [`Remote::fetched_archive`] kept: the next read fetches it again.
+    pub(crate) fn forget_archive(&self) {
+        self.archive.borrow_mut().take();
+    }
+
+    fn fetch_archive(&self) -> Result<Option<Fold>> {
+        let store = self.ledger.store();
+        let tracking = self.archive_tracking_ref();
+        let incoming = self.archive_incoming_ref();
+        let seen = store.tip_of(&tracking)?;
+        let refspec = format!("+{ARCHIVE_REF}:{incoming}");
+        let shown = format!("git fetch {} {refspec}", self.shown);
+        let out = self.fetch(
+            &[
+                "--quiet",
+                "--no-tags",
+                "--no-write-fetch-head",
+                "--no-auto-maintenance",
+                "--",
+                &self.remote,
+                &refspec,
+            ],
+            &shown,
+        )?;
+        let diverged = |divergence, remote: Option<ObjectId>, detail: String, findings| Diverged {
+            issue: ARCHIVE_REF.to_owned(),
+            divergence,
+            seen: seen.map(|s| s.to_string()),
+            remote: remote.map(|r| r.to_string()),
+            detail,
+            findings,
+        };
+        if !out.status.success() {
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            if !stderr.contains("couldn't find remote ref") {
+                return Err(Error::Transport {
+                    command: shown,
+                    message: stderr.trim().to_owned(),
+                });
+            }
+            return match seen {
+                None => Ok(None),
+                Some(seen) => Err(diverged(
+                    Divergence::Rewound,
+                    None,
+                    format!("the remote no longer has its archive, which was at {seen} here"),
+                    Vec::new(),
+                )
+                .into_error(&self.shown)),
+            };
+        }
+        let Some(tip) = store.tip_of(&incoming)? else {
+            return Ok(None);
+        };
+        if Some(tip) != seen {
+            if let Err(d) = self.judge_archive(seen, tip) {
+                return Err(diverged(d.0, Some(tip), d.1, d.2).into_error(&self.shown));
+            }
+            // Best effort, as for a ledger's tracking ref: the next read verifies again.
+            let _ = store.move_refs(
+                &[(tracking, tip, seen)],
+                &format!("git-lease: archive verified from {}", self.shown),
+            );
+        }
+        store.fold(tip).map(Some)
+    }
+
+    /// Judges the remote's archive at `tip` against the fold verified before (`seen`): `tip`
+    /// must reach it by the folds' first parents, and each fold on the way must keep the
+    /// archive's rules.
+    #[allow(clippy::type_complexity)]
+    fn judge_archive(
+        &self,
+        seen: Option<ObjectId>,
+        tip: ObjectId,
+    ) -> std::result::Result<(), (Divergence, String, Vec<crate::verify::Finding>)> {
+        let store = self.ledger.store();
+        let mut findings = Vec::new();
+        let mut next = Some(tip);
+        let mut walked = std::collections::HashSet::new();
+        while let Some(commit) = next {
+            if Some(commit) == seen {
+                break;
+            }
+            if !walked.insert(commit) {
+                break;
+            }
+            let fold = match store.fold(commit) {
+                Ok(fold) => fold,
+                Err(e) => return Err((Divergence::Rewritten, e.to_string(), Vec::new())),
+            };
+            let previous = fold.parents.first().copied().filter(|p| store.is_fold(*p));
+            findings.extend(crate::ledger::archive::judge_fold(
+                store,
+                previous,
+                commit,
+                Judge::History,
+                &|_| Ok(None),
+            ));
+            next = previous;
+        }
+        if let Some(seen) = seen.filter(|_| next.is_none()) {
+            let detail = if crate::verify::descends_from(store, seen, tip) {
+                format!("the remote's archive is at {tip}, behind {seen} seen here before")
+            } else {
+                format!(
+                    "the remote's archive is at {tip}, which does not follow from {seen} seen here before"
+                )
+            };
+            let how = if crate::verify::descends_from(store, seen, tip) {
+                Divergence::Rewound
+            } else {
+                Divergence::Rewritten
+            };
+            return Err((how, detail, Vec::new()));
+        }
+        match findings.first() {
+            None => Ok(()),
+            Some(first) => Err((
+                Divergence::Rewritten,
+                format!("the remote's new folds break a rule: {first}"),
+                findings.clone(),
+            )),
+        }
+    }
+
+    /// Returns the tip the remote's archive records for `issue` (`None`: it records none),
+    /// the archive fetched and verified ([`Remote::fetched_archive`]).
+    pub(crate) fn archived_tip(&self, issue: &str) -> Result<Option<ObjectId>> {
+        match self.fetched_archive()? {
+            Some(fold) => self.ledger.store().archived_in(&fold, issue),
+            None => Ok(None),
+        }
+    }
+
+    /// Returns the newest entry of `issue`'s ledger as the remote's archive records it, its
+    /// ledger verified from the tip seen here before (`seen`), to be revived by a claim
+    /// ([`Place::Archive`]); `None` when the archive does not record it.
+    pub(crate) fn archived_entry(
+        &self,
+        issue: &IssueId,
+        seen: Option<ObjectId>,
+    ) -> Result<Option<Entry>> {
+        let Some(tip) = self.archived_tip(issue.as_str())? else {
+            return Ok(None);
+        };
+        match self.judge_fetched(issue.as_str(), seen, Some(tip))? {
+            Ok(Some(tip)) => {
+                let mut entry = self.ledger.store().entry(issue.as_str(), tip)?;
+                entry.place = Place::Archive;
+                Ok(Some(self.ledger.observe(entry)))
+            }
+            Ok(None) => Ok(None),
+            Err(d) => Err(d.into_error(&self.shown)),
+        }
+    }
+}
