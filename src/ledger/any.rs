@@ -40,7 +40,7 @@ use crate::issue::{IssueId, REF_PREFIX};
 use crate::ledger::{Ledger, Report};
 use crate::remote::{Diverged, PushResult, Remote};
 use crate::rules::{self, Claim, Outcome};
-use crate::store::{Entry, Place};
+use crate::store::{Entry, Place, ARCHIVE_REF};
 
 /// Every character a lease ref name may hold right after an issue id, in ASCII (see
 /// [`Remote::fetch_scoped`]): the printable ones but space and `~ ^ : ? * [ \\`.
@@ -376,6 +376,15 @@ impl Remote<'_> {
                 refspecs.push(format!("^{REF_PREFIX}{longer}*"));
             }
         }
+        // The archive comes in the same exchange, by the same kind of pattern: a remote
+        // without one is no error, and a claim of an issue whose ref it folded goes on from
+        // the archived tip.
+        let archive = self.archive_incoming_ref();
+        refspecs.push(format!("+{ARCHIVE_REF}*:{archive}*"));
+        for c in LONGER.chars() {
+            refspecs.push(format!("^{ARCHIVE_REF}{c}*"));
+        }
+        let seen_archive = self.seen_archive()?;
         let mut args = vec![
             "--quiet",
             "--no-tags",
@@ -398,7 +407,7 @@ impl Remote<'_> {
                 message: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
             });
         }
-        Ok(())
+        self.keep_fetched_archive(seen_archive)
     }
 
     /// Returns the remote's tip of each of `issues` that it has, fetched as

@@ -12,7 +12,7 @@ use crate::error::Result;
 use crate::issue::IssueId;
 use crate::ledger::Ledger;
 use crate::remote::Remote;
-use crate::store::Swap;
+use crate::store::{Swap, ARCHIVE_REF};
 use crate::verify::{self, Finding};
 
 /// A ledger that moved forward.
@@ -59,6 +59,11 @@ pub struct SyncReport {
     /// Diverged local ledgers replaced by the remote's (`--adopt`), each kept under another
     /// ref.
     pub adopted: Vec<Adopted>,
+    /// The remote's archive (`refs/lease-archive`) as it is here now, if it has one.
+    pub archive: Option<String>,
+    /// Ledgers the remote archived that this copy now keeps in its archive: their refs here
+    /// were removed (each at the tip the archive records) or never existed.
+    pub archived: Vec<String>,
 }
 
 /// A local ledger that had diverged from the remote's and was replaced by it.
@@ -280,6 +285,7 @@ pub fn sync(
             )),
         }
     }
+    sync_archive(ledger, remote, &mut report)?;
     // A ledger the remote had before and no longer has was deleted upstream: lease refs are
     // never deleted, so that is reported, and the local copy is kept.
     for gone in fetched.diverged.iter().filter(|d| d.remote.is_none()) {
@@ -299,5 +305,136 @@ pub fn sync(
     report.new.sort_by(|a, b| by_issue(&a.issue, &b.issue));
     report.refused.sort_by(|a, b| by_issue(&a.issue, &b.issue));
     report.adopted.sort_by(|a, b| by_issue(&a.issue, &b.issue));
+    report.archived.sort_by(|a, b| by_issue(a, b));
     Ok(report)
+}
+
+/// Brings the remote's archive here, verified (docs/FORMAT.md, "The archive"): the local
+/// archive moves forward to the remote's newest fold when it is one of that fold's ancestors
+/// (or there is none here); then each ledger the new folds record is verified up to its
+/// archived tip, and its ref here, if it is at that tip or behind it, is removed against it,
+/// as the fold's own second step does. A ledger that goes on here beyond its archived tip
+/// (claimed here after the fold) keeps its ref. A remote archive that went back on what was
+/// verified, or a local archive the remote's does not follow, is refused and reported.
+fn sync_archive(ledger: &Ledger, remote: &Remote<'_>, report: &mut SyncReport) -> Result<()> {
+    let store = ledger.store();
+    let local = store.archive_tip()?;
+    report.archive = local.map(|l| l.to_string());
+    let refuse = |remote_tip: Option<ObjectId>, reason: String, findings| Refused {
+        issue: ARCHIVE_REF.to_owned(),
+        local: local.map(|l| l.to_string()),
+        remote: remote_tip.map(|r| r.to_string()),
+        reason,
+        findings,
+    };
+    let fold = match remote.fetched_archive() {
+        Ok(Some(fold)) => fold,
+        Ok(None) => return Ok(()),
+        Err(crate::Error::RemoteDiverged {
+            divergence, detail, ..
+        }) => {
+            report.refused.push(refuse(
+                None,
+                format!("remote archive {divergence}: {detail}"),
+                Vec::new(),
+            ));
+            return Ok(());
+        }
+        Err(e) => return Err(e),
+    };
+    if local == Some(fold.commit) {
+        return Ok(());
+    }
+    if let Some(l) = local {
+        if !follows(store, fold.commit, l) {
+            report.refused.push(refuse(
+                Some(fold.commit),
+                format!(
+                    "this copy's archive has folds {}'s does not follow (folded here); it is kept",
+                    remote.name()
+                ),
+                Vec::new(),
+            ));
+            return Ok(());
+        }
+    }
+    let before = local.map(|l| store.fold(l)).transpose()?;
+    let reading = ledger.reading();
+    let mut take = Vec::new();
+    for (issue, _, tip) in store.archive_diff(before.as_ref(), &fold)? {
+        let Some(tip) = tip else { continue };
+        let Ok(id) = IssueId::new(&issue) else {
+            continue;
+        };
+        let here = store.tip_of(&id.ref_name())?;
+        if let Some(h) = here {
+            if h != tip && verify::descends_from(store, h, tip) {
+                // Claimed here after the fold: a revival, which keeps its ref.
+                continue;
+            }
+        }
+        let check = verify::verify_segment(
+            store,
+            &issue,
+            tip,
+            here.filter(|h| verify::descends_from(store, tip, *h)),
+            crate::step::Judgement::reader(reading.as_ref()),
+        );
+        if let Some(first) = check.findings.first() {
+            report.refused.push(Refused {
+                issue: issue.clone(),
+                local: here.map(|h| h.to_string()),
+                remote: Some(tip.to_string()),
+                reason: format!("the remote's archived ledger breaks a rule: {first}"),
+                findings: check.findings,
+            });
+            continue;
+        }
+        take.push((id, here, tip));
+    }
+    // Every ledger of the new folds is verified: only then does the archive move.
+    let message = format!("git-lease: archive synced from {}", remote.name());
+    if !store.archive_transaction(
+        &[(ARCHIVE_REF.to_owned(), Some(fold.commit), local)],
+        &message,
+    )? {
+        report.refused.push(refuse(
+            Some(fold.commit),
+            "the local archive moved during the sync; run it again".into(),
+            Vec::new(),
+        ));
+        return Ok(());
+    }
+    report.archive = Some(fold.commit.to_string());
+    for (id, here, _tip) in take {
+        if let Some(h) = here {
+            // Against the tip read: a claim here meanwhile keeps its ref.
+            if !store.archive_transaction(&[(id.ref_name(), None, Some(h))], &message)? {
+                continue;
+            }
+        }
+        report.archived.push(id.to_string());
+    }
+    Ok(())
+}
+
+/// Whether the fold `newer` follows `older`: `older` is `newer` or one of the folds before it
+/// (by first parents).
+fn follows(store: &crate::store::Store, newer: ObjectId, older: ObjectId) -> bool {
+    let mut next = Some(newer);
+    let mut walked = std::collections::HashSet::new();
+    while let Some(commit) = next {
+        if commit == older {
+            return true;
+        }
+        if !walked.insert(commit) {
+            return false;
+        }
+        next = store
+            .fold(commit)
+            .ok()
+            .and_then(|f| f.parents.first().copied())
+            .filter(|p| store.is_fold(*p));
+    }
+    false
 }

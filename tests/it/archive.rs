@@ -193,3 +193,83 @@ fn a_remote_claim_revives_an_archived_ledger_and_a_client_that_saw_it_reads_on()
     on_server(&server, &at(620), &["verify"]);
     server.git(&["fsck", "--no-dangling"]);
 }
+
+#[test]
+fn a_mirror_of_an_archived_server_takes_its_archive_verified_and_refuses_a_forged_one() {
+    let mut server = Server::with_hook();
+    server.start_at(&at(0));
+    let alice = server.client("alice");
+    lease(
+        &alice,
+        0,
+        &["acquire", "7", "--ttl", "1m", "--remote", "origin"],
+    )
+    .ok();
+    lease(&alice, 1, &["release", "7", "--remote", "origin"]).ok();
+    lease(
+        &alice,
+        2,
+        &["acquire", "8", "--ttl", "1h", "--remote", "origin"],
+    )
+    .ok();
+    let mirror = server.mirror();
+    lease(&mirror, 10, &["sync", "origin"]).ok();
+    assert!(mirror.tip("7").is_some());
+
+    server.config("lease.hookNow", &at(200));
+    on_server(&server, &at(200), &["archive", "--quiet-for", "1m"]);
+    let archive = server.rev("refs/lease-archive");
+    assert!(archive.is_some());
+
+    // The mirror that had the ledger keeps it in its archive now, as the server does.
+    lease(&mirror, 210, &["sync", "origin"])
+        .ok()
+        .stdout_has("1 archived");
+    assert_eq!(mirror.tip("7"), None);
+    assert_eq!(
+        Some(
+            mirror
+                .git(&["rev-parse", "refs/lease-archive"])
+                .trim()
+                .to_owned()
+        ),
+        archive
+    );
+    lease(&mirror, 210, &["verify"]).ok();
+    lease(&mirror, 210, &["show", "7"]).ok().stdout_has("free");
+    mirror.git(&["fsck", "--no-dangling"]);
+
+    // A new mirror gets the archived ledger through the archive alone.
+    let fresh = server.mirror();
+    let json = lease(&fresh, 220, &["--json", "sync", "origin"]);
+    json.ok().stdout_has("\"archived\":[\"7\"]");
+    lease(&fresh, 220, &["verify"]).ok();
+
+    // Revived on the server, the ledger comes back to the mirror with its history.
+    let bob = server.client("bob");
+    lease(&bob, 230, &["acquire", "7", "--remote", "origin"])
+        .ok()
+        .stdout_has("(token 2)");
+    lease(&mirror, 240, &["sync", "origin"])
+        .ok()
+        .stdout_has("1 new");
+    lease(&mirror, 240, &["show", "7"])
+        .ok()
+        .stdout_has("holder:     bob");
+    lease(&mirror, 240, &["verify"]).ok();
+
+    // An archive rewritten on the server (by its own account, past the hook) is refused:
+    // a fold that forgets issue 7's archived tip.
+    let empty = server.git(&["hash-object", "-t", "tree", "-w", "/dev/null"]);
+    let archive = archive.expect("an archive");
+    let forged = server.git(&["commit-tree", empty.trim(), "-p", &archive, "-m", "x"]);
+    server.git(&["update-ref", "refs/lease-archive", forged.trim()]);
+    let run = lease(&fresh, 250, &["sync", "origin"]);
+    assert_eq!(run.code, 1, "{run}");
+    run.stdout_has("refs/lease-archive");
+    assert_eq!(
+        fresh.git(&["rev-parse", "refs/lease-archive"]).trim(),
+        archive,
+        "the mirror's archive stays where it was verified"
+    );
+}

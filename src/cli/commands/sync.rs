@@ -94,11 +94,14 @@ fn sync(
                 r.remote.as_deref().unwrap_or("none")
             )?;
         }
-        let adopted = if report.adopted.is_empty() {
+        let mut adopted = if report.adopted.is_empty() {
             String::new()
         } else {
             format!(", {} adopted", report.adopted.len())
         };
+        if !report.archived.is_empty() {
+            adopted.push_str(&format!(", {} archived", report.archived.len()));
+        }
         writeln!(
             out,
             "synced from {}: {} new, {} updated, {} unchanged, {} refused{adopted}",

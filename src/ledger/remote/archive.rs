@@ -27,7 +27,7 @@ impl Remote<'_> {
         format!("{ARCHIVE_TRACKING_PREFIX}{}", self.slug)
     }
 
-    fn archive_incoming_ref(&self) -> String {
+    pub(crate) fn archive_incoming_ref(&self) -> String {
         format!("{ARCHIVE_INCOMING_PREFIX}{}", self.slug)
     }
 
@@ -97,8 +97,45 @@ impl Remote<'_> {
                 .into_error(&self.shown)),
             };
         }
-        let Some(tip) = store.tip_of(&incoming)? else {
-            return Ok(None);
+        self.take_archive(seen)
+    }
+
+    /// Keeps the archive just fetched (by [`Remote::fetch_archive`], or with the ledgers of
+    /// [`Remote::fetch_some`]) for this read, verified against `seen`, the fold verified
+    /// before the fetch.
+    pub(crate) fn keep_fetched_archive(&self, seen: Option<ObjectId>) -> Result<()> {
+        let fold = self.take_archive(seen)?;
+        *self.archive.borrow_mut() = Some(fold);
+        Ok(())
+    }
+
+    /// Returns the fold verified last from this remote, read before a fetch of its archive.
+    pub(crate) fn seen_archive(&self) -> Result<Option<ObjectId>> {
+        self.ledger.store().tip_of(&self.archive_tracking_ref())
+    }
+
+    fn take_archive(&self, seen: Option<ObjectId>) -> Result<Option<Fold>> {
+        let store = self.ledger.store();
+        let tracking = self.archive_tracking_ref();
+        let diverged = |divergence, remote: Option<ObjectId>, detail: String, findings| Diverged {
+            issue: ARCHIVE_REF.to_owned(),
+            divergence,
+            seen: seen.map(|s| s.to_string()),
+            remote: remote.map(|r| r.to_string()),
+            detail,
+            findings,
+        };
+        let Some(tip) = store.tip_of(&self.archive_incoming_ref())? else {
+            return match seen {
+                None => Ok(None),
+                Some(seen) => Err(diverged(
+                    Divergence::Rewound,
+                    None,
+                    format!("the remote no longer has its archive, which was at {seen} here"),
+                    Vec::new(),
+                )
+                .into_error(&self.shown)),
+            };
         };
         if Some(tip) != seen {
             if let Err(d) = self.judge_archive(seen, tip) {

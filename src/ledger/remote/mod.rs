@@ -360,11 +360,15 @@ impl Backend for Remote<'_> {
         let mut fresh = false;
         let mut current = match self.tracked_entry(issue)? {
             Some(tracked) => Some(tracked),
-            // Never seen here: the remote's archive may record it, and a claim must go on
-            // from there, never start it over.
+            // Never seen here: the remote may have it, in its ref or its archive, and a
+            // claim must go on from there, never start it over. One fetch asks for both.
             None => {
-                self.forget_archive();
-                self.archived_entry(issue, None)?
+                let (mut states, diverged) = self.fetch_some(std::slice::from_ref(issue))?;
+                if let Some(d) = diverged.into_iter().next() {
+                    return Err(d.into_error(&self.shown));
+                }
+                fresh = true;
+                states.remove(issue).flatten()
             }
         };
         // The lock in the way of the last attempt's push, if one was.
