@@ -273,3 +273,104 @@ fn a_mirror_of_an_archived_server_takes_its_archive_verified_and_refuses_a_forge
         "the mirror's archive stays where it was verified"
     );
 }
+
+/// The tokens of the tenures one ledger records, oldest first, read on the server by
+/// `git lease log --json` (which follows the archive when the ref is folded).
+fn tenures(server: &Server, issue: &str) -> Vec<u64> {
+    let out = on_server(server, &at(0), &["--json", "log", issue]);
+    let log: serde_json::Value = serde_json::from_slice(&out.stdout).expect("log --json");
+    let mut tokens: Vec<u64> = log
+        .as_array()
+        .expect("entries")
+        .iter()
+        .filter(|e| e["event"] == "acquire")
+        .map(|e| e["token"].as_u64().expect("a token"))
+        .collect();
+    tokens.reverse();
+    tokens
+}
+
+#[test]
+fn racing_claimers_and_folds_never_issue_a_token_twice() {
+    const CLAIMERS: usize = 4;
+    const ROUNDS: usize = 5;
+    const FOLDS: usize = 12;
+    let mut server = Server::with_hook();
+    server.start_at(&at(0));
+    let clients: Vec<TestRepo> = (0..CLAIMERS)
+        .map(|w| server.client(&format!("w{w}")))
+        .collect();
+    // The ledger starts archived: every claimer's first claim races to revive it.
+    lease(&clients[0], 0, &["acquire", "x", "--remote", "origin"]).ok();
+    lease(&clients[0], 0, &["release", "x", "--remote", "origin"]).ok();
+    on_server(&server, &at(10), &["archive", "--quiet-for", "1s"]);
+    assert_eq!(server.tip("x"), None);
+    let claiming = std::sync::atomic::AtomicBool::new(true);
+    // Every claim is a new tenure: each claimer releases what it got before it claims again,
+    // while the server folds whatever is free in between (quiet for ten seconds by then),
+    // until the claimers are done.
+    let won: Vec<Vec<u64>> = std::thread::scope(|s| {
+        let folder = s.spawn(|| {
+            let mut folds = 0;
+            while folds < FOLDS || claiming.load(std::sync::atomic::Ordering::SeqCst) {
+                folds += 1;
+                let out = Command::new(BIN)
+                    .arg("-C")
+                    .arg(server.bare())
+                    .args(["archive", "--quiet-for", "1s"])
+                    .env("GIT_LEASE_NOW", at(10))
+                    .output()
+                    .expect("git-lease runs");
+                assert!(out.status.success(), "{out:?}");
+            }
+        });
+        let claimers: Vec<_> = clients
+            .iter()
+            .map(|client| {
+                s.spawn(move || {
+                    let mut tokens = Vec::new();
+                    for _ in 0..ROUNDS {
+                        let run =
+                            lease(client, 0, &["--json", "acquire", "x", "--remote", "origin"]);
+                        if run.code == 0 {
+                            let v: serde_json::Value =
+                                serde_json::from_str(&run.stdout).expect("acquire --json");
+                            tokens.push(v["token"].as_u64().expect("a token"));
+                            lease(client, 0, &["release", "x", "--remote", "origin"]).ok();
+                        } else {
+                            assert!(
+                                [3, 5].contains(&run.code),
+                                "held by another, or lost every race: nothing else\n{run}"
+                            );
+                        }
+                    }
+                    tokens
+                })
+            })
+            .collect();
+        let won = claimers
+            .into_iter()
+            .map(|c| c.join().expect("a claimer"))
+            .collect();
+        claiming.store(false, std::sync::atomic::Ordering::SeqCst);
+        folder.join().expect("the folder");
+        won
+    });
+    let mut granted: Vec<u64> = won.into_iter().flatten().collect();
+    granted.sort_unstable();
+    let before = granted.len();
+    granted.dedup();
+    assert_eq!(granted.len(), before, "a token granted twice: {granted:?}");
+    // The ledger's tenures are 1, 2, 3, … with no gap and no repeat, across every fold and
+    // revival, and each granted token is one of them.
+    let recorded = tenures(&server, "x");
+    let expected: Vec<u64> = (1..=recorded.len() as u64).collect();
+    assert_eq!(recorded, expected);
+    assert_eq!(
+        granted,
+        recorded[1..],
+        "every tenure after the first was granted to one claimer"
+    );
+    on_server(&server, &at(0), &["verify"]);
+    server.git(&["fsck", "--no-dangling"]);
+}
