@@ -36,6 +36,10 @@ pub trait Backend {
     fn current(&self, issue: &IssueId) -> Result<Option<Entry>>;
     /// Returns every ledger's newest entry.
     fn list(&self) -> Result<Listing>;
+    /// Returns the newest entry of every ledger only the archive holds (its ref folded and
+    /// not revived), sorted by issue: free ledgers, which `list --all` shows beside the rest.
+    fn archived(&self) -> Result<Vec<Entry>>;
+
     /// Returns `issue`'s ledger, newest first.
     fn log(&self, issue: &IssueId) -> Result<Vec<Entry>>;
     /// Resolves an id or unique prefix against the ledgers that exist.
@@ -85,6 +89,15 @@ impl Backend for &Ledger {
             diverged: Vec::new(),
         })
     }
+    fn archived(&self) -> Result<Vec<Entry>> {
+        let store = self.store();
+        let refs = store.lease_refs()?;
+        match store.archive_tip()? {
+            Some(tip) => only_archived(self, &store.fold(tip)?, &refs),
+            None => Ok(Vec::new()),
+        }
+    }
+
     fn log(&self, issue: &IssueId) -> Result<Vec<Entry>> {
         Ledger::log(self, issue)
     }
@@ -119,4 +132,27 @@ impl Backend for &Ledger {
     ) -> Result<AnyReport> {
         Ledger::acquire_any(self, candidates, claim, now, order, rng)
     }
+}
+
+/// Returns the newest entry of each ledger `fold` records that has no ref among `refs`
+/// (`(issue, tip)`, sorted by issue), as `ledger` observes it.
+pub(crate) fn only_archived(
+    ledger: &Ledger,
+    fold: &crate::store::Fold,
+    refs: &[(String, ObjectId)],
+) -> Result<Vec<Entry>> {
+    let store = ledger.store();
+    let mut out = Vec::new();
+    for (issue, tip) in store.archive_entries(fold)? {
+        if refs
+            .binary_search_by(|(n, _)| n.as_str().cmp(issue.as_str()))
+            .is_ok()
+        {
+            continue;
+        }
+        let mut entry = store.entry(&issue, tip)?;
+        entry.place = crate::store::Place::Archive;
+        out.push(ledger.observe(entry));
+    }
+    Ok(out)
 }

@@ -38,6 +38,15 @@ fn a_fold_keeps_every_token_and_a_claim_revives_the_ledger_with_the_next_one() {
     repo.run_at(&at(130), &["show", "1"])
         .ok()
         .stdout_has("free");
+    // Listed with the free ones, as before its fold; not among the held ones.
+    repo.run_at(&at(130), &["list", "--all"])
+        .ok()
+        .stdout_has("1 ")
+        .stdout_has("free");
+    let held = repo.run_at(&at(130), &["--json", "list"]);
+    assert!(!held.ok().stdout.contains("\"issue\":\"1\""), "{held}");
+    let all = repo.run_at(&at(130), &["--json", "list", "--state", "free"]);
+    all.ok().stdout_has("\"issue\":\"1\"");
     repo.run_at(&at(130), &["log", "1"])
         .ok()
         .stdout_has("release");
@@ -163,6 +172,19 @@ fn a_remote_claim_revives_an_archived_ledger_and_a_client_that_saw_it_reads_on()
     lease(&alice, 210, &["show", "7", "--remote", "origin"])
         .ok()
         .stdout_has("free");
+    // Listed once with the free ones, by a client that saw it and by one that did not.
+    for client in [&alice, &bob] {
+        let run = lease(
+            client,
+            210,
+            &["--json", "list", "--all", "--remote", "origin"],
+        );
+        assert_eq!(
+            run.ok().stdout.matches("\"issue\":\"7\"").count(),
+            1,
+            "{run}"
+        );
+    }
 
     // Bob never saw it: his claim goes on from the archived tip, with the next token.
     lease(&bob, 220, &["acquire", "7", "--remote", "origin"])

@@ -41,7 +41,19 @@ pub(crate) fn run(ctx: &Context, args: Args, out: &mut dyn Write) -> Result<u8, 
     let target = ctx.backend()?;
     let holder = ctx.holder_filter(mine, holder)?;
     let listing = target.list()?;
-    let (entries, diverged) = (listing.entries, listing.diverged);
+    let (mut entries, diverged) = (listing.entries, listing.diverged);
+    // Archived ledgers are free: only a listing of more than the held ones reads them.
+    if all || state.as_deref().is_some_and(|s| s != "held") {
+        // A remote's ledger this clone saw before its fold is listed already.
+        let listed: std::collections::HashSet<String> =
+            entries.iter().map(|e| e.lease.issue.clone()).collect();
+        let archived = target.archived()?;
+        entries.extend(
+            archived
+                .into_iter()
+                .filter(|e| !listed.contains(&e.lease.issue)),
+        );
+    }
     let code = list(ctx, entries, all, holder, state, prefix, out)?;
     report_diverged(ctx, &diverged, out)?;
     Ok(if diverged.is_empty() {

@@ -314,6 +314,17 @@ impl Backend for Remote<'_> {
         })
     }
 
+    /// Fetches the remote's archive and returns the newest entry of each ledger it records
+    /// whose ref the remote no longer has.
+    fn archived(&self) -> Result<Vec<Entry>> {
+        self.forget_archive();
+        let Some(fold) = self.fetched_archive()? else {
+            return Ok(Vec::new());
+        };
+        let on_remote = self.ledger.store().refs_under(&self.incoming)?;
+        crate::backend::only_archived(self.ledger, &fold, &on_remote)
+    }
+
     /// Fetches `issue` and returns its ledger on the remote, newest first.
     fn log(&self, issue: &IssueId) -> Result<Vec<Entry>> {
         let tip = self.fetch_one(issue)?.map(|(tip, _)| tip);
