@@ -2,7 +2,8 @@
 """Remote operations by number of ledgers on the server, against a plain push at the same size.
 
     benches/scale.py [--sizes 1000,100000] [--live 1000] [--rounds 3] [--runs 5]
-                     [--bin NAME=PATH ...] [--ops acquire,any,renew,list,sync]
+                     [--bin NAME=PATH ...] [--ops acquire,any,renew,list,sync,revive,fleet]
+                     [--archive] [--agents 16]
                      [--tmp /var/tmp] [--out FILE]
 
 For each size N: a bare server repository of N ledgers, LIVE of them live, written by
@@ -20,6 +21,13 @@ server (one lease commit: blob, tree and commit, as an acquire sends):
             before, so only what moved comes)
   sync      `git lease sync URL` after one ledger changed on the server (the change is made
             by hyperfine's --prepare, outside the measured time)
+  revive    `git-lease acquire s<k> --remote URL` of a closed ledger (with --archive, one the
+            server folded into its archive: the claim revives it with the next token)
+  fleet     --agents (16) agents, each in its own clone, start `acquire --any` of the same 16
+            new issues at once; against as many concurrent plain pushes of distinct refs
+
+--archive folds the closed ledgers on the server (`git lease archive --quiet-for 1d`, timed)
+before anything is measured, so the server advertises its live ledgers and one archive ref.
 
 Every command of a pair runs in the same hyperfine invocation, and the rounds rotate their
 order, so a loaded machine slows both alike. `--bin NAME=PATH` (repeatable) measures several
@@ -90,6 +98,9 @@ def main():
     p.add_argument("--runs", type=int, default=5)
     p.add_argument("--bin", action="append", default=[])
     p.add_argument("--ops", default="acquire,any,renew,list,sync")
+    p.add_argument("--archive", action="store_true",
+                   help="fold the closed ledgers into the server's archive before measuring")
+    p.add_argument("--agents", type=int, default=16)
     p.add_argument("--tmp", default="/var/tmp")
     p.add_argument("--out", default=os.path.join(HERE, "target", "bench-results", "scale.md"))
     a = p.parse_args()
@@ -122,6 +133,19 @@ def main():
             ver = time.time() - t0
             size = sum(os.path.getsize(os.path.join(dp, f)) for dp, _, fs in os.walk(srv) for f in fs)
             report.append(f"- {n} ledgers: generated in {gen:.1f} s ({size / 1e6:.0f} MB), `git lease verify` ok in {ver:.1f} s")
+            if a.archive:
+                # The closed ledgers were released long before NOW: a day's quiet folds them all.
+                t0 = time.time()
+                sh(bins[0][1], "-C", srv, "archive", "--quiet-for", "1d", env=env, stdout=subprocess.DEVNULL)
+                fold = time.time() - t0
+                left = int(subprocess.run(["git", "-C", srv, "for-each-ref", "--count=100000000", "--format=x",
+                                           "refs/leases/"], capture_output=True, text=True, check=True)
+                           .stdout.count("x"))
+                t0 = time.time()
+                sh(bins[0][1], "-C", srv, "verify", env=env, stdout=subprocess.DEVNULL)
+                ver = time.time() - t0
+                report.append(f"- {n} ledgers: `git lease archive --quiet-for 1d` folded {n - left} in {fold:.1f} s,"
+                              f" {left} lease refs left; `git lease verify` (archive audited) ok in {ver:.1f} s")
             port = free_port()
             daemon = subprocess.Popen(["git", "daemon", "--reuseaddr", "--listen=127.0.0.1", f"--port={port}",
                                        f"--base-path={base}", "--export-all", "--enable=receive-pack", base],
@@ -135,13 +159,36 @@ def main():
             sh("git", "init", "-q", pusher)
             # One new lease commit per plain push: written ahead with fast-import (parentless
             # commits of one lease.json each), so the push sends what an acquire sends.
-            npush = a.rounds * a.runs * len(ops) * 2 + 20
+            npush = (a.rounds * (a.runs + 1) * 2 + 4) * (len(ops) + 1) * (a.agents if "fleet" in ops else 1)
             sh(sys.executable, os.path.join(HERE, "scalegen.py"), os.path.join(d, "pushsrc.git"), str(npush),
                str(npush), str(now), stdout=subprocess.DEVNULL)
             sh("git", "-C", pusher, "fetch", "-q", os.path.join(d, "pushsrc.git"), "refs/leases/*:refs/leases/*")
             plain = counter(os.path.join(d, "ctr.push")) + f"exec git -C {pusher} push -q {url} refs/leases/s$n:refs/pushed/s$n"
+            # The fleet's floor: as many concurrent plain pushes as agents, each from its own
+            # repository (a lease commit of its own, as each claim pushes).
+            fleet_floor = None
+            if "fleet" in ops:
+                pushers = []
+                for k in range(a.agents):
+                    pk = os.path.join(d, f"fpusher{k}")
+                    sh("git", "init", "-q", pk)
+                    sh("git", "-C", pk, "fetch", "-q", os.path.join(d, "pushsrc.git"),
+                       "refs/leases/*:refs/leases/*")
+                    pushers.append(pk)
+                fleet_floor = counter(os.path.join(d, "ctr.fpush")) + " ".join(
+                    f"git -C {pk} push -q {url} refs/leases/s$((n * {a.agents} + {k})):refs/fleet/{k}-$n &"
+                    for k, pk in enumerate(pushers)
+                ) + " wait"
             clients = {}
+            agents = {}
             for name, path in bins:
+                if "fleet" in ops:
+                    agents[name] = []
+                    for k in range(a.agents):
+                        ak = os.path.join(d, f"agent-{name}-{k}")
+                        sh("git", "init", "-q", ak)
+                        sh("git", "-C", ak, "config", "lease.holder", f"agent{k}@example.com")
+                        agents[name].append(ak)
                 c = os.path.join(d, "client-" + name)
                 sh("git", "init", "-q", c)
                 sh("git", "-C", c, "config", "lease.holder", "h0@example.com")
@@ -156,6 +203,9 @@ def main():
             live0 = n - min(a.live, n)
             first_h0 = live0 + ((50 - live0 % 50) % 50)
             for op in ops:
+                if op == "revive" and live0 == 0:
+                    report.append(f"- {n} ledgers: no closed ledger to revive (all {n} live)")
+                    continue
                 cmds = []
                 prepare = None
                 for bi, (name, path) in enumerate(bins):
@@ -167,6 +217,15 @@ def main():
                         cands = " ".join(f"any-{name}-$n-{k}" for k in range(16))
                         cmd = counter(os.path.join(d, f"ctr.any.{name}")) + \
                             f"exec {path} -C {c} acquire --any {cands} --ttl 1h --remote {url}"
+                    elif op == "revive":
+                        # A closed ledger (archived with --archive): one per run, never the same.
+                        cmd = counter(os.path.join(d, f"ctr.rev.{name}")) + \
+                            f"exec {path} -C {c} acquire s$((n * {len(bins)} + {bi})) --ttl 1h --remote {url}"
+                    elif op == "fleet":
+                        cands = " ".join(f"fleet-{name}-$n-{k}" for k in range(a.agents))
+                        cmd = counter(os.path.join(d, f"ctr.fleet.{name}")) + " ".join(
+                            f"{path} -C {ak} acquire --any {cands} --ttl 1h --remote {url} >/dev/null &"
+                            for ak in agents[name]) + " wait"
                     elif op == "renew":
                         issue = f"s{first_h0 + 50 * bi}"
                         cmd = f"exec {path} -C {c} renew {issue} --ttl 1h --remote {url}"
@@ -177,7 +236,7 @@ def main():
                         # One ledger moves on the server before each run: a renew there.
                         prepare = f"{bins[0][1]} -C {srv} renew s{first_h0 + 50 * len(bins)} --holder h0@example.com --ttl 1h >/dev/null"
                     cmds.append((f"git-lease {op} ({name})" if len(bins) > 1 else f"git-lease {op}", cmd))
-                cmds.append(("git push (one ref)", plain))
+                cmds.append(("git push (one ref)", fleet_floor if op == "fleet" else plain))
                 rounds = []
                 for r in range(a.rounds):
                     k = r % len(cmds)

@@ -191,6 +191,13 @@ fn a_remote_claim_revives_an_archived_ledger_and_a_client_that_saw_it_reads_on()
         .ok()
         .stdout_has("(token 2)");
     lease(&bob, 221, &["release", "7", "--remote", "origin"]).ok();
+    lease(
+        &alice,
+        230,
+        &["acquire", "9", "--ttl", "1m", "--remote", "origin"],
+    )
+    .ok();
+    lease(&alice, 231, &["release", "9", "--remote", "origin"]).ok();
 
     // Folded again; Alice's copy is a tenure behind, and her claim still goes on.
     server.config("lease.hookNow", &at(400));
@@ -199,6 +206,12 @@ fn a_remote_claim_revives_an_archived_ledger_and_a_client_that_saw_it_reads_on()
     lease(&alice, 410, &["acquire", "7", "--remote", "origin"])
         .ok()
         .stdout_has("(token 3)");
+    // Bob never saw 9, and his copy of the archive is older than the fold that took it: his
+    // first push, guarded by that copy, loses; he reads the new fold and goes on from it.
+    assert_eq!(server.tip("9"), None);
+    lease(&bob, 412, &["acquire", "9", "--remote", "origin"])
+        .ok()
+        .stdout_has("(token 2)");
 
     // One of several candidates, all archived but one taken: `--any` revives a free one.
     lease(&alice, 411, &["release", "7", "--remote", "origin"]).ok();

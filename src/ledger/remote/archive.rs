@@ -218,6 +218,22 @@ impl Remote<'_> {
         }
     }
 
+    /// Returns the newest entry of `issue` as the fold `seen`, the remote's archive as last
+    /// verified here, records it (`None`: it records none), read without a fetch.
+    pub(crate) fn archived_in_seen(
+        &self,
+        issue: &IssueId,
+        seen: ObjectId,
+    ) -> Result<Option<Entry>> {
+        let store = self.ledger.store();
+        let Some(tip) = store.archived_in(&store.fold(seen)?, issue.as_str())? else {
+            return Ok(None);
+        };
+        let mut entry = store.entry(issue.as_str(), tip)?;
+        entry.place = Place::Archive;
+        Ok(Some(self.ledger.observe(entry)))
+    }
+
     /// Returns the newest entry of `issue`'s ledger as the remote's archive records it, its
     /// ledger verified from the tip seen here before (`seen`), to be revived by a claim
     /// ([`Place::Archive`]); `None` when the archive does not record it.

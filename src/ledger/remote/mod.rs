@@ -369,18 +369,27 @@ impl Backend for Remote<'_> {
     ) -> Result<Report> {
         let store = self.ledger.store();
         let mut fresh = false;
+        // Never seen here, the issue may be in the remote's archive, and a claim must go on
+        // from there, never start it over: the first push of such a claim holds only while
+        // the remote's archive is the one verified here (`guard`), which records it or not.
+        let mut guard = None;
         let mut current = match self.tracked_entry(issue)? {
             Some(tracked) => Some(tracked),
-            // Never seen here: the remote may have it, in its ref or its archive, and a
-            // claim must go on from there, never start it over. One fetch asks for both.
-            None => {
-                let (mut states, diverged) = self.fetch_some(std::slice::from_ref(issue))?;
-                if let Some(d) = diverged.into_iter().next() {
-                    return Err(d.into_error(&self.shown));
+            None => match self.seen_archive()? {
+                Some(seen) => {
+                    guard = Some(seen);
+                    self.archived_in_seen(issue, seen)?
                 }
-                fresh = true;
-                states.remove(issue).flatten()
-            }
+                // No archive verified here yet: one fetch asks for the ref and the archive.
+                None => {
+                    let (mut states, diverged) = self.fetch_some(std::slice::from_ref(issue))?;
+                    if let Some(d) = diverged.into_iter().next() {
+                        return Err(d.into_error(&self.shown));
+                    }
+                    fresh = true;
+                    states.remove(issue).flatten()
+                }
+            },
         };
         // The lock in the way of the last attempt's push, if one was.
         let mut locked: Option<String> = None;
@@ -404,7 +413,20 @@ impl Backend for Remote<'_> {
                 let parent = current.as_ref().map(|e| e.commit);
                 let expected = current.as_ref().and_then(Entry::expected);
                 let commit = store.write(&next, parent)?;
-                match self.push(&[(issue.clone(), commit, expected)])? {
+                let pushed = match self.push_guarded(&[(issue.clone(), commit, expected)], guard) {
+                    // A server that takes no all-or-none push: read the archive instead.
+                    Err(Error::AtomicUnsupported { .. }) if guard.is_some() => {
+                        guard = None;
+                        current = self.current(issue)?;
+                        fresh = true;
+                        return Ok(Attempt::Again);
+                    }
+                    pushed => pushed?,
+                };
+                // Only the first, optimistic push needs the guard: later ones decide on a
+                // fetch that read the archive too.
+                guard = None;
+                match pushed {
                     PushResult::Done => {
                         self.record_accepted(issue, commit, parent, &next);
                         Ok(Attempt::Done(Report::written(

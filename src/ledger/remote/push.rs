@@ -13,6 +13,7 @@ use super::Remote;
 use crate::error::{Error, Result};
 use crate::issue::IssueId;
 use crate::lease::Lease;
+use crate::store::ARCHIVE_REF;
 
 /// Runs a git command of a remote (a fetch or a push) for at most `limit` (`None`: as long as
 /// it takes), through [`crate::git::output_within`], so that [`crate::git::stop_commands`]
@@ -152,6 +153,20 @@ impl Remote<'_> {
         &self,
         edits: &[(IssueId, ObjectId, Option<ObjectId>)],
     ) -> Result<PushResult> {
+        self.push_guarded(edits, None)
+    }
+
+    /// Pushes `edits` as [`Remote::push`] does; with `archive`, only while the remote's
+    /// archive is still that fold: the push then also offers `refs/lease-archive` at that very
+    /// value, with a lease on it, all or none. git sends nothing for a ref already at the
+    /// value pushed, and refuses the whole push, before it sends anything, when the remote's
+    /// archive moved (`stale info`): a lost race, read again. So a claim of an issue this
+    /// clone never saw needs no fetch to know that no fold it has not verified records it.
+    pub(crate) fn push_guarded(
+        &self,
+        edits: &[(IssueId, ObjectId, Option<ObjectId>)],
+        archive: Option<ObjectId>,
+    ) -> Result<PushResult> {
         self.check_writes_allowed()?;
         {
             let store = self.ledger.store();
@@ -160,7 +175,7 @@ impl Remote<'_> {
                 before.insert(issue.as_str().to_owned(), store.tip_of(&issue.ref_name())?);
             }
         }
-        let atomic = edits.len() > 1;
+        let atomic = edits.len() > 1 || archive.is_some();
         let mut cmd = self.git()?;
         // git's own words are read (refusal::read): they must be its untranslated ones.
         cmd.env("LC_ALL", "C")
@@ -175,9 +190,15 @@ impl Remote<'_> {
                 old.map(|o| o.to_string()).unwrap_or_default()
             ));
         }
+        if let Some(fold) = archive {
+            cmd.arg(format!("--force-with-lease={ARCHIVE_REF}:{fold}"));
+        }
         cmd.arg("--").arg(&self.remote);
         for (issue, new, _) in edits {
             cmd.arg(format!("{new}:{}", issue.ref_name()));
+        }
+        if let Some(fold) = archive {
+            cmd.arg(format!("{fold}:{ARCHIVE_REF}"));
         }
         let shown = format!(
             "git push{} {} refs/leases/…",

@@ -59,6 +59,8 @@ pub const FAMILIES: [Family; 5] = [
         server: "JGit (jgit daemon, Gerrit)",
         lost: &[
             "failed to lock",
+            // A ref's lock file it could not make while a racer made or removed its directory.
+            "lock error",
             "invalid old id sent",
             "already exists",
             "no such ref",
@@ -268,6 +270,7 @@ mod tests {
             "[remote rejected] (incorrect old value provided)",
             // JGit (its daemon, Gerrit): LOCK_FAILURE, a stale old id, a create that exists.
             "[remote rejected] (failed to lock)",
+            "[remote rejected] (lock error: /srv/leases.git/refs/leases/c4 (No such file or directory))",
             "[remote rejected] (invalid old id sent)",
             "[remote rejected] (already exists)",
             "[remote rejected] (no such ref)",
