@@ -391,7 +391,7 @@ impl Remote<'_> {
             "--no-write-fetch-head",
             "--no-auto-maintenance",
             "--",
-            self.name(),
+            self.target(),
         ];
         args.extend(refspecs.iter().map(String::as_str));
         let shown = format!(
