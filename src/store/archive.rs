@@ -192,7 +192,7 @@ impl Store {
     /// both share are skipped unread, so a fold's changes cost what it changed.
     ///
     /// Returns [`Error::Corrupt`] (of `after`) for an entry that is not where its id belongs,
-    /// or neither a tree nor a gitlink.
+    /// or neither a tree nor a gitlink, a name a tree gives twice, or an empty tree.
     pub fn archive_diff(&self, before: Option<&Fold>, after: &Fold) -> Result<Vec<Change>> {
         let mut out = Vec::new();
         let mut pending = vec![(String::new(), before.map(|f| f.tree), Some(after.tree))];
@@ -204,7 +204,15 @@ impl Store {
             let mut sides: std::collections::BTreeMap<String, [Option<(u16, ObjectId)>; 2]> =
                 Default::default();
             for (side, tree) in [a, b].into_iter().enumerate() {
-                for (name, mode, id) in read(tree)? {
+                let names = read(tree)?;
+                // A tree that leads to no entry is none of the fan-out, which is all there is.
+                if side == 1 && tree.is_some() && names.is_empty() && !prefix.is_empty() {
+                    return Err(corrupt(
+                        after.commit,
+                        format!("the tree {prefix:?} is empty: an archive holds entries only"),
+                    ));
+                }
+                for (name, mode, id) in names {
                     sides.entry(name).or_default()[side] = Some((mode, id));
                 }
             }
@@ -391,11 +399,13 @@ impl Store {
     }
 
     /// Returns every entry of `tree` (of the fold `fold`) as `(name, mode, id)`; a name that
-    /// is not UTF-8 is [`Error::Corrupt`], as no issue id has one.
+    /// is not UTF-8 is [`Error::Corrupt`], as no issue id has one, and so is a name given
+    /// twice: one reader would take the first entry and another the last.
     fn tree_names(&self, fold: ObjectId, tree: ObjectId) -> Result<Vec<(String, u16, ObjectId)>> {
         let data = self.tree_data(fold, tree)?;
         let parsed = gix::objs::TreeRef::from_bytes(&data, self.repo.object_hash())
             .map_err(|e| corrupt(fold, format!("cannot decode tree {tree}: {e}")))?;
+        let mut seen = std::collections::HashSet::new();
         parsed
             .entries
             .iter()
@@ -404,6 +414,12 @@ impl Store {
                     .filename
                     .to_str()
                     .map_err(|_| corrupt(fold, format!("an entry of tree {tree} is not UTF-8")))?;
+                if !seen.insert(name) {
+                    return Err(corrupt(
+                        fold,
+                        format!("tree {tree} holds two entries named {name:?}"),
+                    ));
+                }
                 Ok((name.to_owned(), e.mode.value(), e.oid.to_owned()))
             })
             .collect()

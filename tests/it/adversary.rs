@@ -1346,7 +1346,8 @@ fn run_case(label: &str, steps: &[Step], tally: &mut Tally) -> Result<(), String
     })
 }
 
-fn env_number<T: std::str::FromStr>(name: &str, default: T) -> T {
+/// The number the environment variable `name` holds, or `default` when it is unset.
+pub fn env_number<T: std::str::FromStr>(name: &str, default: T) -> T {
     match std::env::var(name) {
         Ok(text) => text
             .parse()

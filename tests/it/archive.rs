@@ -69,7 +69,7 @@ fn a_fold_keeps_every_token_and_a_claim_revives_the_ledger_with_the_next_one() {
 }
 
 /// Runs `git lease` in the server's own repository at `now`.
-fn on_server(server: &Server, now: &str, args: &[&str]) -> std::process::Output {
+pub fn on_server(server: &Server, now: &str, args: &[&str]) -> std::process::Output {
     let out = Command::new(BIN)
         .arg("-C")
         .arg(server.bare())
@@ -121,10 +121,12 @@ fn the_hook_refuses_a_ledger_started_over_after_its_fold_and_a_fold_that_forgets
         &[&format!("{}:refs/lease-archive", forgetful.trim())],
     );
     assert_ne!(run.code, 0, "{run}");
-    run.stderr_has("archive");
+    run.stderr_has("git-lease: refused refs/lease-archive")
+        .stderr_has("the fold drops issue 7");
     // The archive cannot be deleted either.
     let run = push(&client, false, &[":refs/lease-archive"]);
     assert_ne!(run.code, 0, "{run}");
+    run.stderr_has("the archive is never deleted");
 
     // The honest revival continues from the archived tip, with the next token.
     let revival = lease_commit(

@@ -46,6 +46,8 @@
 //! - [`doctor`]: `git lease doctor` against healthy, hookless, identity-less and broken
 //!   servers (dulwich's HTTP server ignores expected old values), and its verdict remembered.
 //! - [`hook`], [`fence`]: the server hook against forged pushes, and fenced work branches.
+//! - [`archive`], [`archive_forged`]: the archive of quiet ledgers (folds, revivals, mirrors),
+//!   and generated forged folds against the server hook.
 //! - [`guard`]: the guard on the client (`install-hook --client`): pre-push and pre-commit.
 //! - [`http`]: the hook behind a web server, judging the authenticated pusher.
 //! - [`install_root`]: `install-hook` as root in a hostile repository another account owns,
@@ -91,6 +93,7 @@ pub mod env;
 
 mod adversary;
 mod archive;
+mod archive_forged;
 mod attack;
 mod bad_input;
 mod cgi;
