@@ -239,10 +239,13 @@ fn gather(
             descends: *descends,
         })
         .collect();
+    let (first, tips, carriers) = store.fold_parents(&fold);
+    let parents: Vec<ObjectId> = first.into_iter().chain(tips).collect();
     Ok(rules::judge_fold(
         &FoldStep {
             previous,
-            parents: &fold.parents,
+            parents: &parents,
+            carriers,
             recorded: &recorded,
             dropped,
             at: fold.at,

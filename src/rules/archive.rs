@@ -44,8 +44,10 @@ pub struct Recorded<'a> {
 pub struct FoldStep<'a> {
     /// The previous fold (`None`: this is the archive's first).
     pub previous: Option<ObjectId>,
-    /// The fold's parents.
+    /// The fold's parents, its carriers replaced by the tips they hold.
     pub parents: &'a [ObjectId],
+    /// What is wrong with its carriers (empty: each holds 1 to 256 tips, nothing else).
+    pub carriers: Vec<String>,
     /// Every entry it adds or changes, in the order of their paths.
     pub recorded: &'a [Recorded<'a>],
     /// How many entries of the previous fold it drops.
@@ -81,11 +83,14 @@ pub fn judge_fold(step: &FoldStep<'_>, judge: Judge) -> Vec<(Rule, String)> {
         .collect();
     if step.parents != expected_parents.as_slice() {
         refuse(format!(
-            "a fold's parents are the previous fold, then exactly the {} tips it records, in \
-             the order of their paths; this one has {} parents",
+            "a fold's parents are the previous fold, then carriers of exactly the {} tips it \
+             records, in the order of their paths; this one's carry {} commits",
             step.recorded.len(),
             step.parents.len()
         ));
+    }
+    for wrong in &step.carriers {
+        refuse(wrong.clone());
     }
     for issue in &step.dropped {
         refuse(format!(

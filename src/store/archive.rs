@@ -16,6 +16,9 @@ use crate::issue::IssueId;
 /// The one ref of the archive.
 pub const ARCHIVE_REF: &str = "refs/lease-archive";
 
+/// How many tips one carrier of a fold holds at most (docs/FORMAT.md, "The archive").
+pub const CARRIER_PARENTS: usize = 256;
+
 /// The mode of an archive entry: a gitlink (a commit named in a tree).
 const GITLINK: u16 = 0o160000;
 
@@ -102,11 +105,46 @@ impl Store {
     /// `lease.json`, a fold's only its fan-out.
     pub fn is_fold(&self, commit: ObjectId) -> bool {
         self.fold(commit).is_ok_and(|fold| {
-            matches!(
-                self.tree_entry(commit, fold.tree, crate::lease::LEASE_FILE),
-                Ok(None)
-            )
+            fold.tree != self.empty_tree()
+                && matches!(
+                    self.tree_entry(commit, fold.tree, crate::lease::LEASE_FILE),
+                    Ok(None)
+                )
         })
+    }
+
+    /// The id of the empty tree, a carrier's tree.
+    fn empty_tree(&self) -> ObjectId {
+        ObjectId::empty_tree(self.repo.object_hash())
+    }
+
+    /// Returns the previous fold of `fold` (its first parent, if that is a fold) and the tips
+    /// its carriers hold, in order; and what is wrong with a parent that is neither a fold
+    /// first nor a carrier (a commit of the empty tree with 1 to [`CARRIER_PARENTS`]
+    /// parents, and no parent that is itself a carrier or a fold).
+    pub fn fold_parents(&self, fold: &Fold) -> (Option<ObjectId>, Vec<ObjectId>, Vec<String>) {
+        let mut parents = fold.parents.iter().copied().peekable();
+        let previous = parents.next_if(|p| self.is_fold(*p));
+        let mut tips = Vec::new();
+        let mut wrong = Vec::new();
+        for carrier in parents {
+            match self.fold(carrier) {
+                Ok(c) if c.tree == self.empty_tree() => {
+                    if c.parents.is_empty() || c.parents.len() > CARRIER_PARENTS {
+                        wrong.push(format!(
+                            "the carrier {carrier} holds {} tips, not 1 to {CARRIER_PARENTS}",
+                            c.parents.len()
+                        ));
+                    }
+                    tips.extend(c.parents);
+                }
+                _ => wrong.push(format!(
+                    "the parent {carrier} is not a carrier (a commit of the empty tree whose \
+                     parents are archived tips)"
+                )),
+            }
+        }
+        (previous, tips, wrong)
     }
 
     /// Returns the tip the archive tree `tree` records for `issue`, if it records one.
@@ -302,13 +340,31 @@ impl Store {
             email: "git-lease@localhost".into(),
             time,
         };
+        // The tips ride on carriers, at most CARRIER_PARENTS each: git walks a commit's
+        // parents in time proportional to their number squared, so one fold of 100,000
+        // parents would take minutes in every fetch, push and gc that reaches it.
+        let empty = staged.add(
+            hash,
+            gix::objs::Kind::Tree,
+            super::objects::encode(&gix::objs::Tree::empty())?,
+        )?;
+        let mut carriers = Vec::with_capacity(paths.len().div_ceil(CARRIER_PARENTS));
+        for chunk in paths.chunks(CARRIER_PARENTS) {
+            let carrier = gix::objs::Commit {
+                tree: empty,
+                parents: chunk.iter().map(|(_, tip)| *tip).collect(),
+                author: who.clone(),
+                committer: who.clone(),
+                encoding: None,
+                message: format!("git-lease: carry {} archived tips\n", chunk.len()).into(),
+                extra_headers: Vec::new(),
+            };
+            let data = super::objects::encode(&carrier)?;
+            carriers.push(staged.add(hash, gix::objs::Kind::Commit, data)?);
+        }
         let commit = gix::objs::Commit {
             tree,
-            parents: base
-                .map(|f| f.commit)
-                .into_iter()
-                .chain(paths.iter().map(|(_, tip)| *tip))
-                .collect(),
+            parents: base.map(|f| f.commit).into_iter().chain(carriers).collect(),
             author: who.clone(),
             committer: who,
             encoding: None,

@@ -411,3 +411,39 @@ fn racing_claimers_and_folds_never_issue_a_token_twice() {
     on_server(&server, &at(0), &["verify"]);
     server.git(&["fsck", "--no-dangling"]);
 }
+
+#[test]
+fn a_fold_of_many_ledgers_carries_their_tips_256_to_a_commit() {
+    let repo = TestRepo::new();
+    repo.git(&["config", "lease.holder", "alice"]);
+    let issues: Vec<String> = (0..300).map(|i| format!("i{i}")).collect();
+    let mut args = vec!["acquire", "--ttl", "1m"];
+    args.extend(issues.iter().map(String::as_str));
+    repo.run_at(&at(0), &args).ok();
+    repo.run_at(&at(120), &["archive", "--quiet-for", "1m"])
+        .ok()
+        .stdout_has("300 lease ref(s) removed");
+    // The fold's parents: two carriers (of the empty tree), 256 tips and 44.
+    let fold = repo.git(&["rev-list", "--parents", "-n1", "refs/lease-archive"]);
+    let carriers: Vec<&str> = fold.split_whitespace().skip(1).collect();
+    assert_eq!(carriers.len(), 2, "{fold}");
+    let held: Vec<usize> = carriers
+        .iter()
+        .map(|c| {
+            assert_eq!(
+                repo.git(&["rev-parse", &format!("{c}^{{tree}}")]),
+                "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
+            );
+            repo.git(&["rev-list", "--parents", "-n1", c])
+                .split_whitespace()
+                .count()
+                - 1
+        })
+        .collect();
+    assert_eq!(held, [256, 44]);
+    repo.git(&["fsck", "--no-dangling"]);
+    repo.run_at(&at(130), &["verify"]).ok();
+    repo.run_at(&at(130), &["acquire", "i299"])
+        .ok()
+        .stdout_has("(token 2)");
+}

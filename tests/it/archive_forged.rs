@@ -654,13 +654,50 @@ fn write_fold(repo: &TestRepo, draft: &Draft) -> String {
         .map(|l| (l.path.split('/').collect(), l.mode, l.oid.as_str()))
         .collect();
     let tree = write_tree(repo, &leaves);
+    let who = format!("git-lease <git-lease@localhost> {} +0000", secs(draft.time));
+    // The parents as listed: the first (the previous fold, unless mutated) as it is, the tips
+    // after it on one carrier, as git-lease writes a fold of fewer than 256.
+    let mut parents = draft.parents.iter().take(1).cloned().collect::<Vec<_>>();
+    let tips = &draft.parents[draft.parents.len().min(1)..];
+    if !tips.is_empty() {
+        let empty = repo.git(&["hash-object", "-t", "tree", "-w", "/dev/null"]);
+        parents.push(write_commit(
+            repo,
+            &empty,
+            tips,
+            &who,
+            &carry_message(tips.len()),
+        ));
+    }
+    let recorded = draft.parents.len().saturating_sub(1);
+    write_commit(
+        repo,
+        &tree,
+        &parents,
+        &who,
+        &format!("git-lease: fold {recorded} ledgers"),
+    )
+}
+
+/// The message of a carrier of `n` tips.
+fn carry_message(n: usize) -> String {
+    format!("git-lease: carry {n} archived tips")
+}
+
+/// Writes a commit of `tree` with `parents`, `who` as author and committer, and `message`, as
+/// git stores it (`hash-object --literally`); returns its id.
+fn write_commit(
+    repo: &TestRepo,
+    tree: &str,
+    parents: &[String],
+    who: &str,
+    message: &str,
+) -> String {
     let mut text = format!("tree {tree}\n");
-    for parent in &draft.parents {
+    for parent in parents {
         text += &format!("parent {parent}\n");
     }
-    let who = format!("git-lease <git-lease@localhost> {} +0000", secs(draft.time));
-    let recorded = draft.parents.len().saturating_sub(1);
-    text += &format!("author {who}\ncommitter {who}\n\ngit-lease: fold {recorded} ledgers\n");
+    text += &format!("author {who}\ncommitter {who}\n\n{message}\n");
     repo.git_stdin(
         &[
             "hash-object",
@@ -1149,24 +1186,38 @@ fn the_hook_refuses_every_forged_fold_and_takes_the_honest_one_they_came_from() 
         .map(|l| (l.path.split('/').collect(), l.oid.as_str()))
         .collect();
     let tree = mktree(&scene.client, &leaves);
-    let mut args = vec!["commit-tree", &tree];
-    for parent in &honest.parents {
-        args.extend(["-p", parent]);
-    }
-    args.extend(["-m", "git-lease: fold 3 ledgers"]);
     let date = format!("{} +0000", secs(NOW));
-    let plain = scene
+    let commit_tree = |tree: &str, parents: &[&str], message: &str| {
+        let mut args = vec!["commit-tree", tree];
+        for parent in parents {
+            args.extend(["-p", parent]);
+        }
+        args.extend(["-m", message]);
+        let run = scene
+            .client
+            .git_cmd()
+            .env("GIT_AUTHOR_NAME", "git-lease")
+            .env("GIT_AUTHOR_EMAIL", "git-lease@localhost")
+            .env("GIT_AUTHOR_DATE", &date)
+            .env("GIT_COMMITTER_NAME", "git-lease")
+            .env("GIT_COMMITTER_EMAIL", "git-lease@localhost")
+            .env("GIT_COMMITTER_DATE", &date)
+            .args(&args)
+            .run();
+        assert_eq!(run.code, 0, "{run}");
+        run.stdout.trim().to_owned()
+    };
+    let empty = scene
         .client
-        .git_cmd()
-        .env("GIT_AUTHOR_NAME", "git-lease")
-        .env("GIT_AUTHOR_EMAIL", "git-lease@localhost")
-        .env("GIT_AUTHOR_DATE", &date)
-        .env("GIT_COMMITTER_NAME", "git-lease")
-        .env("GIT_COMMITTER_EMAIL", "git-lease@localhost")
-        .env("GIT_COMMITTER_DATE", &date)
-        .args(&args)
-        .run();
-    assert_eq!(plain.stdout.trim(), fold, "{plain}");
+        .git(&["hash-object", "-t", "tree", "-w", "/dev/null"]);
+    let tips: Vec<&str> = honest.parents[1..].iter().map(String::as_str).collect();
+    let carrier = commit_tree(&empty, &tips, &carry_message(tips.len()));
+    let plain = commit_tree(
+        &tree,
+        &[honest.parents[0].as_str(), &carrier],
+        "git-lease: fold 3 ledgers",
+    );
+    assert_eq!(plain, fold);
     // ... and a legitimate one: the hook takes it. git's receive-pack then refuses to update
     // a ref one level under `refs/` ("funny refname"), whatever its hooks said, so no plain
     // push moves the archive: the server's own folder does.
