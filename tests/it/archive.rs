@@ -139,12 +139,12 @@ fn the_hook_refuses_a_ledger_started_over_after_its_fold_and_a_fold_that_forgets
     assert_eq!(server.tip("7").as_deref(), Some(revival.as_str()));
 }
 
-#[test]
-fn a_remote_claim_revives_an_archived_ledger_and_a_client_that_saw_it_reads_on() {
+/// A hooked server where Alice claimed 7 for a minute and released it, and holds 8 for an
+/// hour, all pushed at the start.
+fn seven_free_and_eight_held() -> (Server, TestRepo) {
     let mut server = Server::with_hook();
     server.start_at(&at(0));
     let alice = server.client("alice");
-    let bob = server.client("bob");
     lease(
         &alice,
         0,
@@ -158,6 +158,13 @@ fn a_remote_claim_revives_an_archived_ledger_and_a_client_that_saw_it_reads_on()
         &["acquire", "8", "--ttl", "1h", "--remote", "origin"],
     )
     .ok();
+    (server, alice)
+}
+
+#[test]
+fn a_remote_claim_revives_an_archived_ledger_and_a_client_that_saw_it_reads_on() {
+    let (server, alice) = seven_free_and_eight_held();
+    let bob = server.client("bob");
 
     server.config("lease.hookNow", &at(200));
     on_server(&server, &at(200), &["archive", "--quiet-for", "1m"]);
@@ -233,22 +240,7 @@ fn a_remote_claim_revives_an_archived_ledger_and_a_client_that_saw_it_reads_on()
 
 #[test]
 fn a_mirror_of_an_archived_server_takes_its_archive_verified_and_refuses_a_forged_one() {
-    let mut server = Server::with_hook();
-    server.start_at(&at(0));
-    let alice = server.client("alice");
-    lease(
-        &alice,
-        0,
-        &["acquire", "7", "--ttl", "1m", "--remote", "origin"],
-    )
-    .ok();
-    lease(&alice, 1, &["release", "7", "--remote", "origin"]).ok();
-    lease(
-        &alice,
-        2,
-        &["acquire", "8", "--ttl", "1h", "--remote", "origin"],
-    )
-    .ok();
+    let (server, _alice) = seven_free_and_eight_held();
     let mirror = server.mirror();
     lease(&mirror, 10, &["sync", "origin"]).ok();
     assert!(mirror.tip("7").is_some());

@@ -52,10 +52,8 @@ impl Remote<'_> {
     }
 
     fn fetch_archive(&self) -> Result<Option<Fold>> {
-        let store = self.ledger.store();
-        let tracking = self.archive_tracking_ref();
         let incoming = self.archive_incoming_ref();
-        let seen = store.tip_of(&tracking)?;
+        let seen = self.seen_archive()?;
         let refspec = format!("+{ARCHIVE_REF}:{incoming}");
         let shown = format!("git fetch {} {refspec}", self.shown);
         let out = self.fetch(
@@ -70,14 +68,6 @@ impl Remote<'_> {
             ],
             &shown,
         )?;
-        let diverged = |divergence, remote: Option<ObjectId>, detail: String, findings| Diverged {
-            issue: ARCHIVE_REF.to_owned(),
-            divergence,
-            seen: seen.map(|s| s.to_string()),
-            remote: remote.map(|r| r.to_string()),
-            detail,
-            findings,
-        };
         if !out.status.success() {
             let stderr = String::from_utf8_lossy(&out.stderr);
             if !stderr.contains("couldn't find remote ref") {
@@ -86,16 +76,7 @@ impl Remote<'_> {
                     message: stderr.trim().to_owned(),
                 });
             }
-            return match seen {
-                None => Ok(None),
-                Some(seen) => Err(diverged(
-                    Divergence::Rewound,
-                    None,
-                    format!("the remote no longer has its archive, which was at {seen} here"),
-                    Vec::new(),
-                )
-                .into_error(&self.shown)),
-            };
+            return self.archive_gone(seen);
         }
         self.take_archive(seen)
     }
@@ -114,6 +95,23 @@ impl Remote<'_> {
         self.ledger.store().tip_of(&self.archive_tracking_ref())
     }
 
+    /// The answer when the remote has no archive: none, unless one was verified here before
+    /// (an archive is never deleted).
+    fn archive_gone(&self, seen: Option<ObjectId>) -> Result<Option<Fold>> {
+        match seen {
+            None => Ok(None),
+            Some(seen) => Err(Diverged {
+                issue: ARCHIVE_REF.to_owned(),
+                divergence: Divergence::Rewound,
+                seen: Some(seen.to_string()),
+                remote: None,
+                detail: format!("the remote no longer has its archive, which was at {seen} here"),
+                findings: Vec::new(),
+            }
+            .into_error(&self.shown)),
+        }
+    }
+
     fn take_archive(&self, seen: Option<ObjectId>) -> Result<Option<Fold>> {
         let store = self.ledger.store();
         let tracking = self.archive_tracking_ref();
@@ -126,16 +124,7 @@ impl Remote<'_> {
             findings,
         };
         let Some(tip) = store.tip_of(&self.archive_incoming_ref())? else {
-            return match seen {
-                None => Ok(None),
-                Some(seen) => Err(diverged(
-                    Divergence::Rewound,
-                    None,
-                    format!("the remote no longer has its archive, which was at {seen} here"),
-                    Vec::new(),
-                )
-                .into_error(&self.shown)),
-            };
+            return self.archive_gone(seen);
         };
         if Some(tip) != seen {
             if let Err(d) = self.judge_archive(seen, tip) {
