@@ -76,15 +76,21 @@ pub enum Judge {
 pub fn judge_fold(step: &FoldStep<'_>, judge: Judge) -> Vec<(Rule, String)> {
     let mut broken = Vec::new();
     let mut refuse = |detail: String| broken.push((Rule::Archive, detail));
-    let expected_parents: Vec<ObjectId> = step
-        .previous
-        .into_iter()
-        .chain(step.recorded.iter().map(|r| r.tip))
-        .collect();
-    if step.parents != expected_parents.as_slice() {
+    // The previous fold first, then the tips in any order, each once.
+    let mut expected: Vec<ObjectId> = step.recorded.iter().map(|r| r.tip).collect();
+    let (first, mut carried) = match step.previous {
+        Some(_) => (
+            step.parents.first().copied(),
+            step.parents.get(1..).unwrap_or(&[]).to_vec(),
+        ),
+        None => (None, step.parents.to_vec()),
+    };
+    expected.sort_unstable();
+    carried.sort_unstable();
+    if first != step.previous || carried != expected {
         refuse(format!(
             "a fold's parents are the previous fold, then carriers of exactly the {} tips it \
-             records, in the order of their paths; this one's carry {} commits",
+             records, each once; this one's carry {} commits",
             step.recorded.len(),
             step.parents.len()
         ));

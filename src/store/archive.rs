@@ -348,11 +348,18 @@ impl Store {
             gix::objs::Kind::Tree,
             super::objects::encode(&gix::objs::Tree::empty())?,
         )?;
+        // Oldest tip first: git walks a commit's parents into a list ordered by time, and
+        // each tip newer than those before it goes in at the list's head, not after them all.
+        let mut carried = Vec::with_capacity(paths.len());
+        for (path, tip) in &paths {
+            carried.push((self.fold(*tip)?.at, path.as_str(), *tip));
+        }
+        carried.sort();
         let mut carriers = Vec::with_capacity(paths.len().div_ceil(CARRIER_PARENTS));
-        for chunk in paths.chunks(CARRIER_PARENTS) {
+        for chunk in carried.chunks(CARRIER_PARENTS) {
             let carrier = gix::objs::Commit {
                 tree: empty,
-                parents: chunk.iter().map(|(_, tip)| *tip).collect(),
+                parents: chunk.iter().map(|(_, _, tip)| *tip).collect(),
                 author: who.clone(),
                 committer: who.clone(),
                 encoding: None,

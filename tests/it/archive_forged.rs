@@ -511,8 +511,8 @@ impl Scene {
                 let extra = pick(&pool, *n).to_owned();
                 parents.insert(at % (parents.len() + 1), extra);
             }
-            Parents::Swap(i, j) => {
-                let i = i % parents.len();
+            Parents::Swap(_, j) => {
+                let i = 0;
                 let others: Vec<usize> = (0..parents.len())
                     .filter(|k| parents[*k] != parents[i])
                     .collect();
@@ -903,7 +903,8 @@ enum Parents {
     Drop(usize),
     /// The `n`th of every commit the attacker has (the parents included) inserted at `at`.
     Insert(usize, usize),
-    /// The `i`th swapped with one that differs from it (or left out when none does).
+    /// The previous fold swapped with the `j`th parent that differs from it (or left out when
+    /// none does): the tips may come in any order, the previous fold only first.
     Swap(usize, usize),
     /// The previous fold replaced by the `n`th ledger commit.
     NotAFold(usize),
