@@ -511,7 +511,7 @@ impl Scene {
                 let extra = pick(&pool, *n).to_owned();
                 parents.insert(at % (parents.len() + 1), extra);
             }
-            Parents::Swap(_, j) => {
+            Parents::Swap(n) => {
                 let i = 0;
                 let others: Vec<usize> = (0..parents.len())
                     .filter(|k| parents[*k] != parents[i])
@@ -520,7 +520,7 @@ impl Scene {
                     true => {
                         parents.remove(i);
                     }
-                    false => parents.swap(i, pick(&others, *j)),
+                    false => parents.swap(i, pick(&others, *n)),
                 }
             }
             Parents::NotAFold(n) => parents[0] = pick(&self.ledger_commits(), *n).to_owned(),
@@ -903,9 +903,9 @@ enum Parents {
     Drop(usize),
     /// The `n`th of every commit the attacker has (the parents included) inserted at `at`.
     Insert(usize, usize),
-    /// The previous fold swapped with the `j`th parent that differs from it (or left out when
+    /// The previous fold swapped with the `n`th parent that differs from it (or left out when
     /// none does): the tips may come in any order, the previous fold only first.
-    Swap(usize, usize),
+    Swap(usize),
     /// The previous fold replaced by the `n`th ledger commit.
     NotAFold(usize),
     /// None at all.
@@ -975,7 +975,7 @@ fn parents() -> impl Strategy<Value = Parents> {
     prop_oneof![
         any::<usize>().prop_map(Parents::Drop),
         (any::<usize>(), any::<usize>()).prop_map(|(n, at)| Parents::Insert(n, at)),
-        (any::<usize>(), any::<usize>()).prop_map(|(i, j)| Parents::Swap(i, j)),
+        any::<usize>().prop_map(Parents::Swap),
         any::<usize>().prop_map(Parents::NotAFold),
         Just(Parents::Orphan),
     ]
@@ -1082,8 +1082,8 @@ fn catalogue() -> Vec<Forgery> {
         Parents::Drop(3),
         Parents::Insert(0, 4),
         Parents::Insert(usize::MAX, 0),
-        Parents::Swap(0, 0),
-        Parents::Swap(1, 1),
+        Parents::Swap(0),
+        Parents::Swap(1),
         Parents::NotAFold(1),
         Parents::Orphan,
     ] {
