@@ -5,7 +5,7 @@
 
 use std::process::Command;
 
-use crate::env::{at, TestRepo, BIN};
+use crate::env::{at, t0, TestRepo, BIN};
 use crate::forge::acquired;
 use crate::hook::{chain_on, lease_commit, push, push_accepted};
 use crate::server::{lease, Server};
@@ -409,9 +409,12 @@ fn a_fold_of_many_ledgers_carries_their_tips_256_to_a_commit() {
     let repo = TestRepo::new();
     repo.git(&["config", "lease.holder", "alice"]);
     let issues: Vec<String> = (0..300).map(|i| format!("i{i}")).collect();
-    let mut args = vec!["acquire", "--ttl", "1m"];
-    args.extend(issues.iter().map(String::as_str));
-    repo.run_at(&at(0), &args).ok();
+    // 260 claimed at 0, the last 40 ten seconds later: the oldest tips ride first.
+    for (batch, time) in [(&issues[..260], 0), (&issues[260..], 10)] {
+        let mut args = vec!["acquire", "--ttl", "1m"];
+        args.extend(batch.iter().map(String::as_str));
+        repo.run_at(&at(time), &args).ok();
+    }
     repo.run_at(&at(120), &["archive", "--quiet-for", "1m"])
         .ok()
         .stdout_has("300 lease ref(s) removed");
@@ -419,6 +422,13 @@ fn a_fold_of_many_ledgers_carries_their_tips_256_to_a_commit() {
     let fold = repo.git(&["rev-list", "--parents", "-n1", "refs/lease-archive"]);
     let carriers: Vec<&str> = fold.split_whitespace().skip(1).collect();
     assert_eq!(carriers.len(), 2, "{fold}");
+    // The fold is dated when it was made, each carrier as the newest tip it holds (so git's
+    // walks back from a newer push stop before it): 256 from 0, then 4 from 0 and 40 from 10.
+    let time = |rev: &str| repo.git(&["log", "-1", "--format=%ct %at", rev]);
+    let epoch = |s: i64| format!("{0} {0}", (t0() + chrono::Duration::seconds(s)).timestamp());
+    assert_eq!(time("refs/lease-archive"), epoch(120));
+    assert_eq!(time(carriers[0]), epoch(0));
+    assert_eq!(time(carriers[1]), epoch(10));
     let held: Vec<usize> = carriers
         .iter()
         .map(|c| {
