@@ -46,7 +46,8 @@ pub struct FoldStep<'a> {
     pub previous: Option<ObjectId>,
     /// The fold's parents, its carriers replaced by the tips they hold.
     pub parents: &'a [ObjectId],
-    /// What is wrong with its carriers (empty: each holds 1 to 256 tips, nothing else).
+    /// What is wrong with its carriers (empty: each holds 1 to 256 tips or carriers, nested
+    /// at most 4 deep).
     pub carriers: Vec<String>,
     /// Every entry it adds or changes, in the order of their paths.
     pub recorded: &'a [Recorded<'a>],
@@ -76,6 +77,10 @@ pub enum Judge {
 pub fn judge_fold(step: &FoldStep<'_>, judge: Judge) -> Vec<(Rule, String)> {
     let mut broken = Vec::new();
     let mut refuse = |detail: String| broken.push((Rule::Archive, detail));
+    // What is wrong with a carrier first: it says more than the count of tips it hides.
+    for wrong in &step.carriers {
+        refuse(wrong.clone());
+    }
     // The previous fold first, then the tips in any order, each once.
     let mut expected: Vec<ObjectId> = step.recorded.iter().map(|r| r.tip).collect();
     let (first, mut carried) = match step.previous {
@@ -94,9 +99,6 @@ pub fn judge_fold(step: &FoldStep<'_>, judge: Judge) -> Vec<(Rule, String)> {
             step.recorded.len(),
             step.parents.len()
         ));
-    }
-    for wrong in &step.carriers {
-        refuse(wrong.clone());
     }
     for issue in &step.dropped {
         refuse(format!(

@@ -405,7 +405,7 @@ fn racing_claimers_and_folds_never_issue_a_token_twice() {
 }
 
 #[test]
-fn a_fold_of_many_ledgers_carries_their_tips_256_to_a_commit() {
+fn a_fold_of_many_ledgers_carries_their_tips_256_to_a_commit_nested_under_one() {
     let repo = TestRepo::new();
     repo.git(&["config", "lease.holder", "alice"]);
     let issues: Vec<String> = (0..300).map(|i| format!("i{i}")).collect();
@@ -418,31 +418,32 @@ fn a_fold_of_many_ledgers_carries_their_tips_256_to_a_commit() {
     repo.run_at(&at(120), &["archive", "--quiet-for", "1m"])
         .ok()
         .stdout_has("300 lease ref(s) removed");
-    // The fold's parents: two carriers (of the empty tree), 256 tips and 44.
-    let fold = repo.git(&["rev-list", "--parents", "-n1", "refs/lease-archive"]);
-    let carriers: Vec<&str> = fold.split_whitespace().skip(1).collect();
-    assert_eq!(carriers.len(), 2, "{fold}");
+    // The fold's parent: one carrier (of the empty tree, as every carrier) of two carriers,
+    // of 256 tips and 44.
+    let parents = |rev: &str| -> Vec<String> {
+        let line = repo.git(&["rev-list", "--parents", "-n1", rev]);
+        line.split_whitespace().skip(1).map(str::to_owned).collect()
+    };
+    let top = parents("refs/lease-archive");
+    assert_eq!(top.len(), 1, "{top:?}");
+    let carriers = parents(&top[0]);
+    assert_eq!(carriers.len(), 2, "{carriers:?}");
+    for carrier in top.iter().chain(&carriers) {
+        assert_eq!(
+            repo.git(&["rev-parse", &format!("{carrier}^{{tree}}")]),
+            "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
+        );
+    }
+    let held: Vec<usize> = carriers.iter().map(|c| parents(c).len()).collect();
+    assert_eq!(held, [256, 44]);
     // The fold is dated when it was made, each carrier as the newest tip it holds (so git's
     // walks back from a newer push stop before it): 256 from 0, then 4 from 0 and 40 from 10.
     let time = |rev: &str| repo.git(&["log", "-1", "--format=%ct %at", rev]);
     let epoch = |s: i64| format!("{0} {0}", (t0() + chrono::Duration::seconds(s)).timestamp());
     assert_eq!(time("refs/lease-archive"), epoch(120));
-    assert_eq!(time(carriers[0]), epoch(0));
-    assert_eq!(time(carriers[1]), epoch(10));
-    let held: Vec<usize> = carriers
-        .iter()
-        .map(|c| {
-            assert_eq!(
-                repo.git(&["rev-parse", &format!("{c}^{{tree}}")]),
-                "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
-            );
-            repo.git(&["rev-list", "--parents", "-n1", c])
-                .split_whitespace()
-                .count()
-                - 1
-        })
-        .collect();
-    assert_eq!(held, [256, 44]);
+    assert_eq!(time(&carriers[0]), epoch(0));
+    assert_eq!(time(&carriers[1]), epoch(10));
+    assert_eq!(time(&top[0]), epoch(10));
     repo.git(&["fsck", "--no-dangling"]);
     repo.run_at(&at(130), &["verify"]).ok();
     repo.run_at(&at(130), &["acquire", "i299"])

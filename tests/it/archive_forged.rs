@@ -648,6 +648,24 @@ type Link<'a> = (Vec<&'a str>, &'a str);
 /// Writes the trees and the commit of `draft` as git stores them (`hash-object --literally`:
 /// whatever they hold); returns the commit.
 fn write_fold(repo: &TestRepo, draft: &Draft) -> String {
+    write_fold_carried(repo, draft, Carried::Nested(1))
+}
+
+/// How a written fold carries its tips.
+#[derive(Clone, Copy, Debug)]
+enum Carried {
+    /// On one carrier, under `n - 1` carriers of one carrier each (`Nested(1)`: as git-lease
+    /// writes a fold of fewer than 256).
+    Nested(usize),
+    /// On one carrier whose first parent is a carrier of the first tip, the other tips beside
+    /// it.
+    Mixed,
+    /// The carrier twice among the fold's parents.
+    Twice,
+}
+
+/// Writes `draft` as [`write_fold`] does, its tips carried as `carried` says.
+fn write_fold_carried(repo: &TestRepo, draft: &Draft, carried: Carried) -> String {
     let leaves: Vec<Part> = draft
         .leaves
         .iter()
@@ -656,18 +674,38 @@ fn write_fold(repo: &TestRepo, draft: &Draft) -> String {
     let tree = write_tree(repo, &leaves);
     let who = format!("git-lease <git-lease@localhost> {} +0000", secs(draft.time));
     // The parents as listed: the first (the previous fold, unless mutated) as it is, the tips
-    // after it on one carrier, as git-lease writes a fold of fewer than 256.
+    // after it on carriers.
     let mut parents = draft.parents.iter().take(1).cloned().collect::<Vec<_>>();
     let tips = &draft.parents[draft.parents.len().min(1)..];
     if !tips.is_empty() {
         let empty = repo.git(&["hash-object", "-t", "tree", "-w", "/dev/null"]);
-        parents.push(write_commit(
-            repo,
-            &empty,
-            tips,
-            &who,
-            &carry_message(tips.len()),
-        ));
+        let carry = |held: &[String], what: &str| {
+            write_commit(
+                repo,
+                &empty,
+                held,
+                &who,
+                &format!("git-lease: carry {} {what}", held.len()),
+            )
+        };
+        let mut carrier = match carried {
+            Carried::Mixed => {
+                let first = carry(&tips[..1], "archived tips");
+                let mut held = vec![first];
+                held.extend(tips[1..].iter().cloned());
+                carry(&held, "archived tips")
+            }
+            _ => carry(tips, "archived tips"),
+        };
+        if let Carried::Nested(n) = carried {
+            for _ in 1..n {
+                carrier = carry(&[carrier], "carriers");
+            }
+        }
+        if let Carried::Twice = carried {
+            parents.push(carrier.clone());
+        }
+        parents.push(carrier);
     }
     let recorded = draft.parents.len().saturating_sub(1);
     write_commit(
@@ -1273,4 +1311,53 @@ fn the_hook_refuses_every_forged_fold_and_takes_the_honest_one_they_came_from() 
         catalogue.len(),
         started.elapsed()
     );
+}
+
+#[test]
+fn the_hook_takes_carriers_nested_four_deep_and_refuses_deeper_mixed_or_repeated_ones() {
+    let scene = Scene::new();
+    let honest = scene.honest_draft();
+    for (n, carried) in [(2, Carried::Nested(2)), (4, Carried::Nested(4))] {
+        let fold = write_fold_carried(&scene.client, &honest, carried);
+        // Its objects reach the server under another name, then the hook judges the
+        // archive's move to it (receive-pack itself moves no ref one level under `refs/`).
+        let run = push(
+            &scene.client,
+            false,
+            &[&format!("{fold}:refs/heads/nested-{n}")],
+        );
+        assert_eq!(run.code, 0, "{run}");
+        let verdict = scene
+            .server
+            .repo()
+            .lease()
+            .args(["-C"])
+            .args([scene.server.bare()])
+            .args(["hook", "pre-receive"])
+            .stdin(format!("{} {fold} refs/lease-archive\n", scene.previous))
+            .run();
+        assert_eq!(verdict.code, 0, "{carried:?}: the hook refused\n{verdict}");
+    }
+    for (carried, why) in [
+        (Carried::Nested(5), "nests carriers deeper than 4"),
+        (Carried::Mixed, "is not a carrier"),
+        (Carried::Twice, "each once"),
+    ] {
+        let fold = write_fold_carried(&scene.client, &honest, carried);
+        let run = push(
+            &scene.client,
+            true,
+            &[&format!("{fold}:refs/lease-archive")],
+        );
+        assert!(
+            run.code != 0 && run.stderr.contains(REFUSED),
+            "{carried:?}: the hook should refuse it\n{run}"
+        );
+        run.stderr_has(why);
+        let refs = scene.server.refs();
+        let unmoved = |r: &&str| !r.contains("refs/heads/nested-");
+        let refs: Vec<&str> = refs.lines().filter(unmoved).collect();
+        let before: Vec<&str> = scene.refs.lines().filter(unmoved).collect();
+        assert_eq!(refs, before, "{carried:?}");
+    }
 }
