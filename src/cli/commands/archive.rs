@@ -19,12 +19,17 @@ pub(crate) struct Args {
     /// Say what would be folded; write nothing
     #[arg(long, short = 'n')]
     pub(crate) dry_run: bool,
+    /// Name every ledger folded, with its token (by default only how many)
+    #[arg(long, short = 'v')]
+    pub(crate) verbose: bool,
 }
 
 /// Runs `git lease archive`.
 pub(crate) fn run(ctx: &Context, args: Args, out: &mut dyn Write) -> Result<u8, Failure> {
     let Args {
-        quiet_for, dry_run, ..
+        quiet_for,
+        dry_run,
+        verbose,
     } = args;
     let quiet = match Ttl::parse(&quiet_for)? {
         Ttl::For(d) => d,
@@ -42,7 +47,8 @@ pub(crate) fn run(ctx: &Context, args: Args, out: &mut dyn Write) -> Result<u8, 
         return Ok(exit::OK);
     }
     let verb = if dry_run { "would fold" } else { "folded" };
-    for f in &report.folded {
+    // A first fold of a long history names tens of thousands: only when asked.
+    for f in report.folded.iter().filter(|_| verbose) {
         writeln!(out, "{verb} {} (token {})", f.issue, f.token)?;
     }
     for issue in &report.moved_meanwhile {
