@@ -385,14 +385,7 @@ impl Remote<'_> {
             refspecs.push(format!("^{ARCHIVE_REF}{c}*"));
         }
         let seen_archive = self.seen_archive()?;
-        let mut args = vec![
-            "--quiet",
-            "--no-tags",
-            "--no-write-fetch-head",
-            "--no-auto-maintenance",
-            "--",
-            self.target(),
-        ];
+        let mut args = vec!["--quiet", "--no-tags", "--", self.target()];
         args.extend(refspecs.iter().map(String::as_str));
         let shown = format!(
             "git fetch {} {} (one refspec for each of {} candidates)",

@@ -10,7 +10,7 @@ use gix::ObjectId;
 
 use super::fetch::{Diverged, Divergence};
 use super::Remote;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::issue::IssueId;
 use crate::rules::archive::Judge;
 use crate::store::{Entry, Fold, Place, ARCHIVE_REF};
@@ -23,7 +23,7 @@ pub const ARCHIVE_INCOMING_PREFIX: &str = "refs/lease-incoming-archive/";
 
 impl Remote<'_> {
     /// The ref that keeps this remote's archive as last verified.
-    pub(crate) fn archive_tracking_ref(&self) -> String {
+    pub fn archive_tracking_ref(&self) -> String {
         format!("{ARCHIVE_TRACKING_PREFIX}{}", self.slug)
     }
 
@@ -54,28 +54,7 @@ impl Remote<'_> {
     fn fetch_archive(&self) -> Result<Option<Fold>> {
         let incoming = self.archive_incoming_ref();
         let seen = self.seen_archive()?;
-        let refspec = format!("+{ARCHIVE_REF}:{incoming}");
-        let shown = format!("git fetch {} {refspec}", self.shown);
-        let out = self.fetch(
-            &[
-                "--quiet",
-                "--no-tags",
-                "--no-write-fetch-head",
-                "--no-auto-maintenance",
-                "--",
-                &self.remote,
-                &refspec,
-            ],
-            &shown,
-        )?;
-        if !out.status.success() {
-            let stderr = String::from_utf8_lossy(&out.stderr);
-            if !stderr.contains("couldn't find remote ref") {
-                return Err(Error::Transport {
-                    command: shown,
-                    message: stderr.trim().to_owned(),
-                });
-            }
+        if !self.fetch_exact(ARCHIVE_REF, &incoming)? {
             return self.archive_gone(seen);
         }
         self.take_archive(seen)

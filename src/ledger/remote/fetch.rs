@@ -123,9 +123,11 @@ impl Remote<'_> {
             // `--refmap=`: only the refspecs given here move refs, never one the user
             // configured for the remote (git's opportunistic remote-tracking update would
             // move them to commits nothing has verified yet).
+            // No FETCH_HEAD, no maintenance after it: a read leaves nothing else behind.
             cmd.env("LC_ALL", "C")
                 .arg("fetch")
                 .arg("--refmap=")
+                .args(["--no-write-fetch-head", "--no-auto-maintenance"])
                 .args(args);
             let out = run(cmd, shown, limit)?;
             let stderr = String::from_utf8_lossy(&out.stderr);
@@ -200,25 +202,28 @@ impl Remote<'_> {
     /// Fetches `issue`'s ledger into the staging ref and returns its tip there (`None`: the
     /// remote has no such ledger).
     fn fetch_tip(&self, issue: &IssueId) -> Result<Option<ObjectId>> {
-        let refspec = format!("+{}:{}", issue.ref_name(), self.incoming_ref(issue));
+        let incoming = self.incoming_ref(issue);
+        if !self.fetch_exact(&issue.ref_name(), &incoming)? {
+            return Ok(None);
+        }
+        self.ledger.store().tip_of(&incoming)
+    }
+
+    /// Fetches the remote's one ref `src` into `dst`, forced. Returns `false` when the remote
+    /// has no such ref (nothing fetched), [`Error::Transport`] for any other failure.
+    pub(crate) fn fetch_exact(&self, src: &str, dst: &str) -> Result<bool> {
+        let refspec = format!("+{src}:{dst}");
         let shown = format!("git fetch {} {refspec}", self.shown);
         let out = self.fetch(
-            &[
-                "--quiet",
-                "--no-tags",
-                "--no-write-fetch-head",
-                "--",
-                &self.remote,
-                &refspec,
-            ],
+            &["--quiet", "--no-tags", "--", &self.remote, &refspec],
             &shown,
         )?;
         if out.status.success() {
-            return self.ledger.store().tip_of(&self.incoming_ref(issue));
+            return Ok(true);
         }
         let stderr = String::from_utf8_lossy(&out.stderr);
         if stderr.contains("couldn't find remote ref") {
-            return Ok(None);
+            return Ok(false);
         }
         Err(Error::Transport {
             command: shown,
@@ -243,7 +248,6 @@ impl Remote<'_> {
             &[
                 "--quiet",
                 "--no-tags",
-                "--no-write-fetch-head",
                 "--prune",
                 "--",
                 &self.remote,
