@@ -211,6 +211,8 @@ pub struct Follower {
     live: usize,
     /// Tips that could not be read, by issue: not tried again until they move.
     bad: BTreeMap<String, ObjectId>,
+    /// The archive of the refs followed ([`Follower::with_archive`]).
+    archive: Option<String>,
 }
 
 impl Follower {
@@ -355,6 +357,23 @@ impl Follower {
         (events, errors)
     }
 
+    /// Reads a ledger that appears where `archive` (the archive ref of the refs followed)
+    /// records it as revived from its archived tip: what came before that tip was reported
+    /// before the fold, so only what follows it is new.
+    pub fn with_archive(mut self, archive: &str) -> Follower {
+        self.archive = Some(archive.to_owned());
+        self
+    }
+
+    /// What `issue`'s archived tip says, if the archive followed records one (an archive
+    /// that cannot be read records nothing here; `verify` tells what is wrong with it).
+    fn archived(&self, store: &Store, issue: &str) -> Option<Known> {
+        let fold = store.tip_of(self.archive.as_deref()?).ok()??;
+        let tip = store.archived_in(&store.fold(fold).ok()?, issue).ok()??;
+        let entry = store.entry(issue, tip).ok()?;
+        Some(Known::new(&entry, entry.lease.at))
+    }
+
     /// Follows `issue` to `tip`, adding the events of its new commits.
     fn follow(
         &mut self,
@@ -364,8 +383,13 @@ impl Follower {
         events: &mut Vec<WatchEvent>,
         errors: &mut Vec<Error>,
     ) {
-        let old = self.known.get(issue).copied();
+        let followed = self.known.get(issue).copied();
+        // A ledger that appears may be one revived from the archive: read on from there.
+        let old = followed.or_else(|| self.archived(store, issue));
         if old.is_some_and(|k| k.tip == tip) || self.bad.get(issue) == Some(&tip) {
+            if let (None, Some(known)) = (followed, old) {
+                self.set(issue, known);
+            }
             return;
         }
         let new = match new_entries(store, issue, tip, old.as_ref()) {

@@ -72,6 +72,14 @@ impl Source<'_> {
             Source::Remote(remote) => remote.tracking_prefix(),
         }
     }
+
+    /// The archive of those refs: a ledger that appears may be revived from it.
+    fn archive(&self) -> String {
+        match self {
+            Source::Local(..) => git_lease::store::ARCHIVE_REF.to_owned(),
+            Source::Remote(remote) => remote.archive_tracking_ref(),
+        }
+    }
 }
 
 /// Runs `git lease watch`.
@@ -121,7 +129,7 @@ pub(crate) fn watch(ctx: &Context, args: WatchArgs, out: &mut dyn Write) -> Resu
     };
     let now = clock.now();
     let namespace = source.namespace().to_owned();
-    let mut follower = match since {
+    let follower = match since {
         Some(since) => {
             let (follower, events) =
                 Follower::replay(store, &namespace, tips, &prefix, since, now)?;
@@ -130,6 +138,7 @@ pub(crate) fn watch(ctx: &Context, args: WatchArgs, out: &mut dyn Write) -> Resu
         }
         None => Follower::start(store, &namespace, tips, &prefix, now)?,
     };
+    let mut follower = follower.with_archive(&source.archive());
     out.flush()?;
 
     let mut failures = 0u32;

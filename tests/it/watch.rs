@@ -374,3 +374,42 @@ fn a_lease_ref_that_is_no_ledger_changes_no_event_of_the_others() {
         watch.seen
     );
 }
+
+#[test]
+fn a_ledger_revived_from_the_archive_under_a_watch_is_one_claim_not_its_history_again() {
+    let repo = many_ledgers();
+    let at_ = |secs: i64, args: &[&str]| {
+        repo.lease().now(&at(secs)).args(args).run().ok();
+    };
+    at_(-7000, &["acquire", "old", "--holder", BOB, "--ttl", "1m"]);
+    at_(-6990, &["release", "old", "--holder", BOB]);
+    at_(-3700, &["archive", "--quiet-for", "30m"]);
+    assert_eq!(repo.tip("old"), None, "folded");
+    let mut watch = Watch::spawn(&repo, watch_cmd(&repo));
+    watch.wait_event("marker", "acquire");
+
+    // The claim revives the ledger from its archived tip: one new commit, one event.
+    repo.lease()
+        .now(T0)
+        .args(["acquire", "old", "--holder", ALICE])
+        .run()
+        .ok()
+        .stdout_has("(token 2)");
+    watch.wait_event("old", "acquire");
+    assert_eq!(
+        finish(&repo, &mut watch),
+        pairs(&[
+            ("marker", "acquire"),
+            ("old", "acquire"),
+            ("end", "acquire")
+        ]),
+        "{:#?}",
+        watch.seen
+    );
+    let revived = watch.seen.iter().find(|v| v["issue"] == "old");
+    assert_eq!(
+        revived.map(|v| v["token"].clone()),
+        Some(json!(2)),
+        "{revived:?}"
+    );
+}
