@@ -18,13 +18,22 @@ fn a_fold_keeps_every_token_and_a_claim_revives_the_ledger_with_the_next_one() {
     repo.run_at(&at(1), &["release", "1"]).ok();
     repo.run_at(&at(0), &["acquire", "2", "--ttl", "1h"]).ok();
 
-    // A dry run writes nothing.
-    repo.run_at(&at(120), &["archive", "--quiet-for", "1m", "--dry-run"])
-        .ok()
-        .stdout_has("would fold 1 (token 1)");
+    // A dry run writes nothing; it names each ledger only when asked.
+    let run = repo.run_at(&at(120), &["archive", "--quiet-for", "1m", "--dry-run"]);
+    assert_eq!(
+        run.ok().stdout,
+        "would fold 1 ledger(s) into refs/lease-archive, 1 lease ref(s) to remove, 1 kept \
+         (live or not quiet for 1m)\n"
+    );
+    repo.run_at(
+        &at(120),
+        &["archive", "--quiet-for", "1m", "-n", "--verbose"],
+    )
+    .ok()
+    .stdout_has("would fold 1 (token 1)\n");
     assert!(repo.tip("1").is_some());
 
-    let run = repo.run_at(&at(120), &["archive", "--quiet-for", "1m"]);
+    let run = repo.run_at(&at(120), &["archive", "--quiet-for", "1m", "-v"]);
     run.ok().stdout_has("folded 1 (token 1)");
     assert!(
         !run.stdout.contains("folded 2"),
@@ -60,7 +69,7 @@ fn a_fold_keeps_every_token_and_a_claim_revives_the_ledger_with_the_next_one() {
     // Folded again once quiet, the archive moves its entry forward; nothing else changes.
     repo.run_at(&at(160), &["release", "1", "--holder", "bob"])
         .ok();
-    repo.run_at(&at(300), &["archive", "--quiet-for", "1m"])
+    repo.run_at(&at(300), &["archive", "--quiet-for", "1m", "-v"])
         .ok()
         .stdout_has("folded 1 (token 2)");
     repo.run_at(&at(310), &["acquire", "1"])
@@ -449,4 +458,96 @@ fn a_fold_of_many_ledgers_carries_their_tips_256_to_a_commit_nested_under_one() 
     repo.run_at(&at(130), &["acquire", "i299"])
         .ok()
         .stdout_has("(token 2)");
+}
+
+/// A `reference-transaction` hook that kills, once, the `git-lease` process whose git
+/// transaction of `refs/lease-archive` reaches its `committed` state (the archive moved, the
+/// folded refs not yet removed): it walks up from the hook's parent (`git update-ref`) to
+/// the first process running the binary under test, and sends it SIGKILL.
+fn kill_after_the_archive_moves(repo: &TestRepo) {
+    let armed = repo.git_dir().join("kill-armed");
+    std::fs::write(&armed, "").expect("arm");
+    let hook = format!(
+        "#!/bin/sh\n\
+         lines=$(cat)\n\
+         [ \"$1\" = committed ] || exit 0\n\
+         printf '%s\\n' \"$lines\" | grep -q ' refs/lease-archive$' || exit 0\n\
+         rm '{armed}' 2>/dev/null || exit 0\n\
+         p=$PPID\n\
+         while [ \"$p\" -gt 1 ] && ! tr '\\000' '\\n' < /proc/$p/cmdline | grep -qxF '{bin}'; do\n\
+         \tread -r _ _ _ p _ < /proc/$p/stat || p=1\n\
+         done\n\
+         [ \"$p\" -gt 1 ] && kill -KILL \"$p\"\n\
+         exit 0\n",
+        armed = armed.display(),
+        bin = BIN,
+    );
+    let path = repo.git_dir().join("hooks").join("reference-transaction");
+    std::fs::create_dir_all(path.parent().expect("hooks")).expect("hooks dir");
+    std::fs::write(&path, hook).expect("hook");
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+}
+
+#[test]
+fn a_fold_killed_between_its_two_steps_loses_nothing_and_the_next_one_finishes_it() {
+    let repo = TestRepo::new();
+    repo.git(&["config", "lease.holder", "alice"]);
+    repo.run_at(&at(0), &["acquire", "1", "2", "3", "--ttl", "1m"])
+        .ok();
+    repo.run_at(&at(0), &["acquire", "4", "--ttl", "1h"]).ok();
+    let before: Vec<Option<String>> = ["1", "2", "3"].iter().map(|i| repo.tip(i)).collect();
+    kill_after_the_archive_moves(&repo);
+    let run = repo.run_at(&at(120), &["archive", "--quiet-for", "1m"]);
+    assert_eq!(run.code, -1, "killed by the hook\n{run}");
+    assert!(
+        !repo.git_dir().join("kill-armed").exists(),
+        "the hook fired"
+    );
+
+    // The archive moved and records the three; their refs are still there, where they were.
+    let archived = repo.git(&["ls-tree", "-r", "refs/lease-archive"]);
+    for (issue, tip) in ["1", "2", "3"].iter().zip(&before) {
+        let tip = tip.as_deref().expect("a tip");
+        assert!(
+            archived.contains(tip),
+            "{issue} archived at {tip}\n{archived}"
+        );
+        assert_eq!(
+            repo.tip(issue).as_deref(),
+            Some(tip),
+            "{issue} kept its ref"
+        );
+    }
+    repo.git(&["fsck", "--no-dangling"]);
+    repo.run_at(&at(130), &["verify"]).ok();
+    // Each read the same, listed once.
+    let all = repo.run_at(&at(130), &["--json", "list", "--all"]);
+    for issue in ["1", "2", "3", "4"] {
+        let needle = format!("\"issue\":\"{issue}\"");
+        assert_eq!(
+            all.ok().stdout.matches(&needle).count(),
+            1,
+            "{issue}\n{all}"
+        );
+    }
+
+    // A claim meanwhile goes on from the ref with the next token ...
+    repo.run_at(&at(130), &["acquire", "1", "--holder", "bob"])
+        .ok()
+        .stdout_has("(token 2)");
+    // ... and the next fold finishes the first: it removes the refs the archive records at
+    // their tips, folds nothing new, and keeps the ledger claimed meanwhile.
+    let out = repo.run_at(&at(140), &["--json", "archive", "--quiet-for", "1m"]);
+    let report: serde_json::Value = serde_json::from_str(&out.ok().stdout).expect("JSON");
+    assert_eq!(report["folded"], serde_json::json!([]), "{report}");
+    assert_eq!(report["removed"], 2, "{report}");
+    assert_eq!(repo.tip("2"), None);
+    assert_eq!(repo.tip("3"), None);
+    assert!(repo.tip("1").is_some());
+    repo.run_at(&at(150), &["acquire", "2"])
+        .ok()
+        .stdout_has("(token 2)");
+    repo.git(&["fsck", "--no-dangling"]);
+    repo.run_at(&at(150), &["verify"]).ok();
 }
