@@ -151,7 +151,11 @@ fn the_hook_refuses_a_ledger_started_over_after_its_fold_and_a_fold_that_forgets
 /// A hooked server where Alice claimed 7 for a minute and released it, and holds 8 for an
 /// hour, all pushed at the start.
 fn seven_free_and_eight_held() -> (Server, TestRepo) {
-    let mut server = Server::with_hook();
+    seven_free_and_eight_held_on(Server::with_hook())
+}
+
+/// As [`seven_free_and_eight_held`], on `server` (hooked, not started yet).
+fn seven_free_and_eight_held_on(mut server: Server) -> (Server, TestRepo) {
     server.start_at(&at(0));
     let alice = server.client("alice");
     lease(
@@ -172,7 +176,21 @@ fn seven_free_and_eight_held() -> (Server, TestRepo) {
 
 #[test]
 fn a_remote_claim_revives_an_archived_ledger_and_a_client_that_saw_it_reads_on() {
-    let (server, alice) = seven_free_and_eight_held();
+    revives_through(seven_free_and_eight_held());
+}
+
+/// Over http (`git http-backend`), where each request is its own connection: the push
+/// guarded by a stale archive loses the same way, all or none.
+#[test]
+fn a_remote_claim_revives_an_archived_ledger_over_http_as_over_git_daemon() {
+    revives_through(seven_free_and_eight_held_on(Server::http(&[
+        "alice", "bob",
+    ])));
+}
+
+/// Folds on `server` under Alice and Bob's claims (Alice saw 7 before its fold, Bob never
+/// did), each claim going on from the archived tip with the next token.
+fn revives_through((server, alice): (Server, TestRepo)) {
     let bob = server.client("bob");
 
     server.config("lease.hookNow", &at(200));
