@@ -378,33 +378,34 @@ impl Store {
         // The carriers nest, 256 to a carrier, until one holds them all: a walk that reaches
         // the fold opens its parents, so a fold of 387 carriers side by side had every walk
         // that touched it read all 99,000 tips' ids (20 ms of every fetch and push at 100k).
-        let mut level: Vec<(chrono::DateTime<chrono::Utc>, ObjectId)> =
-            carried.iter().map(|(at, _, tip)| (*at, *tip)).collect();
+        //
+        // Every carrier is dated at the epoch. git walks back from what a push or a fetch
+        // brings until every commit left is older than the oldest commit it brought, and
+        // marks what the refs reach on the way. A claim that revives a ledger brings a
+        // commit on an archived tip, so carriers dated anywhere after that ledger's root
+        // were each opened, with every tip they hold and all their history: 0.66 s of each
+        // revival at 100,000 archived ledgers, 22 s at 1,000,000. Dated at the epoch they
+        // are older than anything a push brings; the walk ends before it reaches them.
+        let epoch = gix::actor::Signature {
+            time: gix::date::Time::new(0, 0),
+            ..who.clone()
+        };
+        let mut level: Vec<ObjectId> = carried.iter().map(|(_, _, tip)| *tip).collect();
         let mut what = "archived tips";
         loop {
             let mut next = Vec::with_capacity(level.len().div_ceil(CARRIER_PARENTS));
             for chunk in level.chunks(CARRIER_PARENTS) {
-                // Dated as its newest tip, not as the fold: git walks back from a push or a
-                // fetch until every commit left is older than what it looks for, so carriers
-                // dated now would each be opened, with all their tips, by every push of a
-                // commit older than the fold (a lease commit from a clock a little behind,
-                // a branch written yesterday): 1.2 s at 100,000 archived ledgers.
-                let newest = chunk.last().map_or(now, |(at, _)| *at);
-                let carrier_who = gix::actor::Signature {
-                    time: gix::date::Time::new(newest.timestamp(), 0),
-                    ..who.clone()
-                };
                 let carrier = gix::objs::Commit {
                     tree: empty,
-                    parents: chunk.iter().map(|(_, id)| *id).collect(),
-                    author: carrier_who.clone(),
-                    committer: carrier_who,
+                    parents: chunk.to_vec().into(),
+                    author: epoch.clone(),
+                    committer: epoch.clone(),
                     encoding: None,
                     message: format!("git-lease: carry {} {what}\n", chunk.len()).into(),
                     extra_headers: Vec::new(),
                 };
                 let data = super::objects::encode(&carrier)?;
-                next.push((newest, staged.add(hash, gix::objs::Kind::Commit, data)?));
+                next.push(staged.add(hash, gix::objs::Kind::Commit, data)?);
             }
             level = next;
             what = "carriers";
@@ -412,7 +413,7 @@ impl Store {
                 break;
             }
         }
-        let carriers = level.into_iter().map(|(_, id)| id);
+        let carriers = level;
         let commit = gix::objs::Commit {
             tree,
             parents: base.map(|f| f.commit).into_iter().chain(carriers).collect(),
