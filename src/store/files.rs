@@ -401,10 +401,19 @@ impl Store {
         // of its way, as git does, and so do `git pack-refs --prune` and a lock dropped
         // without a commit. Decide again, as git retries: by then the way is clear, or the
         // clash is there to see.
-        if err
-            .downcast_any_ref::<std::io::Error>()
-            .is_some_and(|e| e.kind() == std::io::ErrorKind::NotFound)
-        {
+        let io = err.downcast_any_ref::<std::io::Error>().map(|e| e.kind());
+        if io == Some(std::io::ErrorKind::NotFound) {
+            return Ok(Swap::Lost);
+        }
+        // The same race the other way round: making that directory found something there
+        // (EEXIST), and by the time it was looked at, `git pack-refs --prune` or a fold had
+        // removed it empty, so gix reports no directory (NotADirectory). Unless a ref is in
+        // the way (reported below), the way is clear on the next try.
+        let raced = matches!(
+            io,
+            Some(std::io::ErrorKind::AlreadyExists | std::io::ErrorKind::NotADirectory)
+        );
+        if raced && !self.any_clash(edits)? {
             return Ok(Swap::Lost);
         }
         if err.classify().is_retryable() {
@@ -430,6 +439,19 @@ impl Store {
             format!("cannot update {}", edits[0].0.ref_name()),
             err,
         ))
+    }
+
+    /// Whether a ref of `edits` that must be created has another ref in its way, a file
+    /// where it needs a directory or the reverse ([`Error::RefClash`]).
+    fn any_clash(&self, edits: &[(IssueId, ObjectId, Option<ObjectId>)]) -> Result<bool> {
+        for (issue, _, expected) in edits {
+            if expected.is_none()
+                && (self.clash(issue)?.is_some() || self.clash_on_disk(issue).is_some())
+            {
+                return Ok(true);
+            }
+        }
+        Ok(false)
     }
 
     /// Returns the lock file that kept a ref update of the files `refs` (paths of the refs

@@ -51,7 +51,7 @@ use proptest::test_runner::{Config, RngSeed, TestCaseError, TestError, TestRunne
 
 use crate::adversary::env_number;
 use crate::archive::on_server;
-use crate::env::{at, t0, TestRepo};
+use crate::env::{at, t0, Run, TestRepo};
 use crate::forge::{acquired, freed};
 use crate::hook::{chain_on, push, push_accepted};
 use crate::server::Server;
@@ -351,6 +351,26 @@ impl Scene {
     fn objects(&self, issue: &str) -> &Objects {
         let at = ENTRIES.iter().position(|i| *i == issue).expect("an entry");
         &self.objects[at]
+    }
+
+    /// Pushes `fold`'s objects to the server as `refs/heads/<branch>`, then returns the hook's
+    /// verdict on the archive's move to it (git's receive-pack itself moves no ref one level
+    /// under `refs/`, whatever its hooks say).
+    fn judged_as_the_archive(&self, fold: &str, branch: &str) -> Run {
+        let run = push(
+            &self.client,
+            false,
+            &[&format!("{fold}:refs/heads/{branch}")],
+        );
+        assert_eq!(run.code, 0, "{run}");
+        self.server
+            .repo()
+            .lease()
+            .args(["-C"])
+            .args([self.server.bare()])
+            .args(["hook", "pre-receive"])
+            .stdin(format!("{} {fold} refs/lease-archive\n", self.previous))
+            .run()
     }
 
     /// The honest next fold: the previous fold's entries with the honest ones upserted.
@@ -1274,21 +1294,7 @@ fn the_hook_refuses_every_forged_fold_and_takes_the_honest_one_they_came_from() 
     // Its objects on the server under another name, the hook's verdict on the archive's move
     // there is the same; the archive moved to it, the server's folder finds every quiet ledger
     // recorded, and only removes their refs.
-    let run = push(
-        &scene.client,
-        false,
-        &[&format!("{fold}:refs/heads/next-fold")],
-    );
-    assert_eq!(run.code, 0, "{run}");
-    let verdict = scene
-        .server
-        .repo()
-        .lease()
-        .args(["-C"])
-        .args([scene.server.bare()])
-        .args(["hook", "pre-receive"])
-        .stdin(format!("{} {fold} refs/lease-archive\n", scene.previous))
-        .run();
+    let verdict = scene.judged_as_the_archive(&fold, "next-fold");
     assert_eq!(
         verdict.code, 0,
         "the hook refused the honest fold\n{verdict}"
@@ -1319,23 +1325,7 @@ fn the_hook_takes_carriers_nested_four_deep_and_refuses_deeper_mixed_or_repeated
     let honest = scene.honest_draft();
     for (n, carried) in [(2, Carried::Nested(2)), (4, Carried::Nested(4))] {
         let fold = write_fold_carried(&scene.client, &honest, carried);
-        // Its objects reach the server under another name, then the hook judges the
-        // archive's move to it (receive-pack itself moves no ref one level under `refs/`).
-        let run = push(
-            &scene.client,
-            false,
-            &[&format!("{fold}:refs/heads/nested-{n}")],
-        );
-        assert_eq!(run.code, 0, "{run}");
-        let verdict = scene
-            .server
-            .repo()
-            .lease()
-            .args(["-C"])
-            .args([scene.server.bare()])
-            .args(["hook", "pre-receive"])
-            .stdin(format!("{} {fold} refs/lease-archive\n", scene.previous))
-            .run();
+        let verdict = scene.judged_as_the_archive(&fold, &format!("nested-{n}"));
         assert_eq!(verdict.code, 0, "{carried:?}: the hook refused\n{verdict}");
     }
     for (carried, why) in [

@@ -84,6 +84,22 @@ impl Shared {
         }
     }
 
+    /// Fails the test with the first five failures, if there were any (`what` they were).
+    fn assert_no_failures(&self, what: &str) {
+        let failures = self.failures.lock().expect("the failure list");
+        let shown: Vec<String> = failures
+            .iter()
+            .take(5)
+            .map(|r| format!("`{}`\n{r}", r.command))
+            .collect();
+        assert!(
+            failures.is_empty(),
+            "{} {what}; the first:\n{}",
+            failures.len(),
+            shown.join("\n")
+        );
+    }
+
     fn iterations(&self, i: usize) -> bool {
         i < MIN_ITERATIONS || (i < MAX_ITERATIONS && self.packing.load(Ordering::SeqCst))
     }
@@ -270,18 +286,9 @@ fn packing_never_makes_a_ledger_look_corrupt_or_missing() {
                 .collect::<Vec<_>>()
         );
     }
-    let failures = shared.failures.lock().expect("the failure list");
-    let shown: Vec<String> = failures
-        .iter()
-        .take(5)
-        .map(|r| format!("`{}`\n{r}", r.command))
-        .collect();
-    assert!(
-        failures.is_empty(),
-        "{} false failures while packing (iterations: {counts:?}); the first:\n{}",
-        failures.len(),
-        shown.join("\n")
-    );
+    shared.assert_no_failures(&format!(
+        "false failures while packing (iterations: {counts:?})"
+    ));
     let repo = &shared.repo;
     repo.run(&["verify"]).ok();
     let listed = repo.json_at(crate::env::T0, 0, &["list", "--all"]);
@@ -413,18 +420,7 @@ fn packing_and_folding_under_claims_that_revive_never_issue_a_token_twice() {
         .into_iter()
         .map(|(name, h)| (name, h.join().expect("a thread panicked")))
         .collect();
-    let failures = shared.failures.lock().expect("the failure list");
-    let shown: Vec<String> = failures
-        .iter()
-        .take(5)
-        .map(|r| format!("`{}`\n{r}", r.command))
-        .collect();
-    assert!(
-        failures.is_empty(),
-        "{} failures while packing and folding ({counts:?}); the first:\n{}",
-        failures.len(),
-        shown.join("\n")
-    );
+    shared.assert_no_failures(&format!("failures while packing and folding ({counts:?})"));
     // Each claim of a writer's issue was a new tenure: its token is how many there were,
     // whether the ledger was read from its ref or revived from the archive between claims.
     let repo = &shared.repo;
