@@ -112,6 +112,11 @@ impl Store {
         let committer = reflog_committer();
         let mut time_buf = Default::default();
         let prepared = self.repo.refs.transaction().prepare(ref_edits, fail, fail);
+        // With the refs locked, every commit they will name must still be there (see
+        // `swap_loose`); the locks go with the dropped transaction.
+        if prepared.is_ok() && edits.iter().any(|(_, new, _)| !self.repo.has_object(*new)) {
+            return Ok(Swap::Lost);
+        }
         let result = prepared.and_then(|t| t.commit(Some(committer.to_ref(&mut time_buf))));
         match result {
             Ok(_) => {
@@ -358,6 +363,12 @@ impl Store {
         if current != expected {
             return Ok(Ok(Swap::Lost));
         }
+        // Under the lock, as git's update-ref does: the commit named must still be there (a
+        // `git repack -a -d` after `git gc` drops a fresh commit not yet reachable). Gone, it
+        // is written again on the next try rather than named by a ref.
+        if !self.repo.has_object(new) {
+            return Ok(Ok(Swap::Lost));
+        }
         if let Err(err) = lock.write_all(format!("{new}\n").as_bytes()) {
             return Ok(Err(gix::Error::from_error(err)));
         }
@@ -408,12 +419,9 @@ impl Store {
         // The same race the other way round: making that directory found something there
         // (EEXIST), and by the time it was looked at, `git pack-refs --prune` or a fold had
         // removed it empty, so gix reports no directory (NotADirectory). Unless a ref is in
-        // the way (reported below), the way is clear on the next try.
-        let raced = matches!(
-            io,
-            Some(std::io::ErrorKind::AlreadyExists | std::io::ErrorKind::NotADirectory)
-        );
-        if raced && !self.any_clash(edits)? {
+        // the way (reported below), the way is clear on the next try. (An EEXIST of the
+        // lock file itself is a held lock, reported as one.)
+        if io == Some(std::io::ErrorKind::NotADirectory) && !self.any_clash(edits)? {
             return Ok(Swap::Lost);
         }
         if err.classify().is_retryable() {
