@@ -275,16 +275,19 @@ impl Store {
         let storage = setting("extensions.refStorage").map(|s| s.to_ascii_lowercase());
         let refdb = match storage.as_deref() {
             None | Some("files") => RefDb::Files,
-            Some("reftable") => RefDb::Git(GitRefs::new(
-                repo.git_dir(),
-                repo.common_dir(),
-                repo.refs
-                    .namespace
-                    .as_ref()
-                    .map(|ns| ns.as_bstr().to_str_lossy().into_owned()),
-                lock_wait,
-                repo.object_hash(),
-            )),
+            Some("reftable") => RefDb::Git(
+                GitRefs::new(
+                    repo.git_dir(),
+                    repo.common_dir(),
+                    repo.refs
+                        .namespace
+                        .as_ref()
+                        .map(|ns| ns.as_bstr().to_str_lossy().into_owned()),
+                    lock_wait,
+                    repo.object_hash(),
+                )
+                .with_writer(reftable::Settings::read(setting)),
+            ),
             Some(other) => {
                 return Err(Error::RefStorage {
                     path: repo.git_dir().to_owned(),
@@ -355,11 +358,13 @@ impl Store {
     }
 
     /// Checks, before anything is written, that the refs can be moved afterwards: a reftable
-    /// repository's refs are moved by git's `update-ref`, which needs a git that has reftable
-    /// (read from `git --version` once per process). Reads need no git.
+    /// repository whose settings leave its writes to git's `update-ref` needs a git that has
+    /// reftable (read from `git --version` once per process). Reads need no git, nor do
+    /// writes made in-process.
     fn ensure_writable(&self) -> Result<()> {
-        match self.refdb {
+        match &self.refdb {
             RefDb::Files => Ok(()),
+            RefDb::Git(git) if git.writes_in_process() => Ok(()),
             RefDb::Git(_) => crate::git::version::require(&[Need::Reftable]),
         }
     }
@@ -619,6 +624,7 @@ impl Store {
                 &[(&name, new, expected.into())],
                 log_message,
                 self.fsync.refs,
+                &|id| self.repo.has_object(id),
             ) {
                 Ok(()) => {
                     self.after_swap(&edit)?;
@@ -649,7 +655,9 @@ impl Store {
                 .zip(edits)
                 .map(|(name, (_, new, expected))| (name.as_str(), *new, (*expected).into()))
                 .collect();
-            return match git.update(&git_edits, log_message, self.fsync.refs) {
+            return match git.update(&git_edits, log_message, self.fsync.refs, &|id| {
+                self.repo.has_object(id)
+            }) {
                 Ok(()) => {
                     self.after_swap(edits)?;
                     Ok(Swap::Done)
@@ -732,12 +740,20 @@ impl Store {
                 .map(|(name, new, expected)| (name.as_str(), *new, (*expected).into()))
                 .collect();
             let names = || moves.iter().map(|(name, _, _)| name.as_str());
-            if moves.len() > 1 && git.update(&edits, log_message, self.fsync.refs).is_ok() {
+            if moves.len() > 1
+                && git
+                    .update(&edits, log_message, self.fsync.refs, &|id| {
+                        self.repo.has_object(id)
+                    })
+                    .is_ok()
+            {
                 return self.after_ref_update(names());
             }
             let mut first_error = None;
             for edit in edits {
-                if let Err(failure) = git.update(&[edit], log_message, self.fsync.refs) {
+                if let Err(failure) = git.update(&[edit], log_message, self.fsync.refs, &|id| {
+                    self.repo.has_object(id)
+                }) {
                     first_error.get_or_insert(self.bookkeeping_failure(failure, edit.0));
                 }
             }
@@ -751,8 +767,13 @@ impl Store {
     /// ref a remote just accepted ([`crate::Remote`]), never a compare-and-swap of a ledger.
     pub(crate) fn set_ref(&self, name: &str, new: ObjectId, log_message: &str) -> Result<()> {
         if let RefDb::Git(git) = &self.refdb {
-            git.update(&[(name, new, Expect::Any)], log_message, self.fsync.refs)
-                .map_err(|failure| self.bookkeeping_failure(failure, name))?;
+            git.update(
+                &[(name, new, Expect::Any)],
+                log_message,
+                self.fsync.refs,
+                &|id| self.repo.has_object(id),
+            )
+            .map_err(|failure| self.bookkeeping_failure(failure, name))?;
             return self.after_ref_update([name]);
         }
         self.files_set_ref(name, new, log_message)

@@ -34,7 +34,7 @@ use std::time::Duration;
 
 use gix::ObjectId;
 
-use super::reftable::Stack;
+use super::reftable::{Outcome, Settings, Stack};
 use crate::error::{Error, Result};
 use crate::git::version::Need;
 
@@ -97,6 +97,9 @@ pub(crate) struct GitRefs {
     /// The git these commands need: reftable's, unless the repository keeps its refs in files
     /// ([`GitRefs::for_files`]).
     needs: &'static [Need],
+    /// How writes are made in-process ([`super::reftable::transact`]), when the repository's
+    /// settings let them; `None`: every write is git's.
+    writer: Option<Settings>,
 }
 
 impl GitRefs {
@@ -116,13 +119,26 @@ impl GitRefs {
             lock_wait,
             hash,
             needs: &[Need::Reftable],
+            writer: None,
         }
+    }
+
+    /// Returns true if writes are made in-process (but for the refs git keeps reflogs of).
+    pub(crate) fn writes_in_process(&self) -> bool {
+        self.writer.is_some()
+    }
+
+    /// The same refs, written in-process as `settings` allow (`None`: by git).
+    pub(crate) fn with_writer(mut self, settings: Option<Settings>) -> GitRefs {
+        self.writer = settings;
+        self
     }
 
     /// The same commands for a repository whose refs are files: [`GitRefs::update`] only (the
     /// archive's transactions, which delete lease refs), with no need of reftable's git.
     pub(crate) fn for_files(mut self) -> GitRefs {
         self.needs = &[];
+        self.writer = None;
         self
     }
 
@@ -231,11 +247,63 @@ impl GitRefs {
         })
     }
 
-    /// Applies `edits` (`(name, new, expected)`) in one transaction, all or none, logging
-    /// `message` where git writes reflogs, as git-lease (the committer of every ledger commit).
-    /// With `fsync_refs`, git fsyncs what it writes (`core.fsync=reference`) and the
-    /// `reftable/` directory is fsynced after; without, nothing is (`core.fsync=none`).
+    /// Applies `edits` (`(name, new, expected)`) in one transaction, all or none: in-process
+    /// where this writer writes it ([`super::reftable::transact`]; `has_object` says whether
+    /// a new value is in the object database), else by git, logging `message` where git
+    /// writes reflogs, as git-lease (the committer of every ledger commit). With
+    /// `fsync_refs`, the new table and list are fsynced (`core.fsync=reference` for git)
+    /// and the `reftable/` directory after; without, nothing is (`core.fsync=none`).
     pub(crate) fn update(
+        &self,
+        edits: &[(&str, ObjectId, Expect)],
+        message: &str,
+        fsync_refs: bool,
+        has_object: &dyn Fn(&ObjectId) -> bool,
+    ) -> std::result::Result<(), Failure> {
+        if let Some(settings) = self.writer {
+            let full: Vec<(String, ObjectId, Expect)> = edits
+                .iter()
+                .map(|(name, new, expect)| (self.full(name), *new, *expect))
+                .collect();
+            let outcome = super::reftable::transact(
+                &self.common_dir.join("reftable"),
+                self.hash,
+                settings,
+                self.lock_wait,
+                fsync_refs,
+                &full,
+                has_object,
+            )
+            .map_err(Failure::Git)?;
+            let short = |name: &str| self.short(name).unwrap_or(name).to_owned();
+            match outcome {
+                Outcome::Done => return Ok(()),
+                Outcome::Lost => return Err(Failure::Lost),
+                Outcome::Clash { name, existing } => {
+                    return Err(Failure::Clash {
+                        name: short(&name),
+                        existing: short(&existing),
+                    })
+                }
+                Outcome::Locked => return Err(Failure::Locked(self.lock_path())),
+                Outcome::Missing { name, id } => {
+                    return Err(Failure::Git(Error::Git {
+                        context: "cannot update references (reftable)".into(),
+                        message: format!(
+                            "trying to write ref '{}' with nonexistent object {id}",
+                            short(&name)
+                        ),
+                    }))
+                }
+                // git writes what this writer does not.
+                Outcome::ToGit(_) => {}
+            }
+        }
+        self.update_by_git(edits, message, fsync_refs)
+    }
+
+    /// [`GitRefs::update`] as one `git update-ref -z --stdin` transaction.
+    fn update_by_git(
         &self,
         edits: &[(&str, ObjectId, Expect)],
         message: &str,

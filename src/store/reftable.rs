@@ -27,6 +27,9 @@ use gix::ObjectId;
 use super::refdb::Target;
 use crate::error::{Error, Result};
 
+mod write;
+pub(crate) use write::{transact, Outcome, Settings};
+
 /// The name of the stack's list of tables, in the `reftable/` directory.
 const TABLES_LIST: &str = "tables.list";
 
@@ -47,14 +50,17 @@ const UNALIGNED_READ: usize = 4096;
 
 const BLOCK_REF: u8 = b'r';
 const BLOCK_INDEX: u8 = b'i';
+const BLOCK_LOG: u8 = b'g';
 
 /// One table's record of a ref: `None` for a deletion.
 type Record = Option<Target>;
 
 /// The tables of a stack, oldest first, open: a consistent snapshot of the refs it holds.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub(crate) struct Stack {
     tables: Vec<Table>,
+    /// The tables' names, as `tables.list` gives them.
+    names: Vec<String>,
 }
 
 impl Stack {
@@ -66,30 +72,11 @@ impl Stack {
         let mut list = read_list()?;
         for _ in 0..SNAPSHOT_ATTEMPTS {
             let Some(bytes) = &list else {
-                return Ok(Stack { tables: Vec::new() });
+                return Ok(Stack::default());
             };
-            let mut tables = Vec::new();
-            let mut missing = None;
-            for name in bytes.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
-                if tables.len() == MAX_TABLES {
-                    return Err(corrupt(
-                        &list_path,
-                        &format!("lists more than {MAX_TABLES} tables"),
-                    ));
-                }
-                let name = table_name(&list_path, name)?;
-                let path = dir.join(name);
-                match open_file(&path) {
-                    Ok(file) => tables.push(Table::open(path, file, hash)?),
-                    Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                        missing = Some(path);
-                        break;
-                    }
-                    Err(e) => return Err(io_error(&path, e)),
-                }
-            }
-            let Some(missing) = missing else {
-                return Ok(Stack { tables });
+            let missing = match Stack::listed(dir, hash, bytes)? {
+                Ok(stack) => return Ok(stack),
+                Err(missing) => missing,
             };
             let again = read_list()?;
             if again == list {
@@ -106,14 +93,42 @@ impl Stack {
         ))
     }
 
+    /// Opens the tables that `list` (the bytes of `dir`'s `tables.list`) names: the stack, or
+    /// the path of the first table that does not exist.
+    fn listed(
+        dir: &Path,
+        hash: gix::hash::Kind,
+        list: &[u8],
+    ) -> Result<std::result::Result<Stack, PathBuf>> {
+        let list_path = dir.join(TABLES_LIST);
+        let mut stack = Stack::default();
+        for name in list.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
+            if stack.tables.len() == MAX_TABLES {
+                return Err(corrupt(
+                    &list_path,
+                    &format!("lists more than {MAX_TABLES} tables"),
+                ));
+            }
+            let name = table_name(&list_path, name)?;
+            let path = dir.join(name);
+            match open_file(&path) {
+                Ok(file) => stack.tables.push(Table::open(path, file, hash)?),
+                Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Err(path)),
+                Err(e) => return Err(io_error(&path, e)),
+            }
+            stack.names.push(name.to_owned());
+        }
+        Ok(Ok(stack))
+    }
+
     /// Returns what the ref `name` is, if it exists: the newest table with a record of it
     /// decides.
     pub(crate) fn get(&self, name: &str) -> Result<Option<Target>> {
         for table in self.tables.iter().rev() {
             if let Some(mut iter) = table.seek(name.as_bytes())? {
-                if let Some((key, record)) = iter.next()? {
+                if let Some((key, entry)) = iter.next()? {
                     if key == name.as_bytes() {
-                        return Ok(record);
+                        return Ok(entry.record());
                     }
                 }
             }
@@ -129,11 +144,11 @@ impl Stack {
         for table in &self.tables {
             let mut records = Vec::new();
             if let Some(mut iter) = table.seek(prefix)? {
-                while let Some((key, record)) = iter.next()? {
+                while let Some((key, entry)) = iter.next()? {
                     if !key.starts_with(prefix) {
                         break;
                     }
-                    records.push((key.to_vec(), record));
+                    records.push((key.to_vec(), entry.record()));
                 }
             }
             merged = if merged.is_empty() {
@@ -256,12 +271,22 @@ struct Table {
     ref_end: u64,
     /// Where the ref index ends: the next section, or the footer.
     index_end: u64,
+    /// The file's size.
+    size: u64,
+    /// The update indices of the transactions the table holds, from the header.
+    min_update: u64,
+    max_update: u64,
+    /// Where the log blocks begin, if there are any, and where they end (the log index, or
+    /// the footer).
+    log_at: Option<u64>,
+    log_end: u64,
 }
 
 impl Table {
     fn open(path: PathBuf, file: File, hash: gix::hash::Kind) -> Result<Table> {
         let size = file.metadata().map_err(|e| io_error(&path, e))?.len();
-        let mut header = [0u8; 28];
+        // The file header, and the kind of the first block after it.
+        let mut header = [0u8; 29];
         let got = read_at(&file, &path, &mut header, 0)?;
         if got < 24 || &header[..4] != b"REFT" {
             return Err(corrupt(&path, "is not a reftable (no REFT header)"));
@@ -346,7 +371,32 @@ impl Table {
         {
             return Err(corrupt(&path, "has a section past its footer"));
         }
+        // A table of logs alone has them at its start, where its footer's offset (0) says
+        // nothing.
+        let first_kind = header.get(header_len).copied().filter(|_| got > header_len);
+        let log_at = match field(3) {
+            0 if first_kind == Some(BLOCK_LOG) => Some(0),
+            0 => None,
+            at => Some(at),
+        };
+        let log_end = match field(4) {
+            0 => footer_at,
+            at => at,
+        };
+        if log_at.is_some_and(|at| at > log_end) || log_end > footer_at {
+            return Err(corrupt(&path, "has a log section past its footer"));
+        }
+        let index = |at: usize| {
+            let mut bytes = [0u8; 8];
+            bytes.copy_from_slice(&header[at..at + 8]);
+            u64::from_be_bytes(bytes)
+        };
         Ok(Table {
+            size,
+            min_update: index(8),
+            max_update: index(16),
+            log_at,
+            log_end,
             block_size: u64::from(u24(&header[5..8])),
             path,
             file,
@@ -485,6 +535,106 @@ impl Table {
         }
     }
 
+    /// Returns true if the table holds a log record (an entry or a deletion) of a ref among
+    /// `names`: its log blocks, zlib streams, are inflated one after another and their keys
+    /// (`name`, a NUL, the reversed update index) compared.
+    fn logs_any(&self, names: &[&str]) -> Result<bool> {
+        let Some(mut off) = self.log_at else {
+            return Ok(false);
+        };
+        let mut inflate = gix::zlib::Inflate::default();
+        while off < self.log_end {
+            let hdr = if off == 0 { self.header_len } else { 0 };
+            let mut head = [0u8; 4];
+            if read_at(&self.file, &self.path, &mut head, off + hdr as u64)? < 4 {
+                return Err(self.bad(off, "is cut short"));
+            }
+            if head[0] != BLOCK_LOG {
+                break;
+            }
+            let len = (u24(&head[1..4]) as usize)
+                .checked_sub(hdr + 4)
+                .filter(|len| *len >= 2)
+                .ok_or_else(|| self.bad(off, "is a log block too short for its restarts"))?;
+            let at = off + hdr as u64 + 4;
+            // What deflate makes of `len` bytes is at most a little more than `len`.
+            let window = (self.log_end - at).min(len as u64 + len as u64 / 64 + 1024) as usize;
+            let mut input = vec![0u8; window];
+            let got = read_at(&self.file, &self.path, &mut input, at)?;
+            input.truncate(got);
+            let mut data = vec![0u8; len];
+            inflate.reset();
+            let (status, used, made) = inflate.once(&input, &mut data).map_err(|e| {
+                self.bad(off, &format!("is a log block that does not inflate: {e}"))
+            })?;
+            if status != gix::zlib::Status::StreamEnd || made != len {
+                return Err(self.bad(off, "is a log block shorter than it says"));
+            }
+            let count = u16::from_be_bytes([data[len - 2], data[len - 1]]) as usize;
+            let end = len
+                .checked_sub(2 + 3 * count)
+                .ok_or_else(|| self.bad(off, "has a restart table that does not fit it"))?;
+            if self.log_block_names_any(&data[..end], off, names)? {
+                return Ok(true);
+            }
+            off = at + used as u64;
+        }
+        Ok(false)
+    }
+
+    /// Returns true if a log record of `records` (a log block's, inflated) is of a ref among
+    /// `names`.
+    fn log_block_names_any(&self, records: &[u8], off: u64, names: &[&str]) -> Result<bool> {
+        let bad = |what: &str| self.bad(off, &format!("has a log record that {what}"));
+        let cut = || bad("is cut short");
+        let mut key: Vec<u8> = Vec::new();
+        let mut pos = 0;
+        let skip = |pos: &mut usize, n: usize| -> Result<()> {
+            *pos = pos
+                .checked_add(n)
+                .filter(|p| *p <= records.len())
+                .ok_or_else(cut)?;
+            Ok(())
+        };
+        while pos < records.len() {
+            let prefix = varint(records, &mut pos).ok_or_else(cut)? as usize;
+            let packed = varint(records, &mut pos).ok_or_else(cut)?;
+            let suffix = (packed >> 3) as usize;
+            if prefix > key.len() {
+                return Err(bad("shares more of the previous key than it has"));
+            }
+            let start = pos;
+            skip(&mut pos, suffix)?;
+            key.truncate(prefix);
+            key.extend_from_slice(&records[start..pos]);
+            let name = key
+                .len()
+                .checked_sub(9)
+                .filter(|at| key[*at] == 0)
+                .map(|at| &key[..at])
+                .ok_or_else(|| bad("has a key without its update index"))?;
+            if names.iter().any(|n| n.as_bytes() == name) {
+                return Ok(true);
+            }
+            match packed & 7 {
+                0 => {}
+                1 => {
+                    skip(&mut pos, 2 * self.hash_len)?;
+                    for _ in 0..2 {
+                        let len = varint(records, &mut pos).ok_or_else(cut)? as usize;
+                        skip(&mut pos, len)?;
+                    }
+                    varint(records, &mut pos).ok_or_else(cut)?;
+                    skip(&mut pos, 2)?;
+                    let len = varint(records, &mut pos).ok_or_else(cut)? as usize;
+                    skip(&mut pos, len)?;
+                }
+                other => return Err(bad(&format!("has the reserved value type {other}"))),
+            }
+        }
+        Ok(false)
+    }
+
     fn bad(&self, off: u64, what: &str) -> Error {
         corrupt(&self.path, &format!("block at {off} {what}"))
     }
@@ -507,8 +657,39 @@ struct Block {
 
 /// A record's value, as its block's kind says.
 enum Value {
-    Ref(Record),
+    Ref(Entry),
     Position(u64),
+}
+
+/// A ref record as a table stores it: what compaction carries over unchanged.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Entry {
+    /// The update index of the transaction that wrote it.
+    update: u64,
+    value: Stored,
+}
+
+/// The value of a ref record, by its value type (0 to 3).
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Stored {
+    Deletion,
+    Object(ObjectId),
+    /// An object id and its peeled value (an annotated tag's).
+    Peeled(ObjectId, ObjectId),
+    Symbolic(Vec<u8>),
+}
+
+impl Entry {
+    /// What the record says of its ref: `None` for a deletion.
+    fn record(&self) -> Record {
+        match &self.value {
+            Stored::Deletion => None,
+            Stored::Object(id) | Stored::Peeled(id, _) => Some(Target::Object(*id)),
+            Stored::Symbolic(to) => {
+                Some(Target::Symbolic(String::from_utf8_lossy(to).into_owned()))
+            }
+        }
+    }
 }
 
 impl Block {
@@ -597,23 +778,29 @@ impl Cursor {
             }
             Value::Position(varint(data, &mut pos).ok_or_else(|| bad("is cut short"))?)
         } else {
-            // The update index of the ref: newer tables shadow older ones, whatever it says.
-            varint(data, &mut pos).ok_or_else(|| bad("is cut short"))?;
+            // The update index of the ref, relative to the table's least: newer tables shadow
+            // older ones whatever it says; compaction carries it over.
+            let delta = varint(data, &mut pos).ok_or_else(|| bad("is cut short"))?;
+            let update = table.min_update.saturating_add(delta);
             let hash = table.hash_len;
             let id = |at: usize| {
                 data.get(at..at + hash)
                     .and_then(|bytes| ObjectId::try_from(bytes).ok())
                     .ok_or_else(|| bad("has an object id past the block's end"))
             };
-            match kind {
-                0 => Value::Ref(None),
-                1 | 2 => {
+            let value = match kind {
+                0 => Stored::Deletion,
+                1 => {
                     let target = id(pos)?;
-                    pos += hash * usize::from(kind);
-                    if pos > data.len() {
-                        return Err(bad("has a peeled id past the block's end"));
-                    }
-                    Value::Ref(Some(Target::Object(target)))
+                    pos += hash;
+                    Stored::Object(target)
+                }
+                2 => {
+                    let target = id(pos)?;
+                    let peeled =
+                        id(pos + hash).map_err(|_| bad("has a peeled id past the block's end"))?;
+                    pos += 2 * hash;
+                    Stored::Peeled(target, peeled)
                 }
                 3 => {
                     let len = varint(data, &mut pos).ok_or_else(|| bad("is cut short"))? as usize;
@@ -621,12 +808,13 @@ impl Cursor {
                         .checked_add(len)
                         .filter(|end| *end <= data.len())
                         .ok_or_else(|| bad("has a symbolic target past the block's end"))?;
-                    let to = String::from_utf8_lossy(&data[pos..end]).into_owned();
+                    let to = data[pos..end].to_vec();
                     pos = end;
-                    Value::Ref(Some(Target::Symbolic(to)))
+                    Stored::Symbolic(to)
                 }
                 other => return Err(bad(&format!("has the reserved value type {other}"))),
-            }
+            };
+            Value::Ref(Entry { update, value })
         };
         self.pos = pos;
         Ok(value)
@@ -643,8 +831,8 @@ struct Refs<'t> {
 }
 
 impl Refs<'_> {
-    /// Returns the next ref record, `(name, record)`, or `None` at the end of the table.
-    fn next(&mut self) -> Result<Option<(&[u8], Record)>> {
+    /// Returns the next ref record, `(name, entry)`, or `None` at the end of the table.
+    fn next(&mut self) -> Result<Option<(&[u8], Entry)>> {
         loop {
             let value = match self.cursor.peeked.take() {
                 Some(value) => Some(value),
@@ -654,7 +842,7 @@ impl Refs<'_> {
                 None => None,
             };
             match value {
-                Some(Value::Ref(record)) => return Ok(Some((&self.cursor.key, record))),
+                Some(Value::Ref(entry)) => return Ok(Some((&self.cursor.key, entry))),
                 Some(Value::Position(_)) => {
                     return Err(self
                         .table

@@ -223,9 +223,9 @@ fn the_newer_git_claims_releases_and_syncs_through_a_daemon_of_git_2_39() {
 }
 
 #[test]
-fn a_reftable_repository_under_git_2_39_is_read_in_process_and_its_writes_refused_naming_git_2_45()
-{
-    let name = "a_reftable_repository_under_git_2_39_is_read_in_process_and_its_writes_refused_naming_git_2_45";
+fn a_reftable_repository_under_git_2_39_is_read_and_written_in_process_and_git_work_refused_naming_git_2_45(
+) {
+    let name = "a_reftable_repository_under_git_2_39_is_read_and_written_in_process_and_git_work_refused_naming_git_2_45";
     let repo = TestRepo::init(&["--ref-format=reftable"]);
     let Some((old, shown)) = old_git(name, &repo.scratch("bin")) else {
         return;
@@ -233,7 +233,6 @@ fn a_reftable_repository_under_git_2_39_is_read_in_process_and_its_writes_refuse
     let origin = repo.add_bare_origin(&["--ref-format=files"]);
     repo.git(&["config", "advice.leaseLocal", "false"]);
     repo.json_at(&at_min(0), 0, &["acquire", "7", "--holder", "alice"]);
-    let before = repo.snapshot();
     // Reads are the reftable reader's, in-process: no git is asked.
     let listed = lease(&repo, Some(&old), 1, &["list"]);
     listed.code(0);
@@ -243,16 +242,29 @@ fn a_reftable_repository_under_git_2_39_is_read_in_process_and_its_writes_refuse
     let shown_7 = lease(&repo, Some(&old), 1, &["show", "7"]);
     shown_7.code(0);
     assert!(shown_7.stdout.contains(r#""holder":"alice""#), "{shown_7}");
-    // Writes are git's update-ref: refused before anything is written.
+    // So are local writes: the reftable writer's, which git 2.39 need not know.
+    lease(
+        &repo,
+        Some(&old),
+        1,
+        &["acquire", "42", "--holder", "alice"],
+    )
+    .outcome(0, "acquired");
+    lease(&repo, Some(&old), 2, &["release", "7", "--holder", "alice"]).outcome(0, "released");
+    assert!(
+        repo.tip("42").is_some(),
+        "the acquire's ref is in the stack"
+    );
+    repo.git(&["fsck", "--no-progress"]);
+    let before = repo.snapshot();
+    // What git does in the repository needs git 2.45: refused before anything runs.
     let said = format!("this needs git 2.45 or newer for a reftable repository (found {shown})");
     for args in [
-        &["acquire", "42", "--holder", "alice"][..],
-        &["release", "7", "--holder", "alice"],
-        &["gc"],
+        &["gc"][..],
         // A remote needs 2.29, which 2.39 is; the repository's refs need 2.45.
-        &["acquire", "42", "--holder", "alice", "--remote", "origin"],
+        &["acquire", "43", "--holder", "alice", "--remote", "origin"],
     ] {
-        let run = lease(&repo, Some(&old), 1, args);
+        let run = lease(&repo, Some(&old), 3, args);
         run.code(2);
         let error = serde_json::from_str::<serde_json::Value>(run.stderr.trim())
             .unwrap_or_else(|e| panic!("not JSON ({e})\n{run}"));
@@ -262,8 +274,18 @@ fn a_reftable_repository_under_git_2_39_is_read_in_process_and_its_writes_refuse
     assert_eq!(repo.snapshot(), before, "nothing was written");
     assert!(origin.lease_refs().is_empty(), "nothing was pushed");
 
-    // A git whose version cannot be read is let run; git's own words then tell that it does
-    // not know reftable.
+    // Settings that leave writes to git (every ref logged) need 2.45 again; a git whose
+    // version cannot be read is let run, and git's own words then tell that it does not know
+    // reftable.
+    repo.git(&["config", "core.logAllRefUpdates", "always"]);
+    let run = lease(
+        &repo,
+        Some(&old),
+        3,
+        &["acquire", "44", "--holder", "alice"],
+    );
+    run.code(2);
+    assert!(run.stderr.contains(&said), "{run}");
     let (unknown, _) = stand_in(
         &repo.scratch("unknown"),
         "git version unknown",
@@ -272,13 +294,16 @@ fn a_reftable_repository_under_git_2_39_is_read_in_process_and_its_writes_refuse
     let run = repo
         .lease()
         .path_first(&unknown)
-        .args(["acquire", "43", "--holder", "alice"])
+        .args(["acquire", "45", "--holder", "alice"])
         .run();
     run.code(2).stderr_has(
         "this needs git 2.45 or newer for a reftable repository (found a git whose version \
          could not be read)",
     );
-    assert!(repo.tip("43").is_none(), "no ref moved");
+    assert!(
+        repo.tip("44").is_none() && repo.tip("45").is_none(),
+        "no ref moved"
+    );
 }
 
 // No git older than 2.29 can be installed here, so the gate is shown with a stand-in that
@@ -316,7 +341,7 @@ fn a_git_older_than_2_29_is_refused_for_remote_work_before_anything_runs() {
 }
 
 #[test]
-fn local_work_asks_git_nothing_and_a_reftable_repository_needs_the_newer_of_two_gates() {
+fn local_work_asks_git_nothing_and_remote_work_on_reftable_needs_the_newer_of_two_gates() {
     // The files backend is worked in-process: no git runs, so none is refused.
     let repo = TestRepo::init(&["--ref-format=files"]);
     let (git, log) = fake_git(&repo.scratch("bin"), "git version 2.28.0");
@@ -341,19 +366,43 @@ fn local_work_asks_git_nothing_and_a_reftable_repository_needs_the_newer_of_two_
         "no git command ran"
     );
 
-    // A reftable repository's refs are git's: 2.28 falls short of both gates, and the
-    // message names the one that does for both.
+    // A reftable repository is worked in-process too: no git runs for local work.
     let repo = TestRepo::init(&["--ref-format=reftable"]);
-    let (git, _) = fake_git(&repo.scratch("bin"), "git version 2.28.0");
+    let (git, log) = fake_git(&repo.scratch("bin"), "git version 2.28.0");
     let _origin = repo.add_bare_origin(&["--ref-format=files"]);
-    for args in [
-        &["acquire", "42", "--holder", "alice"][..],
-        &["acquire", "42", "--holder", "alice", "--remote", "origin"],
-    ] {
-        let run = repo.lease().path_first(&git).args(args).run();
-        run.code(2)
-            .stderr_has("this needs git 2.45 or newer for a reftable repository (found 2.28.0)");
-    }
+    let run = repo
+        .lease()
+        .path_first(&git)
+        .args(["acquire", "42", "--holder", "alice"])
+        .run();
+    run.code(0);
+    repo.lease()
+        .path_first(&git)
+        .args(["release", "42", "--holder", "alice"])
+        .run()
+        .code(0);
+    assert_eq!(
+        std::fs::read_to_string(&log).expect("the log"),
+        "",
+        "no git command ran"
+    );
+    // Remote work is git's: 2.28 falls short of both gates, and the message names the one
+    // that does for both; so are writes that the repository's settings leave to git.
+    let run = repo
+        .lease()
+        .path_first(&git)
+        .args(["acquire", "43", "--holder", "alice", "--remote", "origin"])
+        .run();
+    run.code(2)
+        .stderr_has("this needs git 2.45 or newer for a reftable repository (found 2.28.0)");
+    repo.git(&["config", "core.logAllRefUpdates", "always"]);
+    let run = repo
+        .lease()
+        .path_first(&git)
+        .args(["acquire", "44", "--holder", "alice"])
+        .run();
+    run.code(2)
+        .stderr_has("this needs git 2.45 or newer for a reftable repository (found 2.28.0)");
 }
 
 #[test]

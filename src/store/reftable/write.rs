@@ -1,0 +1,780 @@
+//! An in-process writer of a reftable stack: a transaction of ref updates as git's own
+//! `update-ref` makes it, without a git process, and the compaction git runs after it.
+//!
+//! - The lock is git's: `tables.list.lock`, created with `O_EXCL` and waited on (with backoff)
+//!   for the lock timeout. Under it the list is read again and every table opened, so each
+//!   compare-and-swap is checked against the stack as it is, as git checks it.
+//! - A transaction is one new table, the next update index (one more than the stack's
+//!   highest), its records sorted by name: an object id, or a deletion. It is written beside
+//!   the stack under a temporary name, fsynced when configured, renamed to git's name for it
+//!   (`0x<min>-0x<max>-<random>.ref`); then the new list is written into the lock, fsynced,
+//!   and renamed over `tables.list`, the one step that publishes it. A process killed before
+//!   that rename leaves the stack as it was (and git's stale lock, which git too leaves).
+//! - Compaction is git's auto-compaction: the segment of tables that breaks the geometric
+//!   sequence of sizes (factor 2) is merged into one table in the same list update, its tables'
+//!   `<name>.lock` taken with `O_EXCL` first (a segment another process is compacting is left
+//!   alone), deletions dropped when the segment starts the stack. Only tables without logs are
+//!   merged (the tables after the newest one with a log section): reflogs stay git's.
+//! - What this writer does not write, git writes (the caller falls back to `git update-ref`):
+//!   a ref that has a reflog, or that git would start one for (`HEAD`, `refs/heads/`,
+//!   `refs/remotes/`, `refs/notes/`), a record too large for a block, and any repository whose
+//!   settings change how tables are written (see [`Settings`]).
+//! - Tables are written as git writes them by default: version 1 for SHA-1 (2 with the hash
+//!   id for SHA-256), 4096-byte blocks padded where another block follows, a restart point
+//!   every 16 records, a ref index (one level a time, until a level has at most three blocks)
+//!   when there are more than three ref blocks; no object index, which readers do without.
+
+use std::collections::BTreeMap;
+use std::fs::{File, OpenOptions};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use gix::ObjectId;
+
+use super::super::refdb::Expect;
+use super::{read_list, Entry, Stack, Stored, Table, BLOCK_INDEX, BLOCK_REF, TABLES_LIST};
+use crate::error::{Error, Result};
+
+const BLOCK_SIZE: usize = 4096;
+const RESTART_INTERVAL: usize = 16;
+/// The factor of git's geometric compaction.
+const GEOMETRIC_FACTOR: u64 = 2;
+/// An index level is written while the level below has more blocks than this.
+const INDEX_THRESHOLD: usize = 3;
+
+/// How the repository's settings let this writer write: `None` from [`Settings::read`] when
+/// they ask for tables it does not write (git writes those).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Settings {
+    /// `reftable.autoCompaction`: whether a write compacts the stack.
+    pub(crate) compact: bool,
+}
+
+impl Settings {
+    /// Reads the settings through `setting` (a configuration lookup): this writer writes
+    /// unless `core.logAllRefUpdates` is `always` (every ref would have a reflog),
+    /// `core.sharedRepository` is set (files take its modes), or a `reftable.` setting other
+    /// than the lock timeout and auto-compaction changes the tables' shape.
+    pub(crate) fn read(setting: impl Fn(&str) -> Option<String>) -> Option<Settings> {
+        let set = |key: &str| setting(key).map(|v| v.trim().to_ascii_lowercase());
+        if set("core.logAllRefUpdates").as_deref() == Some("always") {
+            return None;
+        }
+        if set("core.sharedRepository")
+            .is_some_and(|v| !matches!(v.as_str(), "false" | "umask" | "0" | "no" | "off" | ""))
+        {
+            return None;
+        }
+        for key in [
+            "reftable.blockSize",
+            "reftable.restartInterval",
+            "reftable.indexObjects",
+            "reftable.geometricFactor",
+        ] {
+            if set(key).is_some() {
+                return None;
+            }
+        }
+        let compact = !matches!(
+            set("reftable.autoCompaction").as_deref(),
+            Some("false" | "no" | "off" | "0")
+        );
+        Some(Settings { compact })
+    }
+}
+
+/// What a transaction came to.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Outcome {
+    /// Every edit is in the stack.
+    Done,
+    /// A ref was not at its expected value: nothing was written.
+    Lost,
+    /// The ref `name` cannot be created: `existing` is in its way (full names).
+    Clash { name: String, existing: String },
+    /// The lock stayed held past the lock timeout.
+    Locked,
+    /// The object `id` that `name` would point at is not in the repository.
+    Missing { name: String, id: ObjectId },
+    /// Not for this writer: git is to write it (why, for the record).
+    ToGit(&'static str),
+}
+
+/// One ref update: the full name, the new id (null: delete), what it must be at.
+type Edit = (String, ObjectId, Expect);
+
+/// Applies `edits` to the stack in `dir` in one transaction, all or none; `has_object` tells
+/// whether a new value is in the object database (checked under the lock, as git checks it).
+pub(crate) fn transact(
+    dir: &Path,
+    hash: gix::hash::Kind,
+    settings: Settings,
+    lock_wait: Duration,
+    fsync: bool,
+    edits: &[Edit],
+    has_object: &dyn Fn(&ObjectId) -> bool,
+) -> Result<Outcome> {
+    if edits.is_empty() {
+        return Ok(Outcome::Done);
+    }
+    if edits.iter().any(|(name, _, _)| starts_reflog(name)) {
+        return Ok(Outcome::ToGit("git starts a reflog for this ref"));
+    }
+    let mut sorted: Vec<&Edit> = edits.iter().collect();
+    sorted.sort_by(|a, b| a.0.cmp(&b.0));
+    if let Some(pair) = sorted.windows(2).find(|p| p[0].0 == p[1].0) {
+        return Err(Error::Git {
+            context: "cannot update references (reftable)".into(),
+            message: format!("multiple updates for ref '{}' not allowed", pair[0].0),
+        });
+    }
+    let Some(lock) = Lock::take(&dir.join(format!("{TABLES_LIST}.lock")), lock_wait)? else {
+        return Ok(Outcome::Locked);
+    };
+    let list_path = dir.join(TABLES_LIST);
+    let list = read_list(&list_path)?.unwrap_or_default();
+    let stack = match Stack::listed(dir, hash, &list)? {
+        Ok(stack) => stack,
+        Err(missing) => {
+            return Err(super::corrupt(
+                &missing,
+                "is listed in tables.list but does not exist",
+            ))
+        }
+    };
+    if let Some(outcome) = check(&stack, &sorted, has_object)? {
+        return Ok(outcome);
+    }
+    let names: Vec<&str> = sorted.iter().map(|(name, _, _)| name.as_str()).collect();
+    for table in &stack.tables {
+        if table.logs_any(&names)? {
+            return Ok(Outcome::ToGit("the ref has a reflog"));
+        }
+    }
+    let update = stack
+        .tables
+        .iter()
+        .map(|t| t.max_update)
+        .max()
+        .unwrap_or(0)
+        .checked_add(1)
+        .ok_or_else(|| super::corrupt(&list_path, "lists a table of the last update index"))?;
+    let records: Vec<(Vec<u8>, Entry)> = sorted
+        .iter()
+        .map(|(name, new, _)| {
+            let value = if new.is_null() {
+                Stored::Deletion
+            } else {
+                Stored::Object(*new)
+            };
+            (name.as_bytes().to_vec(), Entry { update, value })
+        })
+        .collect();
+    let Some(table) = encode(hash, update, update, &records) else {
+        return Ok(Outcome::ToGit("a ref record does not fit in a block"));
+    };
+    let mut plan = Plan {
+        dir,
+        fsync,
+        written: Vec::new(),
+        table_locks: Vec::new(),
+    };
+    let result = plan.commit(&stack, lock, hash, settings, update, &records, table);
+    plan.clean_up(result.is_ok());
+    result.map(|()| Outcome::Done)
+}
+
+/// Checks every edit against the stack: the compare-and-swap, ref names in each other's way,
+/// and the new objects. `None` when the transaction may go on.
+fn check(
+    stack: &Stack,
+    sorted: &[&Edit],
+    has_object: &dyn Fn(&ObjectId) -> bool,
+) -> Result<Option<Outcome>> {
+    for (name, _, expect) in sorted {
+        let now = stack.get(name)?;
+        let holds = match (expect, &now) {
+            (Expect::Any, _) => true,
+            (Expect::Absent, now) => now.is_none(),
+            (Expect::At(old), Some(super::Target::Object(id))) => id == old,
+            (Expect::At(_), _) => false,
+        };
+        if !holds {
+            return Ok(Some(Outcome::Lost));
+        }
+    }
+    let deleted = |n: &str| {
+        sorted
+            .iter()
+            .any(|(name, new, _)| name == n && new.is_null())
+    };
+    for (name, new, _) in sorted.iter().filter(|(_, new, _)| !new.is_null()) {
+        // A ref named by a directory of this one: in the stack, or among the edits.
+        for (at, _) in name.match_indices('/') {
+            let dir = &name[..at];
+            let created = sorted.iter().any(|(n, id, _)| n == dir && !id.is_null());
+            if created || (stack.get(dir)?.is_some() && !deleted(dir)) {
+                return Ok(Some(Outcome::Clash {
+                    name: name.clone(),
+                    existing: dir.to_owned(),
+                }));
+            }
+        }
+        // A ref under this one as a directory.
+        let under = format!("{name}/");
+        if let Some((existing, _)) = stack
+            .under(&under)?
+            .into_iter()
+            .find(|(existing, _)| !deleted(existing))
+        {
+            return Ok(Some(Outcome::Clash {
+                name: name.clone(),
+                existing,
+            }));
+        }
+        if !has_object(new) {
+            return Ok(Some(Outcome::Missing {
+                name: name.clone(),
+                id: *new,
+            }));
+        }
+    }
+    Ok(None)
+}
+
+/// Returns true for a ref git starts a reflog for when it moves (in a repository with a work
+/// tree): this writer leaves those to git.
+fn starts_reflog(name: &str) -> bool {
+    name == "HEAD"
+        || ["refs/heads/", "refs/remotes/", "refs/notes/"]
+            .iter()
+            .any(|p| name.starts_with(p))
+}
+
+/// The files a transaction writes, to remove if it does not go through, and the locks of the
+/// tables it compacts.
+struct Plan<'a> {
+    dir: &'a Path,
+    fsync: bool,
+    /// New tables in place (removed on failure).
+    written: Vec<PathBuf>,
+    table_locks: Vec<PathBuf>,
+}
+
+impl Plan<'_> {
+    /// Writes the new table (merged with a segment of the stack where compaction asks for it)
+    /// and the new list, renamed over the old one.
+    #[allow(clippy::too_many_arguments)]
+    fn commit(
+        &mut self,
+        stack: &Stack,
+        mut lock: Lock,
+        hash: gix::hash::Kind,
+        settings: Settings,
+        update: u64,
+        records: &[(Vec<u8>, Entry)],
+        table: Vec<u8>,
+    ) -> Result<()> {
+        let segment = if settings.compact {
+            self.lock_segment(stack, &table)
+        } else {
+            None
+        };
+        let n = stack.tables.len();
+        let mut names: Vec<String> = Vec::with_capacity(n + 1);
+        let mut replaced: Vec<&str> = Vec::new();
+        match segment.and_then(|(start, end)| {
+            merge(stack, start, end, update, records).and_then(|(min, max, merged)| {
+                Some((start, end, encode(hash, min, max, &merged)?, min, max))
+            })
+        }) {
+            Some((start, end, merged, min, max)) => {
+                names.extend(stack.names[..start].iter().cloned());
+                names.push(self.place(&merged, min, max)?);
+                names.extend(stack.names[end.min(n)..].iter().cloned());
+                replaced.extend(stack.names[start..end.min(n)].iter().map(String::as_str));
+                if end <= n {
+                    names.push(self.place(&table, update, update)?);
+                }
+            }
+            None => {
+                names.extend(stack.names.iter().cloned());
+                names.push(self.place(&table, update, update)?);
+            }
+        }
+        let mut list = String::new();
+        for name in &names {
+            list.push_str(name);
+            list.push('\n');
+        }
+        lock.publish(list.as_bytes(), self.fsync)?;
+        self.written.clear();
+        if self.fsync {
+            sync_dir(self.dir)?;
+        }
+        // The replaced tables: readers that listed them retry with the new list.
+        for name in replaced {
+            let _ = std::fs::remove_file(self.dir.join(name));
+        }
+        Ok(())
+    }
+
+    /// Chooses the segment to compact (git's geometric rule over the sizes of the tables
+    /// after the newest with logs, the new table last) and takes its tables' locks: the
+    /// segment `[start, end)` of the stack's tables, where `end` past the last means the new
+    /// table is in it; `None` when nothing is to be compacted or a table is locked.
+    fn lock_segment(&mut self, stack: &Stack, table: &[u8]) -> Option<(usize, usize)> {
+        let overhead = |t: &Table| t.size.saturating_sub(t.header_len as u64 - 1);
+        let floor = stack
+            .tables
+            .iter()
+            .rposition(|t| t.log_at.is_some())
+            .map_or(0, |i| i + 1);
+        let header_len = stack.tables.first().map_or(24, |t| t.header_len) as u64;
+        let mut sizes: Vec<u64> = stack.tables[floor..].iter().map(overhead).collect();
+        sizes.push((table.len() as u64).saturating_sub(header_len - 1));
+        let (start, end) = segment(&sizes)?;
+        let (start, end) = (start + floor, end + floor);
+        for name in &stack.names[start..end.min(stack.names.len())] {
+            let path = self.dir.join(format!("{name}.lock"));
+            match OpenOptions::new().write(true).create_new(true).open(&path) {
+                Ok(_) => self.table_locks.push(path),
+                Err(_) => {
+                    self.release_table_locks();
+                    return None;
+                }
+            }
+        }
+        Some((start, end))
+    }
+
+    /// Writes `bytes` as a new table of the update indices `min` to `max` under git's name
+    /// for it; returns the name.
+    fn place(&mut self, bytes: &[u8], min: u64, max: u64) -> Result<String> {
+        let name = format!("0x{min:012x}-0x{max:012x}-{:08x}.ref", fastrand::u32(..));
+        let path = self.dir.join(&name);
+        let temp = self.dir.join(format!("{name}.temp"));
+        let written = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&temp)
+            .and_then(|mut file| {
+                file.write_all(bytes)?;
+                if self.fsync {
+                    file.sync_all()?;
+                }
+                Ok(())
+            })
+            .and_then(|()| std::fs::rename(&temp, &path));
+        if let Err(e) = written {
+            let _ = std::fs::remove_file(&temp);
+            return Err(io_error(&path, "cannot write", e));
+        }
+        self.written.push(path);
+        Ok(name)
+    }
+
+    fn release_table_locks(&mut self) {
+        for path in self.table_locks.drain(..) {
+            let _ = std::fs::remove_file(path);
+        }
+    }
+
+    /// Removes what a transaction that did not go through wrote, and the table locks.
+    fn clean_up(&mut self, _done: bool) {
+        for path in self.written.drain(..) {
+            let _ = std::fs::remove_file(path);
+        }
+        self.release_table_locks();
+    }
+}
+
+/// Returns the segment `[start, end)` of `sizes` (oldest first) whose merging restores the
+/// geometric sequence, as git's auto-compaction chooses it: the newest table that a bigger
+/// successor breaks the sequence at ends it, and it reaches back as far as an older table is
+/// smaller than the factor times what the segment holds after it. `None` when the sizes are
+/// geometric already.
+fn segment(sizes: &[u64]) -> Option<(usize, usize)> {
+    let n = sizes.len();
+    if n <= 1 {
+        return None;
+    }
+    let mut i = n - 1;
+    let mut end = None;
+    while i > 0 {
+        if sizes[i - 1] < sizes[i].saturating_mul(GEOMETRIC_FACTOR) {
+            end = Some(i + 1);
+            break;
+        }
+        i -= 1;
+    }
+    let end = end?;
+    let mut bytes = sizes[i];
+    let mut start = None;
+    while i > 0 {
+        let current = bytes;
+        bytes = bytes.saturating_add(sizes[i - 1]);
+        if sizes[i - 1] < current.saturating_mul(GEOMETRIC_FACTOR) {
+            start = Some(i - 1);
+        }
+        i -= 1;
+    }
+    start.map(|start| (start, end))
+}
+
+/// Merges the tables `[start, end)` of the stack (`end` past its last: the new `records` too)
+/// into one run of records, newer shadowing older, deletions dropped when the segment starts
+/// the stack; returns its update indices and records, or `None` if a table holds a record
+/// outside its own update indices (left for git to compact).
+fn merge(
+    stack: &Stack,
+    start: usize,
+    end: usize,
+    update: u64,
+    records: &[(Vec<u8>, Entry)],
+) -> Option<(u64, u64, Vec<(Vec<u8>, Entry)>)> {
+    let n = stack.tables.len();
+    let mut merged: BTreeMap<Vec<u8>, Entry> = BTreeMap::new();
+    for table in &stack.tables[start..end.min(n)] {
+        let mut iter = table.seek(b"").ok()??;
+        while let Some((key, entry)) = iter.next().ok()? {
+            if entry.update < table.min_update || entry.update > table.max_update {
+                return None;
+            }
+            merged.insert(key.to_vec(), entry);
+        }
+    }
+    if end > n {
+        merged.extend(records.iter().cloned());
+    }
+    let min = stack.tables.get(start).map_or(update, |t| t.min_update);
+    let max = if end > n {
+        update
+    } else {
+        stack.tables[end - 1].max_update
+    };
+    let merged = merged
+        .into_iter()
+        .filter(|(_, entry)| start > 0 || entry.value != Stored::Deletion)
+        .collect();
+    Some((min, max, merged))
+}
+
+/// Encodes a table of the update indices `min` to `max` holding `records` (sorted by name,
+/// each update index in that range); `None` when a record does not fit in a block.
+fn encode(
+    hash: gix::hash::Kind,
+    min: u64,
+    max: u64,
+    records: &[(Vec<u8>, Entry)],
+) -> Option<Vec<u8>> {
+    let mut header = b"REFT".to_vec();
+    match hash {
+        gix::hash::Kind::Sha1 => header.push(1),
+        _ => header.push(2),
+    }
+    header.extend_from_slice(&(BLOCK_SIZE as u32).to_be_bytes()[1..]);
+    header.extend_from_slice(&min.to_be_bytes());
+    header.extend_from_slice(&max.to_be_bytes());
+    if hash != gix::hash::Kind::Sha1 {
+        header.extend_from_slice(b"s256");
+    }
+    let mut w = Writer {
+        out: Vec::new(),
+        padding: 0,
+        header,
+    };
+    let refs = records.iter().map(|(name, entry)| {
+        let mut value = Vec::new();
+        put_varint(&mut value, entry.update - min);
+        let kind = match &entry.value {
+            Stored::Deletion => 0,
+            Stored::Object(id) => {
+                value.extend_from_slice(id.as_bytes());
+                1
+            }
+            Stored::Peeled(id, peeled) => {
+                value.extend_from_slice(id.as_bytes());
+                value.extend_from_slice(peeled.as_bytes());
+                2
+            }
+            Stored::Symbolic(to) => {
+                put_varint(&mut value, to.len() as u64);
+                value.extend_from_slice(to);
+                3
+            }
+        };
+        (name.clone(), kind, value)
+    });
+    let mut level = w.section(BLOCK_REF, refs)?;
+    let mut index_at = 0;
+    while level.len() > INDEX_THRESHOLD {
+        index_at = w.next_offset();
+        let entries = level.into_iter().map(|(key, off)| {
+            let mut value = Vec::new();
+            put_varint(&mut value, off);
+            (key, 0, value)
+        });
+        level = w.section(BLOCK_INDEX, entries)?;
+    }
+    let mut out = w.out;
+    if out.is_empty() {
+        out.extend_from_slice(&w.header);
+    }
+    let mut footer = w.header;
+    footer.extend_from_slice(&index_at.to_be_bytes());
+    footer.extend_from_slice(&[0u8; 32]);
+    let crc = crc32fast::hash(&footer);
+    footer.extend_from_slice(&crc.to_be_bytes());
+    out.extend_from_slice(&footer);
+    Some(out)
+}
+
+/// A table being written: what is written so far, the padding owed before the next block
+/// (the last block of a file is not padded), and the file header the first block begins with.
+struct Writer {
+    out: Vec<u8>,
+    padding: usize,
+    header: Vec<u8>,
+}
+
+impl Writer {
+    /// Where the next block begins.
+    fn next_offset(&self) -> u64 {
+        (self.out.len() + self.padding) as u64
+    }
+
+    fn block(&self, kind: u8) -> BlockBuf {
+        let mut buf = if self.out.is_empty() && self.padding == 0 {
+            self.header.clone()
+        } else {
+            Vec::new()
+        };
+        let hdr = buf.len();
+        buf.push(kind);
+        buf.extend_from_slice(&[0, 0, 0]);
+        BlockBuf {
+            buf,
+            hdr,
+            restarts: Vec::new(),
+            entries: 0,
+            last: Vec::new(),
+        }
+    }
+
+    /// Writes `records` (`(key, value type, value)`, sorted) as blocks of `kind`; returns
+    /// each block's last key and offset, what the index above them holds.
+    fn section(
+        &mut self,
+        kind: u8,
+        records: impl Iterator<Item = (Vec<u8>, u8, Vec<u8>)>,
+    ) -> Option<Vec<(Vec<u8>, u64)>> {
+        let mut blocks = Vec::new();
+        let mut block = self.block(kind);
+        for (key, value_type, value) in records {
+            if block.add(&key, value_type, &value) {
+                continue;
+            }
+            if block.entries == 0 {
+                return None;
+            }
+            let full = std::mem::replace(&mut block, BlockBuf::default());
+            blocks.push(self.flush(full));
+            block = self.block(kind);
+            if !block.add(&key, value_type, &value) {
+                return None;
+            }
+        }
+        if block.entries > 0 {
+            blocks.push(self.flush(block));
+        }
+        Some(blocks)
+    }
+
+    /// Ends `block` (its restart table, its length) and writes it after the padding owed.
+    fn flush(&mut self, mut block: BlockBuf) -> (Vec<u8>, u64) {
+        let at = self.next_offset();
+        for restart in &block.restarts {
+            block.buf.extend_from_slice(&restart.to_be_bytes()[1..]);
+        }
+        block
+            .buf
+            .extend_from_slice(&(block.restarts.len() as u16).to_be_bytes());
+        let len = block.buf.len() as u32;
+        block.buf[block.hdr + 1..block.hdr + 4].copy_from_slice(&len.to_be_bytes()[1..]);
+        self.out.resize(self.out.len() + self.padding, 0);
+        self.out.extend_from_slice(&block.buf);
+        self.padding = BLOCK_SIZE.saturating_sub(block.buf.len());
+        (block.last, at)
+    }
+}
+
+/// A block being filled.
+#[derive(Default)]
+struct BlockBuf {
+    buf: Vec<u8>,
+    /// Where the block's own header is (after the file header, in the first block).
+    hdr: usize,
+    restarts: Vec<u32>,
+    entries: usize,
+    last: Vec<u8>,
+}
+
+impl BlockBuf {
+    /// Adds a record if it fits (with the restart table the block will end with).
+    fn add(&mut self, key: &[u8], value_type: u8, value: &[u8]) -> bool {
+        let restart = self.entries % RESTART_INTERVAL == 0;
+        let prefix = if restart {
+            0
+        } else {
+            self.last
+                .iter()
+                .zip(key)
+                .take_while(|(a, b)| a == b)
+                .count()
+        };
+        let mut record = Vec::with_capacity(key.len() + value.len() + 4);
+        put_varint(&mut record, prefix as u64);
+        put_varint(
+            &mut record,
+            ((key.len() - prefix) as u64) << 3 | u64::from(value_type),
+        );
+        record.extend_from_slice(&key[prefix..]);
+        record.extend_from_slice(value);
+        let restarts = self.restarts.len() + usize::from(restart);
+        if self.buf.len() + record.len() + 3 * restarts + 2 > BLOCK_SIZE {
+            return false;
+        }
+        if restart {
+            self.restarts.push(self.buf.len() as u32);
+        }
+        self.buf.extend_from_slice(&record);
+        self.entries += 1;
+        self.last = key.to_vec();
+        true
+    }
+}
+
+/// Writes git's variable-length integer (the reader's [`super::varint`]).
+fn put_varint(out: &mut Vec<u8>, mut value: u64) {
+    let mut bytes = [0u8; 10];
+    let mut at = bytes.len() - 1;
+    bytes[at] = (value & 0x7f) as u8;
+    while value >> 7 != 0 {
+        value = (value >> 7) - 1;
+        at -= 1;
+        bytes[at] = 0x80 | (value & 0x7f) as u8;
+    }
+    out.extend_from_slice(&bytes[at..]);
+}
+
+/// `tables.list.lock`, held: removed when dropped, unless it was renamed into place.
+struct Lock {
+    path: PathBuf,
+    file: Option<File>,
+}
+
+impl Lock {
+    /// Takes the lock at `path`, waiting for it with backoff for `wait`; `None` when it stayed
+    /// held that long.
+    fn take(path: &Path, wait: Duration) -> Result<Option<Lock>> {
+        let deadline = Instant::now() + wait;
+        let mut pause = Duration::from_millis(1);
+        loop {
+            match OpenOptions::new().write(true).create_new(true).open(path) {
+                Ok(file) => {
+                    return Ok(Some(Lock {
+                        path: path.to_owned(),
+                        file: Some(file),
+                    }))
+                }
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                    let now = Instant::now();
+                    if now >= deadline {
+                        return Ok(None);
+                    }
+                    let jitter = Duration::from_micros(fastrand::u64(..=pause.as_micros() as u64));
+                    std::thread::sleep((pause + jitter).min(deadline - now));
+                    pause = (pause * 2).min(Duration::from_millis(100));
+                }
+                Err(e) => return Err(io_error(path, "cannot create", e)),
+            }
+        }
+    }
+
+    /// Writes `list` into the lock and renames it over `tables.list`.
+    fn publish(&mut self, list: &[u8], fsync: bool) -> Result<()> {
+        let Some(mut file) = self.file.take() else {
+            return Ok(());
+        };
+        let target = self.path.with_extension("");
+        file.write_all(list)
+            .and_then(|()| if fsync { file.sync_all() } else { Ok(()) })
+            .and_then(|()| std::fs::rename(&self.path, &target))
+            .map_err(|e| {
+                self.file = Some(file);
+                io_error(&target, "cannot write", e)
+            })
+    }
+}
+
+impl Drop for Lock {
+    fn drop(&mut self) {
+        if self.file.is_some() {
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
+}
+
+fn sync_dir(dir: &Path) -> Result<()> {
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| io_error(dir, "cannot fsync the directory", e))
+}
+
+fn io_error(path: &Path, what: &str, e: io::Error) -> Error {
+    Error::Io {
+        context: format!("{what} {}", path.display()),
+        source: e,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn varints_are_written_as_the_reader_reads_them() {
+        for value in [
+            0u64,
+            1,
+            127,
+            128,
+            255,
+            256,
+            16511,
+            16512,
+            1 << 40,
+            u64::MAX >> 1,
+        ] {
+            let mut bytes = Vec::new();
+            put_varint(&mut bytes, value);
+            let mut pos = 0;
+            assert_eq!(super::super::varint(&bytes, &mut pos), Some(value));
+            assert_eq!(pos, bytes.len());
+        }
+    }
+
+    #[test]
+    fn the_segment_is_what_restores_the_geometric_sequence() {
+        assert_eq!(segment(&[]), None);
+        assert_eq!(segment(&[5]), None);
+        assert_eq!(segment(&[64, 32, 16, 8, 4, 2, 1]), None);
+        // The segment reaches back as long as an older table is less than twice what it holds.
+        assert_eq!(segment(&[64, 32, 16, 8, 4, 3, 1]), Some((0, 6)));
+        assert_eq!(segment(&[128, 32, 16, 8, 4, 3, 1]), Some((1, 6)));
+        assert_eq!(segment(&[100, 100]), Some((0, 2)));
+        assert_eq!(segment(&[1000, 10, 10]), Some((1, 3)));
+    }
+}
