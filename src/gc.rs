@@ -13,7 +13,9 @@
 //!   unreachable objects past git's expiry). In a reftable repository `git pack-refs`
 //!   compacts the tables into one; git 2.47 gives that up when another writer changed the
 //!   tables meanwhile, so there a failed step is run again, up to
-//!   `REFTABLE_PACK_ATTEMPTS` times. Either way it then removes the temporary files
+//!   `REFTABLE_PACK_ATTEMPTS` times; where git-lease writes the stack itself it compacts it
+//!   in-process instead, under the stack's lock ([`Store::compact_refs`]), which no writer
+//!   can make give up. Either way it then removes the temporary files
 //!   that killed writers left behind, once they are older than `gc.pruneExpire` (two weeks
 //!   by default) and at least an hour old ([`remove_stale_temporaries`]).
 //! - The write path starts `git gc --auto` by itself past git's thresholds:
@@ -72,6 +74,10 @@ pub fn gc(store: &Store, full: bool) -> Result<GcReport> {
     };
     let mut commands = Vec::new();
     for args in steps {
+        // A reftable stack is compacted in-process where its writes are made in-process.
+        if args[0] == "pack-refs" && store.compact_refs()? {
+            continue;
+        }
         let shown = format!("git {}", args.join(" "));
         let mut attempt = 1;
         loop {

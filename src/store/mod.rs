@@ -286,7 +286,7 @@ impl Store {
                     lock_wait,
                     repo.object_hash(),
                 )
-                .with_writer(reftable::Settings::read(setting)),
+                .with_writer(reftable::Settings::read(setting, transaction_hook(&repo, setting))),
             ),
             Some(other) => {
                 return Err(Error::RefStorage {
@@ -366,6 +366,17 @@ impl Store {
             RefDb::Files => Ok(()),
             RefDb::Git(git) if git.writes_in_process() => Ok(()),
             RefDb::Git(_) => crate::git::version::require(&[Need::Reftable]),
+        }
+    }
+
+    /// Compacts a reftable stack into one table in-process, as `git pack-refs` would, under
+    /// the stack's lock from first to last (so that no concurrent writer makes it give up);
+    /// false when it was not done here (a files repository, settings that leave writes to
+    /// git, a table another process is compacting): `git pack-refs` is to do it.
+    pub fn compact_refs(&self) -> Result<bool> {
+        match &self.refdb {
+            RefDb::Files => Ok(false),
+            RefDb::Git(git) => git.compact(self.fsync.refs),
         }
     }
 
@@ -907,4 +918,25 @@ fn not_a_repository(path: &Path, e: &dyn std::fmt::Display) -> Error {
 
 pub(super) fn first_line(text: &str) -> String {
     text.lines().next().unwrap_or_default().to_owned()
+}
+
+/// Where git finds the `reference-transaction` hook of `repo`: in `core.hooksPath` (`~/`
+/// expanded; a relative path from where hooks run, the work tree or a bare repository's git
+/// dir), else in the common dir's `hooks`.
+fn transaction_hook(
+    repo: &gix::Repository,
+    setting: impl Fn(&str) -> Option<String>,
+) -> PathBuf {
+    let dir = match setting("core.hooksPath") {
+        Some(path) => match path.strip_prefix("~/") {
+            Some(rest) => std::env::var_os("HOME")
+                .map_or_else(|| PathBuf::from(&path), |home| PathBuf::from(home).join(rest)),
+            None => repo
+                .workdir()
+                .unwrap_or_else(|| repo.git_dir())
+                .join(path),
+        },
+        None => repo.common_dir().join("hooks"),
+    };
+    dir.join("reference-transaction")
 }

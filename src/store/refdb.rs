@@ -128,6 +128,20 @@ impl GitRefs {
         self.writer.is_some()
     }
 
+    /// Compacts the stack into one table in-process ([`super::reftable::compact_all`]), when
+    /// writes are made in-process; false when it was not (git's `pack-refs` is to do it).
+    pub(crate) fn compact(&self, fsync: bool) -> Result<bool> {
+        if self.writer.is_none() {
+            return Ok(false);
+        }
+        super::reftable::compact_all(
+            &self.common_dir.join("reftable"),
+            self.hash,
+            self.lock_wait,
+            fsync,
+        )
+    }
+
     /// The same refs, written in-process as `settings` allow (`None`: by git).
     pub(crate) fn with_writer(mut self, settings: Option<Settings>) -> GitRefs {
         self.writer = settings;
@@ -260,7 +274,7 @@ impl GitRefs {
         fsync_refs: bool,
         has_object: &dyn Fn(&ObjectId) -> bool,
     ) -> std::result::Result<(), Failure> {
-        if let Some(settings) = self.writer {
+        if let Some(settings) = &self.writer {
             let full: Vec<(String, ObjectId, Expect)> = edits
                 .iter()
                 .map(|(name, new, expect)| (self.full(name), *new, *expect))

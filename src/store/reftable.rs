@@ -28,7 +28,7 @@ use super::refdb::Target;
 use crate::error::{Error, Result};
 
 mod write;
-pub(crate) use write::{transact, Outcome, Settings};
+pub(crate) use write::{compact_all, transact, Outcome, Settings};
 
 /// The name of the stack's list of tables, in the `reftable/` directory.
 const TABLES_LIST: &str = "tables.list";
@@ -536,11 +536,37 @@ impl Table {
     }
 
     /// Returns true if the table holds a log record (an entry or a deletion) of a ref among
-    /// `names`: its log blocks, zlib streams, are inflated one after another and their keys
-    /// (`name`, a NUL, the reversed update index) compared.
+    /// `names`.
     fn logs_any(&self, names: &[&str]) -> Result<bool> {
+        let mut found = false;
+        self.each_log(|key, _, _| {
+            let name = &key[..key.len() - 9];
+            found = names.iter().any(|n| n.as_bytes() == name);
+            !found
+        })?;
+        Ok(found)
+    }
+
+    /// Returns every log record of the table, in order, as it is stored: its key (the ref's
+    /// name, a NUL, the reversed update index), its value type and its value's bytes.
+    fn logs(&self) -> Result<Vec<LogRecord>> {
+        let mut all = Vec::new();
+        self.each_log(|key, kind, value| {
+            all.push(LogRecord {
+                key: key.to_vec(),
+                kind,
+                value: value.to_vec(),
+            });
+            true
+        })?;
+        Ok(all)
+    }
+
+    /// Calls `each` with every log record, `(key, value type, value)`, until it returns false:
+    /// the log blocks, zlib streams, are inflated one after another.
+    fn each_log(&self, mut each: impl FnMut(&[u8], u8, &[u8]) -> bool) -> Result<()> {
         let Some(mut off) = self.log_at else {
-            return Ok(false);
+            return Ok(());
         };
         let mut inflate = gix::zlib::Inflate::default();
         while off < self.log_end {
@@ -574,17 +600,22 @@ impl Table {
             let end = len
                 .checked_sub(2 + 3 * count)
                 .ok_or_else(|| self.bad(off, "has a restart table that does not fit it"))?;
-            if self.log_block_names_any(&data[..end], off, names)? {
-                return Ok(true);
+            if !self.each_log_of(&data[..end], off, &mut each)? {
+                return Ok(());
             }
             off = at + used as u64;
         }
-        Ok(false)
+        Ok(())
     }
 
-    /// Returns true if a log record of `records` (a log block's, inflated) is of a ref among
-    /// `names`.
-    fn log_block_names_any(&self, records: &[u8], off: u64, names: &[&str]) -> Result<bool> {
+    /// Calls `each` with the log records of `records` (a log block's, inflated); returns false
+    /// when `each` did.
+    fn each_log_of(
+        &self,
+        records: &[u8],
+        off: u64,
+        each: &mut impl FnMut(&[u8], u8, &[u8]) -> bool,
+    ) -> Result<bool> {
         let bad = |what: &str| self.bad(off, &format!("has a log record that {what}"));
         let cut = || bad("is cut short");
         let mut key: Vec<u8> = Vec::new();
@@ -607,16 +638,12 @@ impl Table {
             skip(&mut pos, suffix)?;
             key.truncate(prefix);
             key.extend_from_slice(&records[start..pos]);
-            let name = key
-                .len()
-                .checked_sub(9)
-                .filter(|at| key[*at] == 0)
-                .map(|at| &key[..at])
-                .ok_or_else(|| bad("has a key without its update index"))?;
-            if names.iter().any(|n| n.as_bytes() == name) {
-                return Ok(true);
+            if key.len() < 9 || key[key.len() - 9] != 0 {
+                return Err(bad("has a key without its update index"));
             }
-            match packed & 7 {
+            let kind = (packed & 7) as u8;
+            let value_at = pos;
+            match kind {
                 0 => {}
                 1 => {
                     skip(&mut pos, 2 * self.hash_len)?;
@@ -631,8 +658,11 @@ impl Table {
                 }
                 other => return Err(bad(&format!("has the reserved value type {other}"))),
             }
+            if !each(&key, kind, &records[value_at..pos]) {
+                return Ok(false);
+            }
         }
-        Ok(false)
+        Ok(true)
     }
 
     fn bad(&self, off: u64, what: &str) -> Error {
@@ -659,6 +689,16 @@ struct Block {
 enum Value {
     Ref(Entry),
     Position(u64),
+}
+
+/// A log record as a table stores it, which compaction carries over byte for byte: its key
+/// (the ref's name, a NUL, the reversed update index), value type (0: a deletion, 1: an
+/// entry) and value.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct LogRecord {
+    key: Vec<u8>,
+    kind: u8,
+    value: Vec<u8>,
 }
 
 /// A ref record as a table stores it: what compaction carries over unchanged.

@@ -136,6 +136,7 @@ mod reflog;
 mod reftable;
 mod reftable_hostile;
 mod reftable_reader;
+mod reftable_writer;
 mod remote;
 mod rewound;
 mod rules;

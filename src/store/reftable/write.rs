@@ -11,18 +11,21 @@
 //!   and renamed over `tables.list`, the one step that publishes it. A process killed before
 //!   that rename leaves the stack as it was (and git's stale lock, which git too leaves).
 //! - Compaction is git's auto-compaction: the segment of tables that breaks the geometric
-//!   sequence of sizes (factor 2) is merged into one table in the same list update, its tables'
-//!   `<name>.lock` taken with `O_EXCL` first (a segment another process is compacting is left
-//!   alone), deletions dropped when the segment starts the stack. Only tables without logs are
-//!   merged (the tables after the newest one with a log section): reflogs stay git's.
+//!   sequence of sizes (factor 2, measured as git measures them) is merged into one table in
+//!   the same list update, its tables' `<name>.lock` taken with `O_EXCL` first (a segment
+//!   another process is compacting is left alone), deletions dropped when the segment starts
+//!   the stack. Log records are carried over byte for byte (their blocks inflated, merged by
+//!   key, deflated again). [`compact_all`] is `git pack-refs` in-process: the whole stack,
+//!   under the lock from first to last.
 //! - What this writer does not write, git writes (the caller falls back to `git update-ref`):
 //!   a ref that has a reflog, or that git would start one for (`HEAD`, `refs/heads/`,
 //!   `refs/remotes/`, `refs/notes/`), a record too large for a block, and any repository whose
 //!   settings change how tables are written (see [`Settings`]).
 //! - Tables are written as git writes them by default: version 1 for SHA-1 (2 with the hash
 //!   id for SHA-256), 4096-byte blocks padded where another block follows, a restart point
-//!   every 16 records, a ref index (one level a time, until a level has at most three blocks)
-//!   when there are more than three ref blocks; no object index, which readers do without.
+//!   every 16 records, log blocks deflated and unpadded, an index of refs or of logs (one level
+//!   a time, until a level has at most three blocks) when a section has more than three
+//!   blocks; no object index, which readers do without.
 
 use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
@@ -33,7 +36,9 @@ use std::time::{Duration, Instant};
 use gix::ObjectId;
 
 use super::super::refdb::Expect;
-use super::{read_list, Entry, Stack, Stored, Table, BLOCK_INDEX, BLOCK_REF, TABLES_LIST};
+use super::{
+    read_list, Entry, LogRecord, Stack, Stored, BLOCK_INDEX, BLOCK_LOG, BLOCK_REF, TABLES_LIST,
+};
 use crate::error::{Error, Result};
 
 const BLOCK_SIZE: usize = 4096;
@@ -45,10 +50,13 @@ const INDEX_THRESHOLD: usize = 3;
 
 /// How the repository's settings let this writer write: `None` from [`Settings::read`] when
 /// they ask for tables it does not write (git writes those).
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub(crate) struct Settings {
     /// `reftable.autoCompaction`: whether a write compacts the stack.
     pub(crate) compact: bool,
+    /// Where git would find a `reference-transaction` hook: a write is git's while one is
+    /// there (git runs it for every ref update; this writer does not).
+    pub(crate) hook: PathBuf,
 }
 
 impl Settings {
@@ -56,7 +64,11 @@ impl Settings {
     /// unless `core.logAllRefUpdates` is `always` (every ref would have a reflog),
     /// `core.sharedRepository` is set (files take its modes), or a `reftable.` setting other
     /// than the lock timeout and auto-compaction changes the tables' shape.
-    pub(crate) fn read(setting: impl Fn(&str) -> Option<String>) -> Option<Settings> {
+    /// `hook` is where the `reference-transaction` hook would be.
+    pub(crate) fn read(
+        setting: impl Fn(&str) -> Option<String>,
+        hook: PathBuf,
+    ) -> Option<Settings> {
         let set = |key: &str| setting(key).map(|v| v.trim().to_ascii_lowercase());
         if set("core.logAllRefUpdates").as_deref() == Some("always") {
             return None;
@@ -80,7 +92,7 @@ impl Settings {
             set("reftable.autoCompaction").as_deref(),
             Some("false" | "no" | "off" | "0")
         );
-        Some(Settings { compact })
+        Some(Settings { compact, hook })
     }
 }
 
@@ -109,7 +121,7 @@ type Edit = (String, ObjectId, Expect);
 pub(crate) fn transact(
     dir: &Path,
     hash: gix::hash::Kind,
-    settings: Settings,
+    settings: &Settings,
     lock_wait: Duration,
     fsync: bool,
     edits: &[Edit],
@@ -120,6 +132,9 @@ pub(crate) fn transact(
     }
     if edits.iter().any(|(name, _, _)| starts_reflog(name)) {
         return Ok(Outcome::ToGit("git starts a reflog for this ref"));
+    }
+    if is_executable(&settings.hook) {
+        return Ok(Outcome::ToGit("git runs the reference-transaction hook"));
     }
     let mut sorted: Vec<&Edit> = edits.iter().collect();
     sorted.sort_by(|a, b| a.0.cmp(&b.0));
@@ -171,18 +186,68 @@ pub(crate) fn transact(
             (name.as_bytes().to_vec(), Entry { update, value })
         })
         .collect();
-    let Some(table) = encode(hash, update, update, &records) else {
+    let Some(bytes) = encode(hash, update, update, &records, &[]) else {
         return Ok(Outcome::ToGit("a ref record does not fit in a block"));
     };
-    let mut plan = Plan {
-        dir,
-        fsync,
-        written: Vec::new(),
-        table_locks: Vec::new(),
+    let new = NewTable {
+        update,
+        records,
+        bytes,
     };
-    let result = plan.commit(&stack, lock, hash, settings, update, &records, table);
-    plan.clean_up(result.is_ok());
-    result.map(|()| Outcome::Done)
+    let mut plan = Plan::new(dir, fsync);
+    let segment = if settings.compact {
+        plan.lock_segment(&stack, &new.bytes)
+    } else {
+        None
+    };
+    let result = plan.commit(&stack, lock, hash, segment, Some(&new));
+    plan.clean_up();
+    result.map(|_| Outcome::Done)
+}
+
+/// Compacts the whole stack in `dir` into one table, as `git pack-refs` does, under the lock
+/// (waited on for `lock_wait`) from first to last: no writer can change the stack meanwhile,
+/// so this never gives up for a stack another writer changed. Returns false, having done
+/// nothing, when the lock stayed held, a table is being compacted by another process, or a
+/// record does not fit in a block: git's to do then.
+pub(crate) fn compact_all(
+    dir: &Path,
+    hash: gix::hash::Kind,
+    lock_wait: Duration,
+    fsync: bool,
+) -> Result<bool> {
+    let Some(lock) = Lock::take(&dir.join(format!("{TABLES_LIST}.lock")), lock_wait)? else {
+        return Ok(false);
+    };
+    let list_path = dir.join(TABLES_LIST);
+    let list = read_list(&list_path)?.unwrap_or_default();
+    let stack = match Stack::listed(dir, hash, &list)? {
+        Ok(stack) => stack,
+        Err(missing) => {
+            return Err(super::corrupt(
+                &missing,
+                "is listed in tables.list but does not exist",
+            ))
+        }
+    };
+    if stack.tables.len() <= 1 {
+        return Ok(true);
+    }
+    let mut plan = Plan::new(dir, fsync);
+    let all = (0, stack.tables.len());
+    if !plan.lock_tables(&stack, all) {
+        return Ok(false);
+    }
+    let result = plan.commit(&stack, lock, hash, Some(all), None);
+    plan.clean_up();
+    result
+}
+
+/// The table of a transaction: its update index, records and bytes.
+struct NewTable {
+    update: u64,
+    records: Vec<(Vec<u8>, Entry)>,
+    bytes: Vec<u8>,
 }
 
 /// Checks every edit against the stack: the compare-and-swap, ref names in each other's way,
@@ -252,6 +317,12 @@ fn starts_reflog(name: &str) -> bool {
             .any(|p| name.starts_with(p))
 }
 
+/// Returns true if `path` is a file git would run as a hook (executable by someone).
+fn is_executable(path: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
 /// The files a transaction writes, to remove if it does not go through, and the locks of the
 /// tables it compacts.
 struct Plan<'a> {
@@ -262,46 +333,55 @@ struct Plan<'a> {
     table_locks: Vec<PathBuf>,
 }
 
-impl Plan<'_> {
-    /// Writes the new table (merged with a segment of the stack where compaction asks for it)
-    /// and the new list, renamed over the old one.
-    #[allow(clippy::too_many_arguments)]
+impl<'a> Plan<'a> {
+    fn new(dir: &'a Path, fsync: bool) -> Plan<'a> {
+        Plan {
+            dir,
+            fsync,
+            written: Vec::new(),
+            table_locks: Vec::new(),
+        }
+    }
+
+    /// Writes the tables and the new list, renamed over the old one: the tables `[start, end)`
+    /// of `segment` merged into one (with `new`'s records when `end` is past the last table),
+    /// and `new`'s table unless it was merged. A segment whose merge does not fit in blocks
+    /// is left as it is. Returns false when the segment was left.
     fn commit(
         &mut self,
         stack: &Stack,
         mut lock: Lock,
         hash: gix::hash::Kind,
-        settings: Settings,
-        update: u64,
-        records: &[(Vec<u8>, Entry)],
-        table: Vec<u8>,
-    ) -> Result<()> {
-        let segment = if settings.compact {
-            self.lock_segment(stack, &table)
-        } else {
-            None
-        };
+        segment: Option<(usize, usize)>,
+        new: Option<&NewTable>,
+    ) -> Result<bool> {
         let n = stack.tables.len();
         let mut names: Vec<String> = Vec::with_capacity(n + 1);
         let mut replaced: Vec<&str> = Vec::new();
-        match segment.and_then(|(start, end)| {
-            merge(stack, start, end, update, records).and_then(|(min, max, merged)| {
-                Some((start, end, encode(hash, min, max, &merged)?, min, max))
-            })
-        }) {
-            Some((start, end, merged, min, max)) => {
+        let merged = segment.and_then(|(start, end)| {
+            let (min, max, refs, logs) = merge(stack, start, end, new)?;
+            Some((start, end, encode(hash, min, max, &refs, &logs)?, min, max))
+        });
+        let compacted = merged.is_some();
+        match merged {
+            Some((start, end, bytes, min, max)) => {
                 names.extend(stack.names[..start].iter().cloned());
-                names.push(self.place(&merged, min, max)?);
+                names.push(self.place(&bytes, min, max)?);
                 names.extend(stack.names[end.min(n)..].iter().cloned());
                 replaced.extend(stack.names[start..end.min(n)].iter().map(String::as_str));
-                if end <= n {
-                    names.push(self.place(&table, update, update)?);
+                if let Some(new) = new.filter(|_| end <= n) {
+                    names.push(self.place(&new.bytes, new.update, new.update)?);
                 }
             }
             None => {
                 names.extend(stack.names.iter().cloned());
-                names.push(self.place(&table, update, update)?);
+                if let Some(new) = new {
+                    names.push(self.place(&new.bytes, new.update, new.update)?);
+                }
             }
+        }
+        if new.is_none() && !compacted {
+            return Ok(false);
         }
         let mut list = String::new();
         for name in &names {
@@ -317,36 +397,41 @@ impl Plan<'_> {
         for name in replaced {
             let _ = std::fs::remove_file(self.dir.join(name));
         }
-        Ok(())
+        Ok(true)
     }
 
-    /// Chooses the segment to compact (git's geometric rule over the sizes of the tables
-    /// after the newest with logs, the new table last) and takes its tables' locks: the
-    /// segment `[start, end)` of the stack's tables, where `end` past the last means the new
-    /// table is in it; `None` when nothing is to be compacted or a table is locked.
+    /// Chooses the segment to compact (git's geometric rule over the sizes of the tables, the
+    /// new one last) and takes its tables' locks: the segment `[start, end)` of the stack's
+    /// tables, where `end` past the last means the new table is in it; `None` when nothing is
+    /// to be compacted or a table is locked.
     fn lock_segment(&mut self, stack: &Stack, table: &[u8]) -> Option<(usize, usize)> {
-        let overhead = |t: &Table| t.size.saturating_sub(t.header_len as u64 - 1);
-        let floor = stack
+        // git's measure of a table: its size without the footer, less its header but a byte.
+        let measure = |size: u64, header_len: u64| size.saturating_sub(2 * header_len + 44 - 1);
+        let header_len = stack.tables.first().map_or(24, |t| t.header_len) as u64;
+        let mut sizes: Vec<u64> = stack
             .tables
             .iter()
-            .rposition(|t| t.log_at.is_some())
-            .map_or(0, |i| i + 1);
-        let header_len = stack.tables.first().map_or(24, |t| t.header_len) as u64;
-        let mut sizes: Vec<u64> = stack.tables[floor..].iter().map(overhead).collect();
-        sizes.push((table.len() as u64).saturating_sub(header_len - 1));
-        let (start, end) = segment(&sizes)?;
-        let (start, end) = (start + floor, end + floor);
+            .map(|t| measure(t.size, t.header_len as u64))
+            .collect();
+        sizes.push(measure(table.len() as u64, header_len));
+        let segment = segment(&sizes)?;
+        self.lock_tables(stack, segment).then_some(segment)
+    }
+
+    /// Takes the `<name>.lock` of each table of `[start, end)` (those of the stack), as git's
+    /// compaction does; false, with none taken, when one is held.
+    fn lock_tables(&mut self, stack: &Stack, (start, end): (usize, usize)) -> bool {
         for name in &stack.names[start..end.min(stack.names.len())] {
             let path = self.dir.join(format!("{name}.lock"));
             match OpenOptions::new().write(true).create_new(true).open(&path) {
                 Ok(_) => self.table_locks.push(path),
                 Err(_) => {
                     self.release_table_locks();
-                    return None;
+                    return false;
                 }
             }
         }
-        Some((start, end))
+        true
     }
 
     /// Writes `bytes` as a new table of the update indices `min` to `max` under git's name
@@ -381,8 +466,8 @@ impl Plan<'_> {
         }
     }
 
-    /// Removes what a transaction that did not go through wrote, and the table locks.
-    fn clean_up(&mut self, _done: bool) {
+    /// Removes the tables of a list that was not published, and the table locks.
+    fn clean_up(&mut self) {
         for path in self.written.drain(..) {
             let _ = std::fs::remove_file(path);
         }
@@ -423,51 +508,57 @@ fn segment(sizes: &[u64]) -> Option<(usize, usize)> {
     start.map(|start| (start, end))
 }
 
-/// Merges the tables `[start, end)` of the stack (`end` past its last: the new `records` too)
-/// into one run of records, newer shadowing older, deletions dropped when the segment starts
-/// the stack; returns its update indices and records, or `None` if a table holds a record
-/// outside its own update indices (left for git to compact).
-fn merge(
-    stack: &Stack,
-    start: usize,
-    end: usize,
-    update: u64,
-    records: &[(Vec<u8>, Entry)],
-) -> Option<(u64, u64, Vec<(Vec<u8>, Entry)>)> {
+/// The records a merge writes: refs `(name, entry)` and logs, each sorted.
+type Merged = (u64, u64, Vec<(Vec<u8>, Entry)>, Vec<LogRecord>);
+
+/// Merges the tables `[start, end)` of the stack (`end` past its last: `new`'s records too)
+/// into one run of ref records and one of log records, newer shadowing older, deletions
+/// dropped when the segment starts the stack; returns its update indices and records, or
+/// `None` if a table cannot be read whole or holds a record outside its own update indices
+/// (left for git to compact).
+fn merge(stack: &Stack, start: usize, end: usize, new: Option<&NewTable>) -> Option<Merged> {
     let n = stack.tables.len();
-    let mut merged: BTreeMap<Vec<u8>, Entry> = BTreeMap::new();
+    let mut refs: BTreeMap<Vec<u8>, Entry> = BTreeMap::new();
+    let mut logs: BTreeMap<Vec<u8>, LogRecord> = BTreeMap::new();
     for table in &stack.tables[start..end.min(n)] {
-        let mut iter = table.seek(b"").ok()??;
-        while let Some((key, entry)) = iter.next().ok()? {
-            if entry.update < table.min_update || entry.update > table.max_update {
-                return None;
+        if let Some(mut iter) = table.seek(b"").ok()? {
+            while let Some((key, entry)) = iter.next().ok()? {
+                if entry.update < table.min_update || entry.update > table.max_update {
+                    return None;
+                }
+                refs.insert(key.to_vec(), entry);
             }
-            merged.insert(key.to_vec(), entry);
+        }
+        for log in table.logs().ok()? {
+            logs.insert(log.key.clone(), log);
         }
     }
-    if end > n {
-        merged.extend(records.iter().cloned());
+    let mut max = stack.tables[end.min(n) - 1].max_update;
+    if let Some(new) = new.filter(|_| end > n) {
+        refs.extend(new.records.iter().cloned());
+        max = new.update;
     }
-    let min = stack.tables.get(start).map_or(update, |t| t.min_update);
-    let max = if end > n {
-        update
-    } else {
-        stack.tables[end - 1].max_update
-    };
-    let merged = merged
+    let min = stack.tables.get(start).map_or(max, |t| t.min_update);
+    let refs = refs
         .into_iter()
         .filter(|(_, entry)| start > 0 || entry.value != Stored::Deletion)
         .collect();
-    Some((min, max, merged))
+    let logs = logs
+        .into_values()
+        .filter(|log| start > 0 || log.kind != 0)
+        .collect();
+    Some((min, max, refs, logs))
 }
 
 /// Encodes a table of the update indices `min` to `max` holding `records` (sorted by name,
-/// each update index in that range); `None` when a record does not fit in a block.
+/// each update index in that range) and `logs` (sorted by key); `None` when a record does not
+/// fit in a block.
 fn encode(
     hash: gix::hash::Kind,
     min: u64,
     max: u64,
     records: &[(Vec<u8>, Entry)],
+    logs: &[LogRecord],
 ) -> Option<Vec<u8>> {
     let mut header = b"REFT".to_vec();
     match hash {
@@ -507,24 +598,24 @@ fn encode(
         };
         (name.clone(), kind, value)
     });
-    let mut level = w.section(BLOCK_REF, refs)?;
-    let mut index_at = 0;
-    while level.len() > INDEX_THRESHOLD {
-        index_at = w.next_offset();
-        let entries = level.into_iter().map(|(key, off)| {
-            let mut value = Vec::new();
-            put_varint(&mut value, off);
-            (key, 0, value)
-        });
-        level = w.section(BLOCK_INDEX, entries)?;
-    }
+    let level = w.section(BLOCK_REF, refs)?;
+    let ref_index = w.index(level)?;
+    // A table of logs alone has them at its start, where the footer's offset is 0.
+    let log_at = w.next_offset();
+    let logs = logs
+        .iter()
+        .map(|log| (log.key.clone(), log.kind, log.value.clone()));
+    let level = w.section(BLOCK_LOG, logs)?;
+    let log_at = if level.is_empty() { 0 } else { log_at };
+    let log_index = w.index(level)?;
     let mut out = w.out;
     if out.is_empty() {
         out.extend_from_slice(&w.header);
     }
     let mut footer = w.header;
-    footer.extend_from_slice(&index_at.to_be_bytes());
-    footer.extend_from_slice(&[0u8; 32]);
+    for field in [ref_index, 0, 0, log_at, log_index] {
+        footer.extend_from_slice(&field.to_be_bytes());
+    }
     let crc = crc32fast::hash(&footer);
     footer.extend_from_slice(&crc.to_be_bytes());
     out.extend_from_slice(&footer);
@@ -579,21 +670,40 @@ impl Writer {
             if block.entries == 0 {
                 return None;
             }
-            let full = std::mem::replace(&mut block, BlockBuf::default());
-            blocks.push(self.flush(full));
+            let full = std::mem::take(&mut block);
+            blocks.push(self.flush(kind, full)?);
             block = self.block(kind);
             if !block.add(&key, value_type, &value) {
                 return None;
             }
         }
         if block.entries > 0 {
-            blocks.push(self.flush(block));
+            blocks.push(self.flush(kind, block)?);
         }
         Some(blocks)
     }
 
-    /// Ends `block` (its restart table, its length) and writes it after the padding owed.
-    fn flush(&mut self, mut block: BlockBuf) -> (Vec<u8>, u64) {
+    /// Writes the index of a section's blocks (`(last key, offset)` each), one level after
+    /// another until a level has at most [`INDEX_THRESHOLD`] blocks; returns where the top
+    /// level begins, 0 for a section too small to have an index.
+    fn index(&mut self, mut level: Vec<(Vec<u8>, u64)>) -> Option<u64> {
+        let mut at = 0;
+        while level.len() > INDEX_THRESHOLD {
+            at = self.next_offset();
+            let entries = level.into_iter().map(|(key, off)| {
+                let mut value = Vec::new();
+                put_varint(&mut value, off);
+                (key, 0, value)
+            });
+            level = self.section(BLOCK_INDEX, entries)?;
+        }
+        Some(at)
+    }
+
+    /// Ends `block` (its restart table, its length) and writes it after the padding owed: as
+    /// it is, padded to the block size if another follows, or, a log block, its records and
+    /// restarts deflated, unpadded. `None` if deflate fails.
+    fn flush(&mut self, kind: u8, mut block: BlockBuf) -> Option<(Vec<u8>, u64)> {
         let at = self.next_offset();
         for restart in &block.restarts {
             block.buf.extend_from_slice(&restart.to_be_bytes()[1..]);
@@ -604,9 +714,21 @@ impl Writer {
         let len = block.buf.len() as u32;
         block.buf[block.hdr + 1..block.hdr + 4].copy_from_slice(&len.to_be_bytes()[1..]);
         self.out.resize(self.out.len() + self.padding, 0);
-        self.out.extend_from_slice(&block.buf);
-        self.padding = BLOCK_SIZE.saturating_sub(block.buf.len());
-        (block.last, at)
+        if kind == BLOCK_LOG {
+            let (head, body) = block.buf.split_at(block.hdr + 4);
+            let mut deflate = gix::zlib::stream::deflate::Write::new(
+                Vec::new(),
+                gix::zlib::Compression::DEFAULT,
+            );
+            deflate.write_all(body).and_then(|()| deflate.flush()).ok()?;
+            self.out.extend_from_slice(head);
+            self.out.extend_from_slice(&deflate.into_inner());
+            self.padding = 0;
+        } else {
+            self.out.extend_from_slice(&block.buf);
+            self.padding = BLOCK_SIZE.saturating_sub(block.buf.len());
+        }
+        Some((block.last, at))
     }
 }
 
@@ -764,6 +886,149 @@ mod tests {
             assert_eq!(super::super::varint(&bytes, &mut pos), Some(value));
             assert_eq!(pos, bytes.len());
         }
+    }
+
+    /// Records of every value type, `n` of them, sorted, their update indices in 5..=9.
+    fn records(n: usize, seed: u64) -> Vec<(Vec<u8>, Entry)> {
+        let mut rng = fastrand::Rng::with_seed(seed);
+        let id = |rng: &mut fastrand::Rng| {
+            let mut bytes = [0u8; 20];
+            rng.fill(&mut bytes);
+            ObjectId::from(bytes)
+        };
+        let mut names = BTreeMap::new();
+        while names.len() < n {
+            let name = format!(
+                "refs/{}/{:x}{:x}",
+                ["heads", "leases", "tags"][rng.usize(..3)],
+                rng.u64(..) >> rng.u32(..60),
+                rng.u64(..)
+            );
+            let value = match rng.u8(..4) {
+                0 => Stored::Deletion,
+                1 => Stored::Object(id(&mut rng)),
+                2 => Stored::Peeled(id(&mut rng), id(&mut rng)),
+                _ => Stored::Symbolic(b"refs/heads/main".to_vec()),
+            };
+            let update = rng.u64(5..=9);
+            names.insert(name.into_bytes(), Entry { update, value });
+        }
+        names.into_iter().collect()
+    }
+
+    /// Log records, `n` of them, sorted: entries and deletions, messages up to 300 bytes.
+    fn logs(n: usize, seed: u64) -> Vec<LogRecord> {
+        let mut rng = fastrand::Rng::with_seed(seed);
+        let mut all = BTreeMap::new();
+        while all.len() < n {
+            let mut key = format!("refs/heads/{:x}", rng.u16(..)).into_bytes();
+            key.push(0);
+            key.extend_from_slice(&(u64::MAX - rng.u64(5..=9)).to_be_bytes());
+            let (kind, value) = if rng.u8(..5) == 0 {
+                (0, Vec::new())
+            } else {
+                let mut value = vec![0u8; 40];
+                rng.fill(&mut value);
+                for field in [&b"A U Thor"[..], b"author@example.com"] {
+                    put_varint(&mut value, field.len() as u64);
+                    value.extend_from_slice(field);
+                }
+                put_varint(&mut value, rng.u64(..1 << 40));
+                value.extend_from_slice(&[0, 60]);
+                let message = "m".repeat(rng.usize(..300));
+                put_varint(&mut value, message.len() as u64);
+                value.extend_from_slice(message.as_bytes());
+                (1, value)
+            };
+            all.insert(key.clone(), LogRecord { key, kind, value });
+        }
+        all.into_values().collect()
+    }
+
+    #[test]
+    fn log_records_read_back_byte_for_byte_with_or_without_refs_before_them() {
+        for (refs, n, seed) in [(0, 1, 11), (0, 500, 12), (300, 40, 13), (2000, 3000, 14)] {
+            let dir = tempfile::tempdir().expect("a directory");
+            let records = records(refs, seed);
+            let logs = logs(n, seed);
+            let bytes = encode(gix::hash::Kind::Sha1, 5, 9, &records, &logs).expect("encoded");
+            let stack = stack_of(dir.path(), &bytes);
+            let table = &stack.tables[0];
+            assert_eq!(table.logs().expect("logs"), logs, "{refs} refs, {n} logs");
+            let name = std::str::from_utf8(&logs[n / 2].key[..logs[n / 2].key.len() - 9])
+                .expect("UTF-8")
+                .to_owned();
+            assert!(table.logs_any(&[name.as_str()]).expect("logs"));
+            assert!(!table.logs_any(&["refs/leases/none"]).expect("logs"));
+            let mut read = 0;
+            if let Some(mut iter) = table.seek(b"").expect("seek") {
+                while iter.next().expect("next").is_some() {
+                    read += 1;
+                }
+            }
+            assert_eq!(read, refs);
+        }
+    }
+
+    /// Writes `bytes` as the one table of a stack in `dir` and opens it.
+    fn stack_of(dir: &Path, bytes: &[u8]) -> Stack {
+        let name = "0x000000000005-0x000000000009-00000000.ref";
+        std::fs::write(dir.join(name), bytes).expect("write the table");
+        std::fs::write(dir.join(TABLES_LIST), format!("{name}\n")).expect("write the list");
+        Stack::open(dir, gix::hash::Kind::Sha1).expect("open the stack")
+    }
+
+    #[test]
+    fn tables_read_back_as_they_were_written_from_empty_to_a_two_level_index() {
+        for (n, seed) in [(0, 1), (1, 2), (15, 3), (16, 4), (17, 5), (700, 6), (60_000, 7)] {
+            let dir = tempfile::tempdir().expect("a directory");
+            let records = records(n, seed);
+            let bytes = encode(gix::hash::Kind::Sha1, 5, 9, &records, &[]).expect("encoded");
+            let stack = stack_of(dir.path(), &bytes);
+            let table = &stack.tables[0];
+            assert_eq!((table.min_update, table.max_update), (5, 9));
+            // Every record, in order, with its update index and value as written.
+            let mut read = Vec::new();
+            if let Some(mut iter) = table.seek(b"").expect("seek") {
+                while let Some((key, entry)) = iter.next().expect("next") {
+                    read.push((key.to_vec(), entry));
+                }
+            }
+            assert_eq!(read, records, "{n} records");
+            // Each found alone, through the index where there is one.
+            for (name, entry) in records.iter().step_by(97) {
+                let name = std::str::from_utf8(name).expect("UTF-8");
+                assert_eq!(stack.get(name).expect("get"), entry.record(), "{name}");
+            }
+            assert_eq!(stack.get("refs/zzz").expect("get"), None);
+            if n == 60_000 {
+                // The top of the index points at index blocks: two levels.
+                let top = table
+                    .block(table.ref_index, table.index_end)
+                    .expect("read")
+                    .expect("the index");
+                assert_eq!(top.kind, BLOCK_INDEX);
+                let mut cursor = top.seek(table, table.ref_index, b"").expect("seek");
+                let Some(super::super::Value::Position(below)) = cursor.peeked.take() else {
+                    panic!("an index record first");
+                };
+                let below = table.block(below, table.index_end).expect("read").expect("a block");
+                assert_eq!(below.kind, BLOCK_INDEX, "a second level");
+            }
+        }
+    }
+
+    #[test]
+    fn a_record_larger_than_a_block_is_not_written() {
+        let name = format!("refs/leases/{}", "x".repeat(BLOCK_SIZE));
+        let records = vec![(
+            name.into_bytes(),
+            Entry {
+                update: 1,
+                value: Stored::Deletion,
+            },
+        )];
+        assert!(encode(gix::hash::Kind::Sha1, 1, 1, &records, &[]).is_none());
     }
 
     #[test]
