@@ -286,7 +286,10 @@ impl Store {
                     lock_wait,
                     repo.object_hash(),
                 )
-                .with_writer(reftable::Settings::read(setting, transaction_hook(&repo, setting))),
+                .with_writer(reftable::Settings::read(
+                    setting,
+                    transaction_hook(&repo, setting),
+                )),
             ),
             Some(other) => {
                 return Err(Error::RefStorage {
@@ -923,18 +926,14 @@ pub(super) fn first_line(text: &str) -> String {
 /// Where git finds the `reference-transaction` hook of `repo`: in `core.hooksPath` (`~/`
 /// expanded; a relative path from where hooks run, the work tree or a bare repository's git
 /// dir), else in the common dir's `hooks`.
-fn transaction_hook(
-    repo: &gix::Repository,
-    setting: impl Fn(&str) -> Option<String>,
-) -> PathBuf {
+fn transaction_hook(repo: &gix::Repository, setting: impl Fn(&str) -> Option<String>) -> PathBuf {
     let dir = match setting("core.hooksPath") {
         Some(path) => match path.strip_prefix("~/") {
-            Some(rest) => std::env::var_os("HOME")
-                .map_or_else(|| PathBuf::from(&path), |home| PathBuf::from(home).join(rest)),
-            None => repo
-                .workdir()
-                .unwrap_or_else(|| repo.git_dir())
-                .join(path),
+            Some(rest) => std::env::var_os("HOME").map_or_else(
+                || PathBuf::from(&path),
+                |home| PathBuf::from(home).join(rest),
+            ),
+            None => repo.workdir().unwrap_or_else(|| repo.git_dir()).join(path),
         },
         None => repo.common_dir().join("hooks"),
     };

@@ -716,11 +716,12 @@ impl Writer {
         self.out.resize(self.out.len() + self.padding, 0);
         if kind == BLOCK_LOG {
             let (head, body) = block.buf.split_at(block.hdr + 4);
-            let mut deflate = gix::zlib::stream::deflate::Write::new(
-                Vec::new(),
-                gix::zlib::Compression::DEFAULT,
-            );
-            deflate.write_all(body).and_then(|()| deflate.flush()).ok()?;
+            let mut deflate =
+                gix::zlib::stream::deflate::Write::new(Vec::new(), gix::zlib::Compression::DEFAULT);
+            deflate
+                .write_all(body)
+                .and_then(|()| deflate.flush())
+                .ok()?;
             self.out.extend_from_slice(head);
             self.out.extend_from_slice(&deflate.into_inner());
             self.padding = 0;
@@ -746,7 +747,7 @@ struct BlockBuf {
 impl BlockBuf {
     /// Adds a record if it fits (with the restart table the block will end with).
     fn add(&mut self, key: &[u8], value_type: u8, value: &[u8]) -> bool {
-        let restart = self.entries % RESTART_INTERVAL == 0;
+        let restart = self.entries.is_multiple_of(RESTART_INTERVAL);
         let prefix = if restart {
             0
         } else {
@@ -980,7 +981,15 @@ mod tests {
 
     #[test]
     fn tables_read_back_as_they_were_written_from_empty_to_a_two_level_index() {
-        for (n, seed) in [(0, 1), (1, 2), (15, 3), (16, 4), (17, 5), (700, 6), (60_000, 7)] {
+        for (n, seed) in [
+            (0, 1),
+            (1, 2),
+            (15, 3),
+            (16, 4),
+            (17, 5),
+            (700, 6),
+            (60_000, 7),
+        ] {
             let dir = tempfile::tempdir().expect("a directory");
             let records = records(n, seed);
             let bytes = encode(gix::hash::Kind::Sha1, 5, 9, &records, &[]).expect("encoded");
@@ -1012,7 +1021,10 @@ mod tests {
                 let Some(super::super::Value::Position(below)) = cursor.peeked.take() else {
                     panic!("an index record first");
                 };
-                let below = table.block(below, table.index_end).expect("read").expect("a block");
+                let below = table
+                    .block(below, table.index_end)
+                    .expect("read")
+                    .expect("a block");
                 assert_eq!(below.kind, BLOCK_INDEX, "a second level");
             }
         }
