@@ -1,5 +1,5 @@
 //! The ref backend of repositories whose refs gix cannot read or write: reftable
-//! (`extensions.refStorage=reftable`, git 3.0's default), read in-process and written by git.
+//! (`extensions.refStorage=reftable`, git 3.0's default), read and written in-process.
 //!
 //! [`crate::store::Store`] chooses its ref database once, from `extensions.refStorage`: the
 //! files backend is read and written in-process (gix, and git's lock files), reftable here
@@ -9,20 +9,24 @@
 //! - A read of one ref, of several, or of every ref under a prefix is the reftable reader's
 //!   ([`super::reftable`]): one snapshot of the stack a read, no git process; `HEAD` from the
 //!   work tree's own stack (its git dir's, the shared one outside a linked work tree).
-//! - A write is one `git update-ref -z --stdin` transaction (`start`, `update` with the old
-//!   value or `create` for a ref that must not exist, `prepare`, `commit`): a compare-and-swap
-//!   of one ref, or of several all or none, as git applies it under its own lock. A failure
-//!   is read from git's diagnostics (in the C locale) and sorted into what the files backend
-//!   reports: a lost race ([`Failure::Lost`], which the callers decide again on), a ref clash,
-//!   a lock held past the lock timeout, or an error.
-//! - Durability is git's: git fsyncs the new table and `tables.list` when `core.fsync` covers
-//!   references, and this module passes it the store's choice (`lease.fsync` included), then
-//!   fsyncs the `reftable/` directory so that the rename of `tables.list` is on disk too
-//!   (docs/DURABILITY.md).
-//! - Every write is preceded, once per process, by the check that git has reftable (2.45,
-//!   [`crate::git::version`]), made before any object of it is written
-//!   (`Store::ensure_writable`); an older git is refused as [`Error::GitTooOld`], as is one
-//!   whose diagnostics say it does not know the `refstorage` extension.
+//! - A write is the reftable writer's ([`super::reftable::transact`]): a compare-and-swap of
+//!   one ref, or of several all or none, under git's lock, as one new table. Where git would do
+//!   more than write the table (a reflog, a `reference-transaction` hook, settings that change
+//!   the tables' shape), the write is one `git update-ref -z --stdin` transaction (`start`,
+//!   `update` with the old value or `create` for a ref that must not exist, `prepare`,
+//!   `commit`), whose failure is read from git's diagnostics (in the C locale). Either way a
+//!   failure is sorted into what the files backend reports: a lost race ([`Failure::Lost`],
+//!   which the callers decide again on), a ref clash, a lock held past the lock timeout, or an
+//!   error.
+//! - Durability: when the store's choice (`lease.fsync`, `core.fsync`) covers references, the
+//!   new table and `tables.list` are fsynced before their renames and the `reftable/`
+//!   directory after (for git's writes, git is told `core.fsync=reference` and the directory
+//!   is fsynced after it answered; docs/DURABILITY.md).
+//! - A write git makes is preceded, once per process, by the check that git has reftable
+//!   (2.45, [`crate::git::version`]), made before any object of it is written
+//!   (`Store::ensure_writable`) when the settings leave every write to git; an older git is
+//!   refused as [`Error::GitTooOld`], as is one whose diagnostics say it does not know the
+//!   `refstorage` extension.
 //! - `GIT_NAMESPACE` is applied here, as gix applies it for the files backend: the tables and
 //!   git's ref commands know nothing of it, so names are prefixed with `refs/namespaces/<ns>/` on the way in and
 //!   stripped on the way out.
