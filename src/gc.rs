@@ -14,7 +14,7 @@
 //!   compacts the tables into one; git 2.47 gives that up when another writer changed the
 //!   tables meanwhile, so there a failed step is run again, up to
 //!   `REFTABLE_PACK_ATTEMPTS` times; where git-lease writes the stack itself it compacts it
-//!   in-process instead, under the stack's lock ([`Store::compact_refs`]), which no writer
+//!   in-process instead, its tables locked ([`Store::compact_refs`]), which no writer
 //!   can make give up. Either way it then removes the temporary files
 //!   that killed writers left behind, once they are older than `gc.pruneExpire` (two weeks
 //!   by default) and at least an hour old ([`remove_stale_temporaries`]).

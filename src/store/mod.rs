@@ -372,8 +372,9 @@ impl Store {
         }
     }
 
-    /// Compacts a reftable stack into one table in-process, as `git pack-refs` would, under
-    /// the stack's lock from first to last (so that no concurrent writer makes it give up);
+    /// Compacts a reftable stack into one table in-process, as `git pack-refs` would, its
+    /// tables locked so that no concurrent writer makes it give up, the stack's lock let go
+    /// while the merged table is written;
     /// false when it was not done here (a files repository, settings that leave writes to
     /// git, a table another process is compacting): `git pack-refs` is to do it.
     pub fn compact_refs(&self) -> Result<bool> {

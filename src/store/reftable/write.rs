@@ -16,7 +16,8 @@
 //!   another process is compacting is left alone), deletions dropped when the segment starts
 //!   the stack. Log records are carried over byte for byte (their blocks inflated, merged by
 //!   key, deflated again). [`compact_all`] is `git pack-refs` in-process: the whole stack,
-//!   under the lock from first to last.
+//!   its tables locked under the list's lock, the merged table written with the list's lock
+//!   let go (as git does), then put in place under the lock again.
 //! - What this writer does not write, git writes (the caller falls back to `git update-ref`):
 //!   a ref that has a reflog, or that git would start one for (`HEAD`, `refs/heads/`,
 //!   `refs/remotes/`, `refs/notes/`), a record too large for a block, and any repository whose
@@ -205,18 +206,23 @@ pub(crate) fn transact(
     result.map(|_| Outcome::Done)
 }
 
-/// Compacts the whole stack in `dir` into one table, as `git pack-refs` does, under the lock
-/// (waited on for `lock_wait`) from first to last: no writer can change the stack meanwhile,
-/// so this never gives up for a stack another writer changed. Returns false, having done
-/// nothing, when the lock stayed held, a table is being compacted by another process, or a
-/// record does not fit in a block: git's to do then.
+/// Compacts the whole stack in `dir` into one table, as `git pack-refs` does, and as git
+/// does it: under the list's lock (waited on for `lock_wait`) every table's `<name>.lock` is
+/// taken, then the list's lock is let go while the merged table is written (at 100k refs that
+/// takes tens of milliseconds, which a writer waiting for the list need not wait), and taken
+/// again to put the merged table in place of the tables it merged, before those that were
+/// added meanwhile. No other writer can merge or remove the locked tables, so this never
+/// gives up for a stack that grew meanwhile. Returns false, having changed nothing, when the
+/// lock stayed held, a table is being compacted by another process, a record does not fit in
+/// a block, or the merged tables no longer head the list: git's to do then.
 pub(crate) fn compact_all(
     dir: &Path,
     hash: gix::hash::Kind,
     lock_wait: Duration,
     fsync: bool,
 ) -> Result<bool> {
-    let Some(lock) = Lock::take(&dir.join(format!("{TABLES_LIST}.lock")), lock_wait)? else {
+    let lock_path = dir.join(format!("{TABLES_LIST}.lock"));
+    let Some(lock) = Lock::take(&lock_path, lock_wait)? else {
         return Ok(false);
     };
     let list_path = dir.join(TABLES_LIST);
@@ -230,19 +236,21 @@ pub(crate) fn compact_all(
             ))
         }
     };
-    if stack.tables.len() <= 1 {
+    let n = stack.tables.len();
+    if n <= 1 {
         return Ok(true);
     }
     let mut plan = Plan::new(dir, fsync);
-    let all = (0, stack.tables.len());
-    if !plan.lock_tables(&stack, all) {
+    if !plan.lock_tables(&stack, (0, n)) {
         return Ok(false);
     }
-    let result = plan.commit(&stack, lock, hash, Some(all), None);
+    drop(lock);
+    let result = plan.compact_unlisted(&stack, &lock_path, hash, lock_wait);
     plan.clean_up();
     result
 }
 
+/// The table of a transaction: its update index, records and bytes.
 /// The table of a transaction: its update index, records and bytes.
 struct NewTable {
     update: u64,
@@ -432,6 +440,60 @@ impl<'a> Plan<'a> {
             }
         }
         true
+    }
+
+    /// The rest of [`compact_all`], its tables locked and the list's lock let go: writes the
+    /// merged table, takes the list's lock again and, if the merged tables still head the
+    /// list, publishes it with the merged table in their place.
+    fn compact_unlisted(
+        &mut self,
+        stack: &Stack,
+        lock_path: &Path,
+        hash: gix::hash::Kind,
+        lock_wait: Duration,
+    ) -> Result<bool> {
+        let n = stack.tables.len();
+        let Some((min, max, refs, logs)) = merge(stack, 0, n, None) else {
+            return Ok(false);
+        };
+        let Some(bytes) = encode(hash, min, max, &refs, &logs) else {
+            return Ok(false);
+        };
+        let merged = self.place(&bytes, min, max)?;
+        drop((bytes, refs, logs));
+        let Some(mut lock) = Lock::take(lock_path, lock_wait)? else {
+            return Ok(false);
+        };
+        let list = read_list(&self.dir.join(TABLES_LIST))?.unwrap_or_default();
+        let now: Vec<&[u8]> = list
+            .split(|b| *b == b'\n')
+            .filter(|l| !l.is_empty())
+            .collect();
+        let heads = now.len() >= n
+            && now
+                .iter()
+                .zip(&stack.names)
+                .all(|(listed, name)| *listed == name.as_bytes());
+        if !heads {
+            return Ok(false);
+        }
+        let mut out = Vec::with_capacity(list.len());
+        out.extend_from_slice(merged.as_bytes());
+        out.push(b'\n');
+        for name in &now[n..] {
+            out.extend_from_slice(name);
+            out.push(b'\n');
+        }
+        lock.publish(&out, self.fsync)?;
+        self.written.clear();
+        if self.fsync {
+            sync_dir(self.dir)?;
+        }
+        // The merged tables: readers that listed them retry with the new list.
+        for name in &stack.names {
+            let _ = std::fs::remove_file(self.dir.join(name));
+        }
+        Ok(true)
     }
 
     /// Writes `bytes` as a new table of the update indices `min` to `max` under git's name
@@ -1053,5 +1115,106 @@ mod tests {
         assert_eq!(segment(&[128, 32, 16, 8, 4, 3, 1]), Some((1, 6)));
         assert_eq!(segment(&[100, 100]), Some((0, 2)));
         assert_eq!(segment(&[1000, 10, 10]), Some((1, 3)));
+    }
+
+    /// A claim of `name` at an id made of `byte`, through [`transact`] with auto-compaction
+    /// as configured.
+    fn claim(dir: &Path, compact: bool, name: &str, byte: u8) -> Outcome {
+        let settings = Settings {
+            compact,
+            hook: dir.join("no-hook"),
+        };
+        let edit = (
+            name.to_owned(),
+            ObjectId::from_bytes_or_panic(&[byte; 20]),
+            Expect::Absent,
+        );
+        transact(
+            dir,
+            gix::hash::Kind::Sha1,
+            &settings,
+            Duration::from_millis(100),
+            false,
+            &[edit],
+            &|_| true,
+        )
+        .expect("a claim")
+    }
+
+    #[test]
+    fn a_full_compaction_lets_writers_add_tables_while_it_merges_and_keeps_them_after() {
+        let dir = tempfile::tempdir().expect("a directory");
+        let dir = dir.path();
+        for (i, name) in ["refs/leases/a", "refs/leases/b", "refs/leases/c"]
+            .iter()
+            .enumerate()
+        {
+            assert_eq!(claim(dir, false, name, i as u8 + 1), Outcome::Done);
+        }
+        let lock_path = dir.join(format!("{TABLES_LIST}.lock"));
+        let list = read_list(&dir.join(TABLES_LIST))
+            .expect("read")
+            .expect("a list");
+        let stack = Stack::listed(dir, gix::hash::Kind::Sha1, &list)
+            .expect("open")
+            .expect("every table");
+        assert_eq!(stack.tables.len(), 3);
+        // What `compact_all` does before it lets the list's lock go: the tables locked.
+        let mut plan = Plan::new(dir, false);
+        assert!(plan.lock_tables(&stack, (0, 3)));
+        // Meanwhile a writer takes the list's lock and adds its table; its own compaction
+        // finds the tables locked and leaves them.
+        assert_eq!(claim(dir, true, "refs/leases/d", 4), Outcome::Done);
+        let grown = Stack::open(dir, gix::hash::Kind::Sha1).expect("open");
+        assert_eq!(grown.tables.len(), 4, "{:?}", grown.names);
+        assert!(plan
+            .compact_unlisted(&stack, &lock_path, gix::hash::Kind::Sha1, Duration::ZERO)
+            .expect("compacted"));
+        plan.clean_up();
+        let after = Stack::open(dir, gix::hash::Kind::Sha1).expect("open");
+        assert_eq!(after.tables.len(), 2, "{:?}", after.names);
+        assert_eq!(
+            after.names[1], grown.names[3],
+            "the writer's table stays last"
+        );
+        assert_eq!(
+            (after.tables[0].min_update, after.tables[0].max_update),
+            (grown.tables[0].min_update, grown.tables[2].max_update)
+        );
+        for (byte, name) in (1u8..).zip(["a", "b", "c", "d"]) {
+            let id = ObjectId::from_bytes_or_panic(&[byte; 20]);
+            assert!(
+                matches!(after.get(&format!("refs/leases/{name}")).expect("read"),
+                    Some(super::super::Target::Object(found)) if found == id),
+                "{name}"
+            );
+        }
+        let left: Vec<_> = std::fs::read_dir(dir)
+            .expect("list")
+            .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+            .filter(|n| n.ends_with(".lock") || n.ends_with(".temp"))
+            .collect();
+        assert!(left.is_empty(), "{left:?}");
+        // A list whose head changed under the merge (tables no longer first) is not published.
+        let list = read_list(&dir.join(TABLES_LIST))
+            .expect("read")
+            .expect("a list");
+        let stack = Stack::listed(dir, gix::hash::Kind::Sha1, &list)
+            .expect("open")
+            .expect("every table");
+        let mut plan = Plan::new(dir, false);
+        assert!(plan.lock_tables(&stack, (0, 2)));
+        std::fs::write(dir.join(TABLES_LIST), format!("{}\n", after.names[1])).expect("write");
+        assert!(!plan
+            .compact_unlisted(&stack, &lock_path, gix::hash::Kind::Sha1, Duration::ZERO)
+            .expect("left"));
+        plan.clean_up();
+        let list = std::fs::read_to_string(dir.join(TABLES_LIST)).expect("read");
+        assert_eq!(list, format!("{}\n", after.names[1]));
+        let files = std::fs::read_dir(dir).expect("list").count();
+        assert_eq!(
+            files, 3,
+            "the list and the two tables, no merged table left behind"
+        );
     }
 }
