@@ -1117,6 +1117,16 @@ mod tests {
         assert_eq!(segment(&[1000, 10, 10]), Some((1, 3)));
     }
 
+    /// The stack `dir`'s list names, every table there.
+    fn listed(dir: &Path) -> Stack {
+        let list = read_list(&dir.join(TABLES_LIST))
+            .expect("read")
+            .expect("a list");
+        Stack::listed(dir, gix::hash::Kind::Sha1, &list)
+            .expect("open")
+            .expect("every table")
+    }
+
     /// A claim of `name` at an id made of `byte`, through [`transact`] with auto-compaction
     /// as configured.
     fn claim(dir: &Path, compact: bool, name: &str, byte: u8) -> Outcome {
@@ -1152,12 +1162,7 @@ mod tests {
             assert_eq!(claim(dir, false, name, i as u8 + 1), Outcome::Done);
         }
         let lock_path = dir.join(format!("{TABLES_LIST}.lock"));
-        let list = read_list(&dir.join(TABLES_LIST))
-            .expect("read")
-            .expect("a list");
-        let stack = Stack::listed(dir, gix::hash::Kind::Sha1, &list)
-            .expect("open")
-            .expect("every table");
+        let stack = listed(dir);
         assert_eq!(stack.tables.len(), 3);
         // What `compact_all` does before it lets the list's lock go: the tables locked.
         let mut plan = Plan::new(dir, false);
@@ -1196,12 +1201,7 @@ mod tests {
             .collect();
         assert!(left.is_empty(), "{left:?}");
         // A list whose head changed under the merge (tables no longer first) is not published.
-        let list = read_list(&dir.join(TABLES_LIST))
-            .expect("read")
-            .expect("a list");
-        let stack = Stack::listed(dir, gix::hash::Kind::Sha1, &list)
-            .expect("open")
-            .expect("every table");
+        let stack = listed(dir);
         let mut plan = Plan::new(dir, false);
         assert!(plan.lock_tables(&stack, (0, 2)));
         std::fs::write(dir.join(TABLES_LIST), format!("{}\n", after.names[1])).expect("write");
