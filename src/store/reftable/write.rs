@@ -251,7 +251,6 @@ pub(crate) fn compact_all(
 }
 
 /// The table of a transaction: its update index, records and bytes.
-/// The table of a transaction: its update index, records and bytes.
 struct NewTable {
     update: u64,
     records: Vec<(Vec<u8>, Entry)>,
@@ -460,7 +459,6 @@ impl<'a> Plan<'a> {
             return Ok(false);
         };
         let merged = self.place(&bytes, min, max)?;
-        drop((bytes, refs, logs));
         let Some(mut lock) = Lock::take(lock_path, lock_wait)? else {
             return Ok(false);
         };
@@ -1117,16 +1115,6 @@ mod tests {
         assert_eq!(segment(&[1000, 10, 10]), Some((1, 3)));
     }
 
-    /// The stack `dir`'s list names, every table there.
-    fn listed(dir: &Path) -> Stack {
-        let list = read_list(&dir.join(TABLES_LIST))
-            .expect("read")
-            .expect("a list");
-        Stack::listed(dir, gix::hash::Kind::Sha1, &list)
-            .expect("open")
-            .expect("every table")
-    }
-
     /// A claim of `name` at an id made of `byte`, through [`transact`] with auto-compaction
     /// as configured.
     fn claim(dir: &Path, compact: bool, name: &str, byte: u8) -> Outcome {
@@ -1162,7 +1150,7 @@ mod tests {
             assert_eq!(claim(dir, false, name, i as u8 + 1), Outcome::Done);
         }
         let lock_path = dir.join(format!("{TABLES_LIST}.lock"));
-        let stack = listed(dir);
+        let stack = Stack::open(dir, gix::hash::Kind::Sha1).expect("open");
         assert_eq!(stack.tables.len(), 3);
         // What `compact_all` does before it lets the list's lock go: the tables locked.
         let mut plan = Plan::new(dir, false);
@@ -1201,7 +1189,7 @@ mod tests {
             .collect();
         assert!(left.is_empty(), "{left:?}");
         // A list whose head changed under the merge (tables no longer first) is not published.
-        let stack = listed(dir);
+        let stack = Stack::open(dir, gix::hash::Kind::Sha1).expect("open");
         let mut plan = Plan::new(dir, false);
         assert!(plan.lock_tables(&stack, (0, 2)));
         std::fs::write(dir.join(TABLES_LIST), format!("{}\n", after.names[1])).expect("write");
