@@ -337,6 +337,8 @@ struct Plan<'a> {
     fsync: bool,
     /// New tables in place (removed on failure).
     written: Vec<PathBuf>,
+    /// New tables written under their temporary names, not yet renamed (removed on failure).
+    staged: Vec<PathBuf>,
     table_locks: Vec<PathBuf>,
 }
 
@@ -346,6 +348,7 @@ impl<'a> Plan<'a> {
             dir,
             fsync,
             written: Vec::new(),
+            staged: Vec::new(),
             table_locks: Vec::new(),
         }
     }
@@ -458,7 +461,10 @@ impl<'a> Plan<'a> {
         let Some(bytes) = encode(hash, min, max, &refs, &logs) else {
             return Ok(false);
         };
-        let merged = self.place(&bytes, min, max)?;
+        // Written beside the stack under a temporary name, and renamed to a table's name only
+        // under the list's lock: a table of that name outside the list is then only ever one
+        // a killed writer left, which a clean-up under the lock may remove ([`super::clean`]).
+        let (merged, temp) = self.stage(&bytes, min, max)?;
         let Some(mut lock) = Lock::take(lock_path, lock_wait)? else {
             return Ok(false);
         };
@@ -475,6 +481,7 @@ impl<'a> Plan<'a> {
         if !heads {
             return Ok(false);
         }
+        self.settle(&temp, &merged)?;
         let mut out = Vec::with_capacity(list.len());
         out.extend_from_slice(merged.as_bytes());
         out.push(b'\n');
@@ -497,10 +504,18 @@ impl<'a> Plan<'a> {
     /// Writes `bytes` as a new table of the update indices `min` to `max` under git's name
     /// for it; returns the name.
     fn place(&mut self, bytes: &[u8], min: u64, max: u64) -> Result<String> {
+        let (name, temp) = self.stage(bytes, min, max)?;
+        self.settle(&temp, &name)?;
+        Ok(name)
+    }
+
+    /// Writes `bytes` beside the stack as `<name>.temp`, where `name` is git's name for a
+    /// table of the update indices `min` to `max`; returns the name and the temporary path.
+    fn stage(&mut self, bytes: &[u8], min: u64, max: u64) -> Result<(String, PathBuf)> {
         let name = format!("0x{min:012x}-0x{max:012x}-{:08x}.ref", fastrand::u32(..));
-        let path = self.dir.join(&name);
         let temp = self.dir.join(format!("{name}.temp"));
-        let written = OpenOptions::new()
+        self.staged.push(temp.clone());
+        OpenOptions::new()
             .write(true)
             .create_new(true)
             .open(&temp)
@@ -511,13 +526,17 @@ impl<'a> Plan<'a> {
                 }
                 Ok(())
             })
-            .and_then(|()| std::fs::rename(&temp, &path));
-        if let Err(e) = written {
-            let _ = std::fs::remove_file(&temp);
-            return Err(io_error(&path, "cannot write", e));
-        }
+            .map_err(|e| io_error(&temp, "cannot write", e))?;
+        Ok((name, temp))
+    }
+
+    /// Renames the table [`Plan::stage`] wrote at `temp` to its name.
+    fn settle(&mut self, temp: &Path, name: &str) -> Result<()> {
+        let path = self.dir.join(name);
+        std::fs::rename(temp, &path).map_err(|e| io_error(&path, "cannot write", e))?;
+        self.staged.retain(|t| t != temp);
         self.written.push(path);
-        Ok(name)
+        Ok(())
     }
 
     fn release_table_locks(&mut self) {
@@ -528,7 +547,7 @@ impl<'a> Plan<'a> {
 
     /// Removes the tables of a list that was not published, and the table locks.
     fn clean_up(&mut self) {
-        for path in self.written.drain(..) {
+        for path in self.written.drain(..).chain(self.staged.drain(..)) {
             let _ = std::fs::remove_file(path);
         }
         self.release_table_locks();
@@ -853,7 +872,7 @@ fn put_varint(out: &mut Vec<u8>, mut value: u64) {
 }
 
 /// `tables.list.lock`, held: removed when dropped, unless it was renamed into place.
-struct Lock {
+pub(super) struct Lock {
     path: PathBuf,
     file: Option<File>,
 }
@@ -861,7 +880,7 @@ struct Lock {
 impl Lock {
     /// Takes the lock at `path`, waiting for it with backoff for `wait`; `None` when it stayed
     /// held that long.
-    fn take(path: &Path, wait: Duration) -> Result<Option<Lock>> {
+    pub(super) fn take(path: &Path, wait: Duration) -> Result<Option<Lock>> {
         let deadline = Instant::now() + wait;
         let mut pause = Duration::from_millis(1);
         loop {
