@@ -15,7 +15,11 @@
 //!   tables meanwhile, so there a failed step is run again, up to
 //!   `REFTABLE_PACK_ATTEMPTS` times; where git-lease writes the stack itself it compacts it
 //!   in-process instead, its tables locked ([`Store::compact_refs`]), which no writer
-//!   can make give up. Either way it then removes the temporary files
+//!   can make give up. Before that, in a reftable repository, it removes what killed
+//!   writers left beside the tables ([`Store::clean_refs`]): a compaction's table locks
+//!   once they are an hour old (a stale one makes every full compaction give up), and
+//!   tables no list names once the stack has passed them; a stale `tables.list.lock` is
+//!   reported, never removed. Either way it then removes the temporary files
 //!   that killed writers left behind, once they are older than `gc.pruneExpire` (two weeks
 //!   by default) and at least an hour old ([`remove_stale_temporaries`]).
 //! - The write path starts `git gc --auto` by itself past git's thresholds:
@@ -45,7 +49,8 @@ pub struct GcReport {
     pub loose_lease_refs_after: u64,
     /// The git commands run, in order.
     pub commands: Vec<String>,
-    /// Stale temporary files removed ([`remove_stale_temporaries`]).
+    /// Stale temporary files removed ([`remove_stale_temporaries`]), and in a reftable
+    /// repository what killed writers left beside the tables ([`Store::clean_refs`]).
     pub temporary_files_removed: u64,
 }
 
@@ -72,6 +77,14 @@ pub fn gc(store: &Store, full: bool) -> Result<GcReport> {
     } else {
         REFTABLE_PACK_ATTEMPTS
     };
+    // What killed writers left beside a reftable stack goes first: a stale table lock
+    // would make its compaction give up.
+    let cutoff = temporaries_cutoff(&git_dir)?;
+    let now = SystemTime::now();
+    let mut temporary_files_removed = store.clean_refs(
+        cutoff,
+        now.checked_sub(MIN_TEMPORARY_AGE).unwrap_or(UNIX_EPOCH),
+    )?;
     let mut commands = Vec::new();
     for args in steps {
         // A reftable stack is compacted in-process where its writes are made in-process.
@@ -105,14 +118,13 @@ pub fn gc(store: &Store, full: bool) -> Result<GcReport> {
         }
         commands.push(shown);
     }
-    let temporary_files_removed = match temporaries_cutoff(&git_dir)? {
-        Some(cutoff) => remove_stale_temporaries(
+    if let Some(cutoff) = cutoff {
+        temporary_files_removed += remove_stale_temporaries(
             store.repo().objects.store_ref().path(),
             &store.repo().common_dir().join("git-lease"),
             cutoff,
-        ),
-        None => 0,
-    };
+        );
+    }
     let after = count_objects(&git_dir)?;
     Ok(GcReport {
         loose_objects_before: before.loose,

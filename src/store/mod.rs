@@ -29,7 +29,7 @@ mod reftable;
 mod scan;
 
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use gix::bstr::ByteSlice;
 use gix::ObjectId;
@@ -381,6 +381,17 @@ impl Store {
         match &self.refdb {
             RefDb::Files => Ok(false),
             RefDb::Git(git) => git.compact(self.fsync.refs),
+        }
+    }
+
+    /// Removes what killed writers left beside a reftable stack's tables (table locks last
+    /// modified before `locks`, temporary tables before `temporaries`, tables no list names
+    /// that the stack has passed), under its list's lock; returns how many files went (0 with
+    /// the files backend). [`Error::Locked`] when the list's lock stayed held.
+    pub fn clean_refs(&self, temporaries: Option<SystemTime>, locks: SystemTime) -> Result<u64> {
+        match &self.refdb {
+            RefDb::Files => Ok(0),
+            RefDb::Git(git) => git.clean(temporaries, locks),
         }
     }
 

@@ -34,7 +34,7 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use gix::ObjectId;
 
@@ -144,6 +144,24 @@ impl GitRefs {
             self.lock_wait,
             fsync,
         )
+    }
+
+    /// Removes what killed writers left beside the stack's tables, under its list's lock
+    /// ([`super::reftable::clean`]): stale table locks before `locks`, temporary tables
+    /// before `temporaries`; returns how many files went. [`Error::Locked`] when the list's
+    /// lock stayed held.
+    pub(crate) fn clean(&self, temporaries: Option<SystemTime>, locks: SystemTime) -> Result<u64> {
+        super::reftable::clean(
+            &self.common_dir.join("reftable"),
+            self.hash,
+            self.lock_wait,
+            temporaries,
+            locks,
+        )?
+        .ok_or_else(|| Error::Locked {
+            path: self.lock_path(),
+            waited_ms: self.lock_wait.as_millis(),
+        })
     }
 
     /// The same refs, written in-process as `settings` allow (`None`: by git).

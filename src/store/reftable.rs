@@ -27,7 +27,9 @@ use gix::ObjectId;
 use super::refdb::Target;
 use crate::error::{Error, Result};
 
+mod leftovers;
 mod write;
+pub(crate) use leftovers::clean;
 pub(crate) use write::{compact_all, transact, Outcome, Settings};
 
 /// The name of the stack's list of tables, in the `reftable/` directory.
