@@ -446,6 +446,15 @@ impl Cmd {
         self
     }
 
+    /// Runs the command under `program` (`strace`, for one): `program prefix… command args…`.
+    pub fn under<S: AsRef<OsStr>>(mut self, program: &str, prefix: &[S]) -> Cmd {
+        let mut args: Vec<OsString> = prefix.iter().map(|a| a.as_ref().to_owned()).collect();
+        args.push(std::mem::replace(&mut self.program, program.into()));
+        args.append(&mut self.args);
+        self.args = args;
+        self
+    }
+
     /// Sets `GIT_LEASE_NOW`.
     pub fn now(self, now: &str) -> Cmd {
         self.env("GIT_LEASE_NOW", now)

@@ -3,15 +3,17 @@
 //! `git show-ref`, `git fsck` and `git refs verify`; a compaction of tables git wrote (annotated
 //! tags' peeled ids, symbolic refs, deletions, tens of thousands of refs behind a ref index of
 //! two levels) that git lists as it listed them before; git writers and in-process writers
-//! racing on one stack, with nothing lost; and the refs that keep a reflog, which stay git's
-//! to write.
+//! racing on one stack, with nothing lost; the refs that keep a reflog, which stay git's
+//! to write; and `git lease gc` killed (`kill -9`, by strace) at each of its file-system calls
+//! in the stack's directory, after which nothing is lost and a later gc cleans up.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
+use std::process::Command;
 use std::sync::{Arc, Barrier};
 
-use crate::env::{at_min, TestRepo};
+use crate::env::{at_min, Skip, TestRepo};
 
 /// A `git` that fails and logs that it was run, in `<scratch>/no-git/`: put first on `PATH`,
 /// it proves that nothing ran git. Returns the directory and the log.
@@ -372,4 +374,206 @@ fn a_lease_ref_that_keeps_a_reflog_is_written_by_git_and_its_reflog_goes_on() {
     let shown = repo.json_at(&at_min(3), 0, &["show", "logged"]);
     assert_eq!(shown["state"], "free", "{shown}");
     git_checks(&repo);
+}
+
+// ---------------------------------------------------------------------------------------------
+// `git lease gc` killed while it compacts
+
+/// The file-system calls `git lease gc` is killed at: every one it makes in the stack's
+/// directory is a point where a kill leaves that directory in another state.
+const FS_CALLS: &str = "openat,write,rename,renameat,renameat2,unlink,unlinkat,fsync";
+
+/// A stack for `git lease gc` to compact: 3,000 refs in a table of git's, left uncompacted,
+/// and three claims written in-process after it (at least two tables).
+fn stack_to_compact() -> TestRepo {
+    let repo = TestRepo::init(&["--ref-format=reftable", "--initial-branch=main"]);
+    repo.git(&["commit", "-q", "--allow-empty", "-m", "c0"]);
+    let commit = repo.git(&["rev-parse", "HEAD"]);
+    let bulk: String = (0..3000)
+        .map(|i| format!("create refs/bulk/{} {commit}\n", spread(&i.to_string())))
+        .collect();
+    uncompacted(&repo, &bulk);
+    for issue in ["1", "2", "3"] {
+        repo.lease()
+            .now(&at_min(0))
+            .args(["acquire", issue, "--holder", "alice", "--ttl", "1h"])
+            .run()
+            .code(0);
+    }
+    assert!(tables(&repo).len() >= 2, "{:?}", tables(&repo));
+    repo
+}
+
+/// The files in the stack's directory.
+fn stack_files(repo: &TestRepo) -> BTreeSet<String> {
+    std::fs::read_dir(repo.git_dir().join("reftable"))
+        .expect("read the stack's directory")
+        .map(|e| {
+            e.expect("an entry")
+                .file_name()
+                .into_string()
+                .expect("UTF-8")
+        })
+        .collect()
+}
+
+/// The calls of [`FS_CALLS`] that `git lease gc` makes in the stack's directory, traced in a
+/// copy of `template`: each as its system call's name and its ordinal among that call's
+/// invocations, which is how strace is told where to kill (`when=`).
+fn calls_in_the_stack(template: &TestRepo) -> Option<Vec<(String, usize, String)>> {
+    if Command::new("strace").arg("-V").output().is_err() {
+        return crate::env::unavailable(Skip::Host, "", "there is no strace");
+    }
+    let repo = copy_of(template);
+    let trace = repo.scratch("trace").join("gc.trace");
+    repo.lease()
+        .now(&at_min(1))
+        .args(["gc"])
+        .under(
+            "strace",
+            &[
+                "-y",
+                "-o",
+                path_str(&trace),
+                "-e",
+                &format!("trace={FS_CALLS}"),
+            ],
+        )
+        .run()
+        .code(0);
+    let mut seen: BTreeMap<String, usize> = BTreeMap::new();
+    let mut calls = Vec::new();
+    let text = std::fs::read_to_string(&trace).expect("read the trace");
+    for line in text.lines() {
+        let Some((name, _)) = line.split_once('(') else {
+            continue;
+        };
+        if !FS_CALLS.split(',').any(|call| call == name) {
+            continue;
+        }
+        let ordinal = seen.entry(name.to_owned()).or_default();
+        *ordinal += 1;
+        if line.contains("/reftable") {
+            calls.push((name.to_owned(), *ordinal, line.to_owned()));
+        }
+    }
+    Some(calls)
+}
+
+/// A repository whose `.git` is a copy of `template`'s.
+fn copy_of(template: &TestRepo) -> TestRepo {
+    let repo = TestRepo::init(&["--ref-format=reftable"]);
+    let git_dir = repo.git_dir();
+    std::fs::remove_dir_all(&git_dir).expect("remove the new .git");
+    let out = Command::new("cp")
+        .arg("-a")
+        .arg(template.git_dir())
+        .arg(&git_dir)
+        .output()
+        .expect("run cp");
+    assert!(out.status.success(), "cp -a: {out:?}");
+    repo
+}
+
+fn path_str(path: &std::path::Path) -> &str {
+    path.to_str().expect("a UTF-8 path")
+}
+
+/// Sets every file of the stack's directory back by `age`, as if the kill was that long ago.
+fn age_the_stack(repo: &TestRepo, age: std::time::Duration) {
+    let then = std::time::SystemTime::now() - age;
+    for name in stack_files(repo) {
+        let path = repo.git_dir().join("reftable").join(name);
+        let file = std::fs::File::options()
+            .append(true)
+            .open(&path)
+            .expect("open a file of the stack");
+        file.set_modified(then).expect("set its time");
+    }
+}
+
+#[test]
+fn gc_killed_at_any_step_of_a_compaction_loses_nothing_and_a_later_gc_cleans_up() {
+    let template = stack_to_compact();
+    let Some(calls) = calls_in_the_stack(&template) else {
+        return;
+    };
+    // Taking the list's lock, the tables' locks, writing the merged table, publishing the
+    // new list, removing what it replaced: each is a point to be killed at.
+    assert!(calls.len() >= 10, "{calls:#?}");
+    let before = git_refs(&template);
+    let before_tables = tables(&template);
+    for (call, ordinal, line) in &calls {
+        let repo = copy_of(&template);
+        repo.git(&["config", "lease.lockTimeout", "200ms"]);
+        let inject = format!("inject={call}:signal=SIGKILL:when={ordinal}");
+        let run = repo
+            .lease()
+            .now(&at_min(1))
+            .args(["gc"])
+            .under(
+                "strace",
+                &[
+                    "-o",
+                    "/dev/null",
+                    "-e",
+                    &format!("trace={call}"),
+                    "-e",
+                    &inject,
+                ],
+            )
+            .run();
+        let at = format!("killed at {call} #{ordinal}: {line}");
+        assert_eq!(run.code, -1, "{at}\n{run}");
+
+        // Nothing lost: every ref as git lists it, git's checks and the ledgers'.
+        assert_eq!(git_refs(&repo), before, "{at}");
+        let verify = repo.git_run(&["refs", "verify", "--strict"]);
+        assert_eq!(verify.code, 0, "{at}\n{verify}");
+        repo.assert_fsck();
+        repo.lease().now(&at_min(2)).args(["verify"]).run().code(0);
+        let listed = tables(&repo);
+        assert!(
+            listed == before_tables || listed.len() == 1,
+            "{at}: the old list or the merged table: {listed:?}"
+        );
+
+        // A kill while the list's lock is held leaves it: writes fail naming it, until
+        // someone who knows that no writer runs removes it, as the error says.
+        let list_lock = repo.git_dir().join("reftable/tables.list.lock");
+        if list_lock.exists() {
+            for args in [&["acquire", "4", "--holder", "bob"][..], &["gc"]] {
+                repo.lease()
+                    .now(&at_min(2))
+                    .args(args)
+                    .run()
+                    .code(1)
+                    .stderr_has(path_str(&list_lock));
+            }
+            std::fs::remove_file(&list_lock).expect("remove the list's lock");
+        }
+        repo.lease()
+            .now(&at_min(2))
+            .args(["acquire", "4", "--holder", "bob"])
+            .run()
+            .code(0)
+            .stdout_has("(token 1)");
+
+        // A month on, gc removes whatever the kill left beside the tables, and compacts.
+        age_the_stack(&repo, std::time::Duration::from_secs(31 * 24 * 3600));
+        repo.lease().now(&at_min(3)).args(["gc"]).run().code(0);
+        let listed = tables(&repo);
+        assert_eq!(listed.len(), 1, "{at}: {listed:?}");
+        let mut want: BTreeSet<String> = listed.into_iter().collect();
+        want.insert("tables.list".to_owned());
+        assert_eq!(
+            stack_files(&repo),
+            want,
+            "{at}: only the list and its table"
+        );
+        let mut after = git_refs(&repo);
+        assert!(after.remove("refs/leases/4").is_some(), "{at}");
+        assert_eq!(after, before, "{at}");
+        git_checks(&repo);
+    }
 }
