@@ -205,7 +205,20 @@ fn gather(
     let fold = store.fold(new)?;
     let before = previous.map(|p| store.fold(p)).transpose()?;
     let changes = store.archive_diff(before.as_ref(), &fold)?;
-    let mut states: Vec<Result<Lease, String>> = Vec::new();
+    // The state at every recorded tip, decoded together (on several threads when there are
+    // many: a first fold, or a mirror's first look at an archive, records every quiet ledger).
+    let recorded_tips: Vec<(String, ObjectId)> = changes
+        .iter()
+        .filter_map(|(issue, _, now)| now.map(|tip| (issue.clone(), tip)))
+        .collect();
+    let states: Vec<std::result::Result<Lease, String>> =
+        store.per_ref(&recorded_tips, |store, issue, tip| {
+            Ok(store
+                .entry(issue, tip)
+                .map(|e| e.lease)
+                .map_err(|e| e.to_string()))
+        })?;
+    drop(recorded_tips);
     let mut facts = Vec::new();
     let mut dropped = Vec::new();
     for (issue, was, now) in &changes {
@@ -214,12 +227,6 @@ fn gather(
             continue;
         };
         let id = IssueId::new(issue)?;
-        states.push(
-            store
-                .entry(issue, *tip)
-                .map(|e| e.lease)
-                .map_err(|e| e.to_string()),
-        );
         let ref_at = match judge {
             Judge::Arrival { .. } => ref_tip(&id)?,
             Judge::History => None,
