@@ -570,3 +570,65 @@ fn a_fold_killed_between_its_two_steps_loses_nothing_and_the_next_one_finishes_i
     repo.git(&["fsck", "--no-dangling"]);
     repo.run_at(&at(150), &["verify"]).ok();
 }
+
+/// A first fold of more ledgers than a reader decodes on one thread (1,024): a new clone's
+/// first claim judges it, every recorded state decoded on threads, and takes it; the same fold
+/// dated back to when those leases were still held, set on the server past its hook, is
+/// refused by the next new clone, which pushes nothing.
+#[test]
+fn a_new_clone_judges_a_fold_of_many_ledgers_and_refuses_one_that_records_live_leases() {
+    let mut server = Server::with_hook();
+    server.start_at(&at(0));
+    let issues: Vec<String> = (0..1100).map(|i| format!("m{i}")).collect();
+    let mut args = vec!["acquire", "--holder", "alice", "--ttl", "1m"];
+    args.extend(issues.iter().map(String::as_str));
+    on_server(&server, &at(0), &args);
+    server.config("lease.hookNow", &at(600));
+    on_server(&server, &at(600), &["archive", "--quiet-for", "1m"]);
+    let honest = server.rev("refs/lease-archive").expect("an archive");
+    assert_eq!(server.tip("m7"), None);
+
+    let bob = server.client("bob");
+    lease(&bob, 610, &["acquire", "n1", "--remote", "origin"])
+        .ok()
+        .stdout_has("(token 1)");
+    lease(&bob, 610, &["acquire", "m1099", "--remote", "origin"])
+        .ok()
+        .stdout_has("(token 2)");
+
+    // The honest fold's tree and parents, dated 30 s after the claims: every lease it records
+    // was held then. The server's own account sets it, past the hook.
+    let line = server.git(&["rev-list", "--parents", "-n1", &honest]);
+    let parents: Vec<&str> = line.split_whitespace().skip(1).collect();
+    let tree = server.git(&["rev-parse", &format!("{honest}^{{tree}}")]);
+    let mut commit_tree = vec!["commit-tree", tree.trim(), "-m", "fold"];
+    for parent in &parents {
+        commit_tree.extend(["-p", parent]);
+    }
+    let when = format!(
+        "{} +0000",
+        (t0() + chrono::Duration::seconds(30)).timestamp()
+    );
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(server.bare())
+        .args(&commit_tree)
+        .env("GIT_COMMITTER_DATE", &when)
+        .env("GIT_AUTHOR_DATE", &when)
+        .output()
+        .expect("git commit-tree runs");
+    assert!(out.status.success(), "{out:?}");
+    let forged = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    let revived = server.rev("refs/leases/m1099");
+    server.git(&["update-ref", "refs/lease-archive", &forged]);
+    let before = server.refs();
+
+    let carol = server.client("carol");
+    let run = lease(&carol, 620, &["acquire", "n2", "--remote", "origin"]);
+    assert_ne!(run.code, 0, "{run}");
+    run.stderr_has("refs/lease-archive")
+        .stderr_has("held by alice");
+    assert_eq!(server.refs(), before, "nothing pushed");
+    assert_eq!(server.tip("n2"), None);
+    assert_eq!(server.rev("refs/leases/m1099"), revived);
+}
