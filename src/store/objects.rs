@@ -266,24 +266,25 @@ impl Store {
         }
         let decoded = gix::objs::TreeRef::from_bytes(&data, self.repo.object_hash())
             .map_err(|e| format!("cannot decode its tree: {e}"))?;
-        let names: Vec<String> = decoded
-            .entries
-            .iter()
-            .map(|e| e.filename.to_str_lossy().into_owned())
-            .collect();
+        // The names, for the error only: a ledger's tree is read for every listed lease.
+        let names = || {
+            decoded
+                .entries
+                .iter()
+                .map(|e| e.filename.to_str_lossy())
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
         let entry = match decoded.entries.as_slice() {
             [only] if only.filename == LEASE_FILE => only,
             [] => return Err(format!("its tree has no {LEASE_FILE}")),
-            _ if !names.iter().any(|n| n == LEASE_FILE) => {
-                return Err(format!(
-                    "its tree has no {LEASE_FILE} (it has: {})",
-                    names.join(", ")
-                ))
+            entries if !entries.iter().any(|e| e.filename == LEASE_FILE) => {
+                return Err(format!("its tree has no {LEASE_FILE} (it has: {})", names()))
             }
             _ => {
                 return Err(format!(
                     "its tree must hold only {LEASE_FILE} as a regular file (it has: {})",
-                    names.join(", ")
+                    names()
                 ))
             }
         };
