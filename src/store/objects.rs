@@ -279,7 +279,10 @@ impl Store {
             [only] if only.filename == LEASE_FILE => only,
             [] => return Err(format!("its tree has no {LEASE_FILE}")),
             entries if !entries.iter().any(|e| e.filename == LEASE_FILE) => {
-                return Err(format!("its tree has no {LEASE_FILE} (it has: {})", names()))
+                return Err(format!(
+                    "its tree has no {LEASE_FILE} (it has: {})",
+                    names()
+                ))
             }
             _ => {
                 return Err(format!(

@@ -97,6 +97,19 @@ impl Stack {
 
     /// Opens the tables that `list` (the bytes of `dir`'s `tables.list`) names: the stack, or
     /// the path of the first table that does not exist.
+    /// The stack `tables.list` names, read by a holder of the list's lock: nothing can change
+    /// it meanwhile, so a listed table that is missing is corruption.
+    pub(crate) fn locked(dir: &Path, hash: gix::hash::Kind) -> Result<Stack> {
+        let list = read_list(&dir.join(TABLES_LIST))?.unwrap_or_default();
+        match Stack::listed(dir, hash, &list)? {
+            Ok(stack) => Ok(stack),
+            Err(missing) => Err(corrupt(
+                &missing,
+                "is listed in tables.list but does not exist",
+            )),
+        }
+    }
+
     fn listed(
         dir: &Path,
         hash: gix::hash::Kind,

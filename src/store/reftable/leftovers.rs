@@ -31,7 +31,7 @@ use std::path::Path;
 use std::time::{Duration, SystemTime};
 
 use super::write::Lock;
-use super::{open_file, read_list, Stack, Table, TABLES_LIST};
+use super::{open_file, Stack, Table, TABLES_LIST};
 use crate::error::Result;
 
 /// A file of a stack's directory that a killed writer may have left.
@@ -99,16 +99,7 @@ pub(crate) fn clean(
     let Some(_lock) = Lock::take(&dir.join(format!("{TABLES_LIST}.lock")), lock_wait)? else {
         return Ok(None);
     };
-    let list = read_list(&dir.join(TABLES_LIST))?.unwrap_or_default();
-    let stack = match Stack::listed(dir, hash, &list)? {
-        Ok(stack) => stack,
-        Err(missing) => {
-            return Err(super::corrupt(
-                &missing,
-                "is listed in tables.list but does not exist",
-            ))
-        }
-    };
+    let stack = Stack::locked(dir, hash)?;
     let newest = stack.tables.iter().map(|t| t.max_update).max().unwrap_or(0);
     let Ok(entries) = std::fs::read_dir(dir) else {
         return Ok(Some(0));

@@ -149,16 +149,7 @@ pub(crate) fn transact(
         return Ok(Outcome::Locked);
     };
     let list_path = dir.join(TABLES_LIST);
-    let list = read_list(&list_path)?.unwrap_or_default();
-    let stack = match Stack::listed(dir, hash, &list)? {
-        Ok(stack) => stack,
-        Err(missing) => {
-            return Err(super::corrupt(
-                &missing,
-                "is listed in tables.list but does not exist",
-            ))
-        }
-    };
+    let stack = Stack::locked(dir, hash)?;
     if let Some(outcome) = check(&stack, &sorted, has_object)? {
         return Ok(outcome);
     }
@@ -225,17 +216,7 @@ pub(crate) fn compact_all(
     let Some(lock) = Lock::take(&lock_path, lock_wait)? else {
         return Ok(false);
     };
-    let list_path = dir.join(TABLES_LIST);
-    let list = read_list(&list_path)?.unwrap_or_default();
-    let stack = match Stack::listed(dir, hash, &list)? {
-        Ok(stack) => stack,
-        Err(missing) => {
-            return Err(super::corrupt(
-                &missing,
-                "is listed in tables.list but does not exist",
-            ))
-        }
-    };
+    let stack = Stack::locked(dir, hash)?;
     let n = stack.tables.len();
     if n <= 1 {
         return Ok(true);
