@@ -24,7 +24,7 @@
 //! merge takes, and one that wakes after its locks were removed finds, when it takes the
 //! list's lock again, whether the tables it merged still head the list, and publishes
 //! nothing when they do not (this crate's compaction, [`super::compact_all`], and git's
-//! since 2.46). A temporary table goes once it is older than the cutoff of every other
+//! since 2.47). A temporary table goes once it is older than the cutoff of every other
 //! temporary file (`gc.pruneExpire`, [`crate::gc::remove_stale_temporaries`]).
 
 use std::path::Path;
