@@ -246,6 +246,50 @@ impl GitRefs {
         Ok(refs)
     }
 
+    /// Returns, from one snapshot of the stack, its tables' names (oldest first) and the direct
+    /// refs under `prefix` (which ends with `/`; no ref namespace) that may have moved since a
+    /// look that saw the tables `seen`: `Ok` with each such ref and its tip, read from the
+    /// tables listed after the longest run that both lists begin with (tables never change,
+    /// so only those can hold a newer record; a compaction merged into a write keeps the
+    /// oldest tables listed first); `Err` with every ref under `prefix`, sorted by name, when
+    /// no table is shared, or when one of the newer records deletes a ref or makes it
+    /// symbolic (which a list of tips cannot say).
+    #[allow(clippy::type_complexity)]
+    pub(crate) fn moved_since(
+        &self,
+        seen: &[String],
+        prefix: &str,
+    ) -> Result<(
+        Vec<String>,
+        std::result::Result<Vec<(String, ObjectId)>, Vec<(String, ObjectId)>>,
+    )> {
+        let stack = self.shared()?;
+        let names = stack.names().to_vec();
+        let shared = names.iter().zip(seen).take_while(|(a, b)| a == b).count();
+        if shared > 0 {
+            let tips: Option<Vec<(String, ObjectId)>> = stack
+                .records_under(shared, prefix)?
+                .into_iter()
+                .map(|(name, record)| match record {
+                    Some(Target::Object(id)) => Some((name, id)),
+                    Some(Target::Symbolic(_)) | None => None,
+                })
+                .collect();
+            if let Some(moved) = tips {
+                return Ok((names, Ok(moved)));
+            }
+        }
+        let all = stack
+            .under(prefix)?
+            .into_iter()
+            .filter_map(|(name, target)| match target {
+                Target::Object(id) => Some((name, id)),
+                Target::Symbolic(_) => None,
+            })
+            .collect();
+        Ok((names, Err(all)))
+    }
+
     /// Returns the names of the refs among `names` that exist, from one snapshot of the stack.
     pub(crate) fn existing(&self, names: &[String]) -> Result<Vec<String>> {
         if names.is_empty() {

@@ -154,9 +154,25 @@ impl Stack {
     /// Returns every ref whose name starts with `prefix`, sorted by name, merged across the
     /// stack (newer tables shadow older ones, deletions hide).
     pub(crate) fn under(&self, prefix: &str) -> Result<Vec<(String, Target)>> {
+        Ok(self
+            .records_under(0, prefix)?
+            .into_iter()
+            .filter_map(|(name, record)| Some((name, record?)))
+            .collect())
+    }
+
+    /// The tables' names, oldest first, as `tables.list` gave them.
+    pub(crate) fn names(&self) -> &[String] {
+        &self.names
+    }
+
+    /// Returns the newest record of every ref whose name starts with `prefix` that the tables
+    /// from the `from`-th on (the newest ones) hold, sorted by name: `None` where the newest
+    /// of them deletes it. From 0, the whole stack, deletions kept.
+    pub(crate) fn records_under(&self, from: usize, prefix: &str) -> Result<Vec<(String, Record)>> {
         let prefix = prefix.as_bytes();
         let mut merged: Vec<(Vec<u8>, Record)> = Vec::new();
-        for table in &self.tables {
+        for table in self.tables.iter().skip(from) {
             let mut records = Vec::new();
             if let Some(mut iter) = table.seek(prefix)? {
                 while let Some((key, entry)) = iter.next()? {
@@ -174,9 +190,8 @@ impl Stack {
         }
         merged
             .into_iter()
-            .filter_map(|(name, record)| Some((name, record?)))
-            .map(|(name, target)| match String::from_utf8(name) {
-                Ok(name) => Ok((name, target)),
+            .map(|(name, record)| match String::from_utf8(name) {
+                Ok(name) => Ok((name, record)),
                 Err(e) => Err(Error::Git {
                     context: "cannot read references (reftable)".into(),
                     message: format!(

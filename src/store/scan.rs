@@ -16,8 +16,13 @@
 //!   refs costs one `stat` per loose ref: a repository whose ledgers are packed (`git lease
 //!   gc`, `git pack-refs`) pays for the few refs moved since.
 //! - Reftable: `reftable/tables.list`, which every ref update renames into place, is looked at
-//!   the same way; unchanged, nothing moved; changed, every ref is read (in-process, by the
-//!   reftable reader).
+//!   the same way; unchanged, nothing moved. Changed, the tables it lists now are compared
+//!   with those it listed (a table never changes once written): only the records of the
+//!   tables after the run both lists begin with are read, which after a claim is its own
+//!   table, or the few small tables a compaction merged into the write, never the large old
+//!   ones below. Every ref is read (in-process, by the reftable reader) when no table is
+//!   shared (the first scan, `git pack-refs`, `git lease gc`), or when a newer record deletes
+//!   a ref.
 //! - A ref namespace (`GIT_NAMESPACE`), or a namespace of refs that does not end in `/`: every
 //!   ref, each time.
 
@@ -57,8 +62,11 @@ enum Seen {
         packed: Option<FileStat>,
         loose: HashMap<String, (FileStat, ObjectId)>,
     },
-    /// Reftable: `tables.list` (`None`: absent).
-    Tables(Option<FileStat>),
+    /// Reftable: `tables.list` (`None`: absent) and the tables it listed, oldest first.
+    Tables {
+        list: Option<FileStat>,
+        names: Vec<String>,
+    },
 }
 
 impl RefScan {
@@ -91,15 +99,33 @@ impl Store {
                 Ok(Moved::All(self.refs_listed(&namespace)?))
             }
             RefDb::Git(git) => {
-                let tables = file_stat(&git.tables_list_path())?;
-                if let Some(Seen::Tables(before)) = &scan.seen {
-                    if *before == tables {
+                // Looked at before the tables are read: whatever changes from now on differs
+                // from what is kept, and is read next time.
+                let list = file_stat(&git.tables_list_path())?;
+                let seen = match scan.seen.take() {
+                    Some(Seen::Tables {
+                        list: before,
+                        names,
+                    }) if before == list => {
+                        scan.seen = Some(Seen::Tables { list, names });
                         return Ok(Moved::Some(Vec::new()));
                     }
-                }
-                let all = self.refs_listed(&namespace)?;
-                scan.seen = Some(Seen::Tables(tables));
-                Ok(Moved::All(all))
+                    Some(Seen::Tables { names, .. }) => names,
+                    _ => Vec::new(),
+                };
+                let (names, moved) = git.moved_since(&seen, &namespace)?;
+                scan.seen = Some(Seen::Tables { list, names });
+                let strip = |refs: Vec<(String, ObjectId)>| -> Vec<(String, ObjectId)> {
+                    refs.into_iter()
+                        .filter_map(|(name, id)| {
+                            Some((name.strip_prefix(namespace.as_str())?.to_owned(), id))
+                        })
+                        .collect()
+                };
+                Ok(match moved {
+                    Ok(moved) => Moved::Some(strip(moved)),
+                    Err(all) => Moved::All(strip(all)),
+                })
             }
             RefDb::Files => self.scan_files(scan),
         }
@@ -245,5 +271,116 @@ fn file_stat(path: &Path) -> Result<Option<FileStat>> {
         Ok(m) => Ok(Some(stat_of(&m))),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(io_error(path, e)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::process::Command;
+
+    /// Runs git in `dir` with fixed identities; returns its standard output, trimmed.
+    fn git(dir: &Path, args: &[&str]) -> String {
+        let out = Command::new("git")
+            .arg("-C")
+            .arg(dir)
+            .args(args)
+            .env("GIT_AUTHOR_NAME", "a")
+            .env("GIT_AUTHOR_EMAIL", "a@example.com")
+            .env("GIT_COMMITTER_NAME", "a")
+            .env("GIT_COMMITTER_EMAIL", "a@example.com")
+            .output()
+            .expect("git runs");
+        assert!(out.status.success(), "git {args:?}: {out:?}");
+        String::from_utf8(out.stdout)
+            .expect("UTF-8")
+            .trim()
+            .to_owned()
+    }
+
+    /// The refs of a scan's answer that are among the 2,000 in the stack's oldest table.
+    fn old_ones(refs: &[(String, ObjectId)]) -> usize {
+        refs.iter()
+            .filter(|(name, _)| name.starts_with("old-"))
+            .count()
+    }
+
+    #[test]
+    fn a_reftable_scan_reads_the_tables_added_since_it_looked_and_all_when_none_is_shared() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let repo = dir.path();
+        git(repo, &["init", "-q", "--ref-format=reftable"]);
+        let tree = "4b825dc642cb6eb9a060e54bf8d69288fbee4904";
+        let one = git(repo, &["commit-tree", tree, "-m", "one"]);
+        let two = git(repo, &["commit-tree", tree, "-m", "two"]);
+        // 2,000 ledgers in one table, which git's geometric compaction leaves alone under the
+        // small tables of later updates (it merges those among themselves).
+        let bulk: String = (0..2000)
+            .map(|i| format!("create refs/leases/old-{i:04} {one}\n"))
+            .collect();
+        let out = Command::new("git")
+            .arg("-C")
+            .arg(repo)
+            .args(["update-ref", "--stdin"])
+            .stdin(std::process::Stdio::piped())
+            .spawn()
+            .and_then(|mut child| {
+                use std::io::Write;
+                child
+                    .stdin
+                    .take()
+                    .expect("its standard input")
+                    .write_all(bulk.as_bytes())?;
+                child.wait_with_output()
+            })
+            .expect("git update-ref --stdin runs");
+        assert!(out.status.success(), "{out:?}");
+        let store = Store::open(repo).expect("the repository opens");
+        let mut scan = RefScan::new("refs/leases/");
+        let scanned = |scan: &mut RefScan| store.scan(scan).expect("a scan");
+        let id = |hex: &str| ObjectId::from_hex(hex.as_bytes()).expect("an id");
+
+        let Moved::All(all) = scanned(&mut scan) else {
+            panic!("the first scan reads every ref");
+        };
+        assert_eq!(all.len(), 2000);
+        assert_eq!(scanned(&mut scan), Moved::Some(Vec::new()));
+
+        // Each update: its own records (those of the small tables merged with it at most),
+        // never the oldest table's; a ref outside the namespace is not a move.
+        git(repo, &["update-ref", "refs/leases/c", &one]);
+        git(repo, &["update-ref", "refs/heads/main", &one]);
+        let Moved::Some(moved) = scanned(&mut scan) else {
+            panic!("an appended table is read alone");
+        };
+        assert!(moved.contains(&("c".to_owned(), id(&one))), "{moved:?}");
+        assert_eq!(old_ones(&moved), 0, "{moved:?}");
+        git(repo, &["update-ref", "refs/leases/old-0007", &two]);
+        let Moved::Some(moved) = scanned(&mut scan) else {
+            panic!("an appended table is read alone");
+        };
+        assert!(
+            moved.contains(&("old-0007".to_owned(), id(&two))),
+            "{moved:?}"
+        );
+        assert_eq!(old_ones(&moved), 1, "{moved:?}");
+
+        // A deletion among the newer records: every ref, as it is now.
+        git(repo, &["update-ref", "-d", "refs/leases/old-0008"]);
+        let Moved::All(all) = scanned(&mut scan) else {
+            panic!("a deletion makes a scan read every ref");
+        };
+        assert_eq!(all.len(), 2000);
+        assert!(all.iter().all(|(name, _)| name != "old-0008"));
+        assert!(all.contains(&("old-0007".to_owned(), id(&two))));
+
+        // Every table merged into one: none is shared, every ref; then appended ones again.
+        git(repo, &["pack-refs", "--all"]);
+        assert!(matches!(scanned(&mut scan), Moved::All(all) if all.len() == 2000));
+        git(repo, &["update-ref", "refs/leases/c", &two]);
+        assert_eq!(
+            scanned(&mut scan),
+            Moved::Some(vec![("c".to_owned(), id(&two))])
+        );
     }
 }
