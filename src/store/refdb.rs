@@ -246,27 +246,34 @@ impl GitRefs {
         Ok(refs)
     }
 
-    /// Returns, from one snapshot of the stack, its tables' names (oldest first) and the direct
-    /// refs under `prefix` (which ends with `/`; no ref namespace) that may have moved since a
-    /// look that saw the tables `seen`: `Ok` with each such ref and its tip, read from the
-    /// tables listed after the longest run that both lists begin with (tables never change,
-    /// so only those can hold a newer record; a compaction merged into a write keeps the
-    /// oldest tables listed first); `Err` with every ref under `prefix`, sorted by name, when
-    /// no table is shared, or when one of the newer records deletes a ref or makes it
-    /// symbolic (which a list of tips cannot say).
+    /// Returns, from one snapshot of the stack, what a later call is given as `seen` (its
+    /// tables' names, oldest first, and its newest update index), and the direct refs under
+    /// `prefix` (which ends with `/`; no ref namespace) that may have moved since a look that
+    /// saw `seen`: `Ok` with each such ref and its tip, read from the tables listed after the
+    /// longest run that both lists begin with (a table never changes once written, and a
+    /// compaction, merged into a write or not, replaces a run of the newest tables, so only
+    /// those can hold a newer record); `Err` with every ref under `prefix`, sorted by name,
+    /// when no table is shared, when the stack went back to an older update index (a list
+    /// restored over newer ones), or when one of the newer records deletes a ref or makes
+    /// it symbolic (which a list of tips cannot say).
     #[allow(clippy::type_complexity)]
     pub(crate) fn moved_since(
         &self,
-        seen: &[String],
+        seen: &(Vec<String>, u64),
         prefix: &str,
     ) -> Result<(
-        Vec<String>,
+        (Vec<String>, u64),
         std::result::Result<Vec<(String, ObjectId)>, Vec<(String, ObjectId)>>,
     )> {
         let stack = self.shared()?;
-        let names = stack.names().to_vec();
-        let shared = names.iter().zip(seen).take_while(|(a, b)| a == b).count();
-        if shared > 0 {
+        let now = (stack.names().to_vec(), stack.newest_update());
+        let shared = now
+            .0
+            .iter()
+            .zip(&seen.0)
+            .take_while(|(a, b)| a == b)
+            .count();
+        if shared > 0 && now.1 >= seen.1 {
             let tips: Option<Vec<(String, ObjectId)>> = stack
                 .records_under(shared, prefix)?
                 .into_iter()
@@ -276,7 +283,7 @@ impl GitRefs {
                 })
                 .collect();
             if let Some(moved) = tips {
-                return Ok((names, Ok(moved)));
+                return Ok((now, Ok(moved)));
             }
         }
         let all = stack
@@ -287,7 +294,7 @@ impl GitRefs {
                 Target::Symbolic(_) => None,
             })
             .collect();
-        Ok((names, Err(all)))
+        Ok((now, Err(all)))
     }
 
     /// Returns the names of the refs among `names` that exist, from one snapshot of the stack.

@@ -166,6 +166,11 @@ impl Stack {
         &self.names
     }
 
+    /// The update index of the stack's last transaction (0 when it has none).
+    pub(crate) fn newest_update(&self) -> u64 {
+        self.tables.iter().map(|t| t.max_update).max().unwrap_or(0)
+    }
+
     /// Returns the newest record of every ref whose name starts with `prefix` that the tables
     /// from the `from`-th on (the newest ones) hold, sorted by name: `None` where the newest
     /// of them deletes it. From 0, the whole stack, deletions kept.

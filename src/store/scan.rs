@@ -21,8 +21,11 @@
 //!   tables after the run both lists begin with are read, which after a claim is its own
 //!   table, or the few small tables a compaction merged into the write, never the large old
 //!   ones below. Every ref is read (in-process, by the reftable reader) when no table is
-//!   shared (the first scan, `git pack-refs`, `git lease gc`), or when a newer record deletes
-//!   a ref.
+//!   shared (the first scan, `git pack-refs`, `git lease gc`), when a newer record deletes a
+//!   ref, or when the stack's newest update index went back (an old `tables.list` restored
+//!   over newer ones). A list published from a stale view that also reuses the update
+//!   indices it went back over (what git's locking exists to prevent) looks like a
+//!   compaction: the refs it took back are seen at the next full read.
 //! - A ref namespace (`GIT_NAMESPACE`), or a namespace of refs that does not end in `/`: every
 //!   ref, each time.
 
@@ -62,10 +65,11 @@ enum Seen {
         packed: Option<FileStat>,
         loose: HashMap<String, (FileStat, ObjectId)>,
     },
-    /// Reftable: `tables.list` (`None`: absent) and the tables it listed, oldest first.
+    /// Reftable: `tables.list` (`None`: absent), the tables it listed (oldest first) and the
+    /// stack's newest update index.
     Tables {
         list: Option<FileStat>,
-        names: Vec<String>,
+        tables: (Vec<String>, u64),
     },
 }
 
@@ -105,16 +109,16 @@ impl Store {
                 let seen = match scan.seen.take() {
                     Some(Seen::Tables {
                         list: before,
-                        names,
+                        tables,
                     }) if before == list => {
-                        scan.seen = Some(Seen::Tables { list, names });
+                        scan.seen = Some(Seen::Tables { list, tables });
                         return Ok(Moved::Some(Vec::new()));
                     }
-                    Some(Seen::Tables { names, .. }) => names,
-                    _ => Vec::new(),
+                    Some(Seen::Tables { tables, .. }) => tables,
+                    _ => (Vec::new(), 0),
                 };
-                let (names, moved) = git.moved_since(&seen, &namespace)?;
-                scan.seen = Some(Seen::Tables { list, names });
+                let (tables, moved) = git.moved_since(&seen, &namespace)?;
+                scan.seen = Some(Seen::Tables { list, tables });
                 let strip = |refs: Vec<(String, ObjectId)>| -> Vec<(String, ObjectId)> {
                     refs.into_iter()
                         .filter_map(|(name, id)| {
@@ -373,6 +377,24 @@ mod tests {
         assert_eq!(all.len(), 2000);
         assert!(all.iter().all(|(name, _)| name != "old-0008"));
         assert!(all.contains(&("old-0007".to_owned(), id(&two))));
+
+        // An older `tables.list` put back over a newer one (its tables still there): the
+        // stack's newest update index went back, every ref as it is now.
+        let list = repo.join(".git/reftable/tables.list");
+        let before = std::fs::read(&list).expect("read tables.list");
+        git(repo, &["update-ref", "refs/leases/old-0009", &two]);
+        let Moved::Some(moved) = scanned(&mut scan) else {
+            panic!("an appended table is read alone");
+        };
+        assert!(
+            moved.contains(&("old-0009".to_owned(), id(&two))),
+            "{moved:?}"
+        );
+        std::fs::write(&list, &before).expect("put the older list back");
+        let Moved::All(all) = scanned(&mut scan) else {
+            panic!("a stack that went back is read whole");
+        };
+        assert!(all.contains(&("old-0009".to_owned(), id(&one))), "{all:?}");
 
         // Every table merged into one: none is shared, every ref; then appended ones again.
         git(repo, &["pack-refs", "--all"]);
