@@ -337,11 +337,27 @@ impl<'a> Plan<'a> {
     /// Writes the tables and the new list, renamed over the old one: the tables `[start, end)`
     /// of `segment` merged into one (with `new`'s records when `end` is past the last table),
     /// and `new`'s table unless it was merged. A segment whose merge does not fit in blocks
-    /// is left as it is. Returns false when the segment was left.
+    /// is left as it is. Returns false when the segment was left. What it wrote and did not
+    /// publish is removed while the list's lock is still held, as git removes it.
     fn commit(
         &mut self,
         stack: &Stack,
         mut lock: Lock,
+        hash: gix::hash::Kind,
+        segment: Option<(usize, usize)>,
+        new: Option<&NewTable>,
+    ) -> Result<bool> {
+        let published = self.commit_locked(stack, &mut lock, hash, segment, new);
+        self.remove_unpublished();
+        drop(lock);
+        published
+    }
+
+    /// [`Plan::commit`], under `lock`.
+    fn commit_locked(
+        &mut self,
+        stack: &Stack,
+        lock: &mut Lock,
         hash: gix::hash::Kind,
         segment: Option<(usize, usize)>,
         new: Option<&NewTable>,
@@ -449,6 +465,24 @@ impl<'a> Plan<'a> {
         let Some(mut lock) = Lock::take(lock_path, lock_wait)? else {
             return Ok(false);
         };
+        // What is not published goes while the list's lock is still held, as git removes it.
+        let published = self.publish_merged(stack, &mut lock, &merged, &temp);
+        self.remove_unpublished();
+        drop(lock);
+        published
+    }
+
+    /// The end of [`Plan::compact_unlisted`], under `lock`: if the tables merged into
+    /// `merged` (written at `temp`) still head the list, renames it into place and publishes
+    /// the list with it in their place.
+    fn publish_merged(
+        &mut self,
+        stack: &Stack,
+        lock: &mut Lock,
+        merged: &str,
+        temp: &Path,
+    ) -> Result<bool> {
+        let n = stack.tables.len();
         let list = read_list(&self.dir.join(TABLES_LIST))?.unwrap_or_default();
         let now: Vec<&[u8]> = list
             .split(|b| *b == b'\n')
@@ -462,7 +496,7 @@ impl<'a> Plan<'a> {
         if !heads {
             return Ok(false);
         }
-        self.settle(&temp, &merged)?;
+        self.settle(temp, merged)?;
         let mut out = Vec::with_capacity(list.len());
         out.extend_from_slice(merged.as_bytes());
         out.push(b'\n');
@@ -526,11 +560,16 @@ impl<'a> Plan<'a> {
         }
     }
 
-    /// Removes the tables of a list that was not published, and the table locks.
-    fn clean_up(&mut self) {
+    /// Removes the tables of a list that was not published.
+    fn remove_unpublished(&mut self) {
         for path in self.written.drain(..).chain(self.staged.drain(..)) {
             let _ = std::fs::remove_file(path);
         }
+    }
+
+    /// Removes the tables of a list that was not published, and the table locks.
+    fn clean_up(&mut self) {
+        self.remove_unpublished();
         self.release_table_locks();
     }
 }
