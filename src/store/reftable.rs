@@ -195,9 +195,12 @@ impl Stack {
         }
         merged
             .into_iter()
-            .map(|(name, record)| match String::from_utf8(name) {
-                Ok(name) => Ok((name, record)),
-                Err(e) => Err(Error::Git {
+            .map(|(name, record)| match (String::from_utf8(name), record) {
+                (Ok(name), record) => Ok((name, record)),
+                // Only a ref that exists needs a name to be read by: a deletion of one git
+                // took without UTF-8 stays a deletion (which no listing shows).
+                (Err(e), None) => Ok((String::from_utf8_lossy(e.as_bytes()).into_owned(), None)),
+                (Err(e), Some(_)) => Err(Error::Git {
                     context: "cannot read references (reftable)".into(),
                     message: format!(
                         "the ref name {:?} is not UTF-8",

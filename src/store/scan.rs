@@ -281,14 +281,19 @@ fn file_stat(path: &Path) -> Result<Option<FileStat>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::ffi::OsStr;
+    use std::os::unix::ffi::OsStrExt;
     use std::process::Command;
 
-    /// Runs git in `dir` with fixed identities; returns its standard output, trimmed.
+    /// Runs git in `dir` with fixed identities and no configuration but the repository's;
+    /// returns its standard output, trimmed.
     fn git(dir: &Path, args: &[&str]) -> String {
         let out = Command::new("git")
             .arg("-C")
             .arg(dir)
             .args(args)
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .env("GIT_CONFIG_NOSYSTEM", "1")
             .env("GIT_AUTHOR_NAME", "a")
             .env("GIT_AUTHOR_EMAIL", "a@example.com")
             .env("GIT_COMMITTER_NAME", "a")
@@ -395,6 +400,32 @@ mod tests {
             panic!("a stack that went back is read whole");
         };
         assert!(all.contains(&("old-0009".to_owned(), id(&one))), "{all:?}");
+
+        // A ref git took by a name that is not UTF-8, then deleted: the deletion's record
+        // (kept while the tables it is in are not merged with the oldest) reads as one.
+        let odd = OsStr::from_bytes(b"refs/leases/x\xff");
+        let update_ref = |args: &[&OsStr]| {
+            let out = Command::new("git")
+                .arg("-C")
+                .arg(repo)
+                .arg("update-ref")
+                .args(args)
+                .env("GIT_CONFIG_GLOBAL", "/dev/null")
+                .env("GIT_CONFIG_NOSYSTEM", "1")
+                .output()
+                .expect("git update-ref runs");
+            assert!(out.status.success(), "{out:?}");
+        };
+        update_ref(&[odd, OsStr::new(&one)]);
+        update_ref(&[OsStr::new("-d"), odd]);
+        let Moved::All(all) = scanned(&mut scan) else {
+            panic!("a deletion makes a scan read every ref");
+        };
+        assert_eq!(all.len(), 2000);
+        assert_eq!(
+            store.refs_under("refs/leases/").expect("a listing").len(),
+            2000
+        );
 
         // Every table merged into one: none is shared, every ref; then appended ones again.
         git(repo, &["pack-refs", "--all"]);
