@@ -95,8 +95,6 @@ impl Stack {
         ))
     }
 
-    /// Opens the tables that `list` (the bytes of `dir`'s `tables.list`) names: the stack, or
-    /// the path of the first table that does not exist.
     /// The stack `tables.list` names, read by a holder of the list's lock: nothing can change
     /// it meanwhile, so a listed table that is missing is corruption.
     pub(crate) fn locked(dir: &Path, hash: gix::hash::Kind) -> Result<Stack> {
@@ -110,6 +108,8 @@ impl Stack {
         }
     }
 
+    /// Opens the tables that `list` (the bytes of `dir`'s `tables.list`) names: the stack, or
+    /// the path of the first table that does not exist.
     fn listed(
         dir: &Path,
         hash: gix::hash::Kind,

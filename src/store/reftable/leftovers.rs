@@ -100,7 +100,7 @@ pub(crate) fn clean(
         return Ok(None);
     };
     let stack = Stack::locked(dir, hash)?;
-    let newest = stack.tables.iter().map(|t| t.max_update).max().unwrap_or(0);
+    let newest = stack.newest_update();
     let Ok(entries) = std::fs::read_dir(dir) else {
         return Ok(Some(0));
     };

@@ -160,11 +160,7 @@ pub(crate) fn transact(
         }
     }
     let update = stack
-        .tables
-        .iter()
-        .map(|t| t.max_update)
-        .max()
-        .unwrap_or(0)
+        .newest_update()
         .checked_add(1)
         .ok_or_else(|| super::corrupt(&list_path, "lists a table of the last update index"))?;
     let records: Vec<(Vec<u8>, Entry)> = sorted
