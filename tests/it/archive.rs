@@ -503,9 +503,7 @@ fn kill_after_the_archive_moves(repo: &TestRepo) {
     );
     let path = repo.git_dir().join("hooks").join("reference-transaction");
     std::fs::create_dir_all(path.parent().expect("hooks")).expect("hooks dir");
-    std::fs::write(&path, hook).expect("hook");
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    crate::env::write_program(&path, &hook, 0o755);
 }
 
 #[test]

@@ -199,6 +199,41 @@ pub fn path_with_first(dir: &Path) -> OsString {
         .expect("a PATH made of joinable directories")
 }
 
+/// Writes `text` to `path` as a program with permission bits `mode`.
+///
+/// Tests run on threads, and a child that another test forks inherits every descriptor this
+/// process has open until it execs. A program written here through a descriptor of its own
+/// could then fail to start, "Text file busy", while such a child still holds that descriptor.
+/// So the text goes to a file beside it, and `install(1)`, a process of its own, writes the
+/// program: no descriptor open for writing it ever exists in this process.
+pub fn write_program(path: &Path, text: &str, mode: u32) {
+    let mut name = path.file_name().expect("a program's file name").to_owned();
+    name.push(".text");
+    let source = path.with_file_name(name);
+    std::fs::write(&source, text).expect("write a program's text");
+    install_program(&source, path, mode);
+    std::fs::remove_file(&source).expect("remove a program's text");
+}
+
+/// Copies the program `from` to `to` with permission bits `mode`, in a process of its own
+/// (see [`write_program`]).
+pub fn install_program(from: &Path, to: &Path, mode: u32) {
+    let out = Command::new("install")
+        .arg("-m")
+        .arg(format!("{mode:o}"))
+        .arg(from)
+        .arg(to)
+        .output()
+        .expect("run install(1)");
+    assert!(
+        out.status.success(),
+        "install {} {}: {}",
+        from.display(),
+        to.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// What one process did.
 #[derive(Clone, Debug)]
 pub struct Run {

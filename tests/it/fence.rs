@@ -287,17 +287,15 @@ fn a_fenced_push_is_judged_again_when_its_ref_lands() {
         .ok();
     let (reached, gate) = (server.root().join("reached"), server.root().join("gate"));
     let hook = server.bare().join("hooks/update");
-    std::fs::write(
+    crate::env::write_program(
         &hook,
-        format!(
+        &format!(
             "#!/bin/sh\ncase \"$1\" in refs/heads/issue/*)\n\ttouch '{}'\n\ti=0\n\twhile [ ! -e '{}' ] && [ $i -lt 1200 ]; do sleep 0.05; i=$((i+1)); done\nesac\nexit 0\n",
             reached.display(),
             gate.display()
         ),
-    )
-    .expect("write the slow update hook");
-    std::fs::set_permissions(&hook, std::os::unix::fs::PermissionsExt::from_mode(0o755))
-        .expect("make the hook executable");
+        0o755,
+    );
     alice.git(&["switch", "-q", "-c", "issue/7"]);
     let late = work(&alice, "alice: late work");
     let pushing = alice

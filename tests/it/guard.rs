@@ -157,9 +157,7 @@ fn an_existing_pre_push_hook_still_runs_first() {
     std::fs::create_dir_all(&hooks).expect("hooks/");
     let script = format!("#!/bin/sh\necho \"$1 $(cat)\" >> '{}'\n", marker.display());
     let hook = hooks.join("pre-push");
-    std::fs::write(&hook, script).expect("write pre-push");
-    std::fs::set_permissions(&hook, std::os::unix::fs::PermissionsExt::from_mode(0o755))
-        .expect("chmod");
+    crate::env::write_program(&hook, &script, 0o755);
     alice
         .run(&["install-hook", "--client"])
         .ok()

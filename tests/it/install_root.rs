@@ -58,7 +58,7 @@ impl Hostile {
         // The binary where the owner can run it.
         let bin = hostile.root.join("bin/git-lease");
         if std::fs::hard_link(BIN, &bin).is_err() {
-            std::fs::copy(BIN, &bin).expect("copy the binary");
+            crate::env::install_program(Path::new(BIN), &bin, 0o755);
         }
         set_mode(&bin, 0o755);
         let run = hostile.git(&["init", "-q", "--bare", path_str(&hostile.bare())]);
@@ -264,8 +264,7 @@ fn install_hook_as_root_follows_no_link_the_owner_planted_and_gives_only_what_it
     let elsewhere = h.outside("elsewhere");
     // A hook of the owner's own, which a clean install keeps and chains.
     let foreign = "#!/bin/sh\nexit 0\n";
-    std::fs::write(hooks.join("pre-receive"), foreign).expect("write");
-    set_mode(&hooks.join("pre-receive"), 0o755);
+    crate::env::write_program(&hooks.join("pre-receive"), foreign, 0o755);
     h.chown_r(&repo);
 
     // The temporary files' names, pointing outside.

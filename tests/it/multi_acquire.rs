@@ -560,7 +560,6 @@ fn racing_multi_claims_through_a_remote_are_all_or_nothing() {
 /// time it is asked to push, then the real git: a deterministic way to land a concurrent write
 /// between a claim's fetch and its push.
 fn git_wrapper(dir: &Path, real_path: &str, before_first_push: &str) {
-    use std::os::unix::fs::PermissionsExt;
     let mark = dir.join("pushed-once");
     let script = format!(
         "#!/bin/sh\nPATH='{real_path}'; export PATH\n\
@@ -570,9 +569,7 @@ fn git_wrapper(dir: &Path, real_path: &str, before_first_push: &str) {
         mark = mark.display()
     );
     let path = dir.join("git");
-    std::fs::write(&path, script).expect("write the git wrapper");
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))
-        .expect("make the wrapper executable");
+    crate::env::write_program(&path, &script, 0o755);
 }
 
 #[test]

@@ -9,7 +9,6 @@
 //! the test of its own here. Without an older git at `/usr/bin/git` (another machine), those
 //! tests print `SKIPPED: ...` on stderr, and with `CI=true` fail instead.
 
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 use serde_json::json;
@@ -90,9 +89,7 @@ fn stand_in(scratch: &Path, says: &str, real: &Path) -> (PathBuf, PathBuf) {
         real.display()
     );
     let path = dir.join("git");
-    std::fs::write(&path, script).expect("write the stand-in");
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))
-        .expect("make the stand-in executable");
+    env::write_program(&path, &script, 0o755);
     (dir, log)
 }
 

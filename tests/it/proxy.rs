@@ -529,15 +529,12 @@ pub fn receive_pack_running(bare: &Path) -> bool {
 /// (installed already), with its directory `<root>/kills`; returns that directory, for
 /// [`Proxy::start_killing`] and [`kills_done`].
 pub fn install_killer(server: &crate::server::Server) -> PathBuf {
-    use std::os::unix::fs::PermissionsExt;
     let kills = server.root().join("kills");
     std::fs::create_dir_all(&kills).expect("create the kills directory");
     let hook = server
         .bare()
         .join("hooks/reference-transaction.before-git-lease");
-    std::fs::write(&hook, killer_hook(&kills)).expect("write the killer hook");
-    std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755))
-        .expect("make the killer hook executable");
+    crate::env::write_program(&hook, &killer_hook(&kills), 0o755);
     kills
 }
 

@@ -526,7 +526,7 @@ fn after_install_the_manual_and_completions_work_as_the_readme_says() {
     let prefix = scratch.scratch("prefix");
     let bin = prefix.join("bin");
     std::fs::create_dir_all(&bin).expect("create bin");
-    std::fs::copy(BIN, bin.join("git-lease")).expect("install the binary");
+    crate::env::install_program(Path::new(BIN), &bin.join("git-lease"), 0o755);
     let lines = install_lines();
     assert!(
         lines[0].starts_with("cargo install --locked --path .") && not_run(&lines[0], false),

@@ -8,7 +8,6 @@
 //! in the stack's directory, after which nothing is lost and a later gc cleans up.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
 use std::process::Command;
 use std::sync::{Arc, Barrier};
@@ -22,12 +21,11 @@ fn no_git(repo: &TestRepo) -> (PathBuf, PathBuf) {
     std::fs::create_dir_all(&dir).expect("create the stand-in's directory");
     let log = dir.join("ran.log");
     let script = dir.join("git");
-    std::fs::write(
+    crate::env::write_program(
         &script,
-        format!("#!/bin/sh\necho \"$@\" >> '{}'\nexit 97\n", log.display()),
-    )
-    .expect("write the stand-in");
-    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        &format!("#!/bin/sh\necho \"$@\" >> '{}'\nexit 97\n", log.display()),
+        0o755,
+    );
     (dir, log)
 }
 

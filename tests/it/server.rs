@@ -22,7 +22,6 @@
 
 use std::fs::File;
 use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
-use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -483,9 +482,7 @@ impl Server {
         let dir = self.bare().join("hooks");
         std::fs::create_dir_all(&dir).expect("create hooks/");
         let path = dir.join(name);
-        std::fs::write(&path, script).expect("write the hook");
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))
-            .expect("make the hook executable");
+        crate::env::write_program(&path, script, 0o755);
     }
 
     /// Installs `hooks/<name>` of the bare repository as an executable shell script running

@@ -265,11 +265,11 @@ impl Agent {
             .stdin(Stdio::null());
         if !passphrase.is_empty() {
             let askpass = self.socket.with_file_name("askpass");
-            std::fs::write(&askpass, format!("#!/bin/sh\necho '{passphrase}'\n"))
-                .expect("write askpass");
-            use std::os::unix::fs::PermissionsExt as _;
-            std::fs::set_permissions(&askpass, std::fs::Permissions::from_mode(0o700))
-                .expect("chmod askpass");
+            crate::env::write_program(
+                &askpass,
+                &format!("#!/bin/sh\necho '{passphrase}'\n"),
+                0o700,
+            );
             cmd.env("SSH_ASKPASS", &askpass)
                 .env("SSH_ASKPASS_REQUIRE", "force")
                 .env("DISPLAY", ":0");

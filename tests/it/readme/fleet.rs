@@ -11,7 +11,6 @@
 //! asked, never by waiting. Each worker's log holds, in order, `claim <issue> <token>` and
 //! `done <issue> <code>` around each run of the work, and `sleep <seconds>`.
 
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 
@@ -94,9 +93,7 @@ enum Via {
 }
 
 fn write_script(path: &Path, text: &str) {
-    std::fs::write(path, text).expect("write a script");
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755))
-        .expect("make the script executable");
+    crate::env::write_program(path, text, 0o755);
 }
 
 /// The served repository's `main`: one commit with `base`.

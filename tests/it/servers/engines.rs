@@ -84,8 +84,11 @@ fn third_party_servers_run_hooks_as_the_harness_says() {
             continue;
         };
         let hook = server.bare().join("hooks/pre-receive");
-        std::fs::write(&hook, "#!/bin/sh\necho 'no pushes here' >&2\nexit 1\n").expect("hook");
-        crate::servers::set_mode(&hook, 0o755);
+        crate::env::write_program(
+            &hook,
+            "#!/bin/sh\necho 'no pushes here' >&2\nexit 1\n",
+            0o755,
+        );
         let client = server.client("alice");
         let commit = client.git(&["commit-tree", EMPTY_TREE, "-m", "x"]);
         let push = git(

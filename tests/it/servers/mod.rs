@@ -178,7 +178,7 @@ impl Served {
         }
         let bin = root.join("bin/git-lease");
         if std::fs::hard_link(BIN, &bin).is_err() {
-            std::fs::copy(BIN, &bin).expect("copy the binary");
+            crate::env::install_program(Path::new(BIN), &bin, 0o755);
         }
         set_mode(&bin, 0o755);
         let owner = match kind {
@@ -319,17 +319,16 @@ impl Served {
             let key = self.root.join(format!("key-{user}"));
             keygen(&key, user);
             let wrapper = self.root.join(format!("ssh-{user}"));
-            std::fs::write(
+            crate::env::write_program(
                 &wrapper,
-                format!(
+                &format!(
                     "#!/bin/sh\nexec ssh -F /dev/null -i '{}' -o IdentitiesOnly=yes -o BatchMode=yes \
                      -o UserKnownHostsFile='{}' -o StrictHostKeyChecking=yes \"$@\"\n",
                     key.display(),
                     self.root.join("known_hosts").display()
                 ),
-            )
-            .expect("write the ssh wrapper");
-            set_mode(&wrapper, 0o755);
+                0o755,
+            );
         }
         if self.kind == Kind::Sshd {
             let lines: String = USERS
@@ -385,8 +384,7 @@ impl Served {
             std::fs::create_dir_all(home.join(dir)).expect("mkdir");
         }
         let program_path = home.join(path);
-        std::fs::write(&program_path, program).expect("write the hook program");
-        set_mode(&program_path, 0o755);
+        crate::env::write_program(&program_path, program, 0o755);
         for user in ["alice", "bob"] {
             std::fs::copy(
                 self.root.join(format!("key-{user}.pub")),
@@ -668,8 +666,7 @@ impl Served {
     /// Writes `hooks/<name>` of the served repository (owned by its owner, executable).
     pub fn write_hook(&self, name: &str, script: &str) {
         let path = self.bare.join("hooks").join(name);
-        std::fs::write(&path, script).expect("write a hook");
-        set_mode(&path, 0o755);
+        crate::env::write_program(&path, script, 0o755);
         chown(&path, &self.owner);
     }
 

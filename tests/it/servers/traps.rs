@@ -25,8 +25,7 @@ fn a_binary_the_serving_account_cannot_run_is_warned_about_and_reported_as_a_ser
     std::fs::create_dir(&private).expect("mkdir");
     set_mode(&private, 0o700);
     let hidden = private.join("git-lease");
-    std::fs::copy(server.root().join("bin/git-lease"), &hidden).expect("copy the binary");
-    set_mode(&hidden, 0o755);
+    crate::env::install_program(&server.root().join("bin/git-lease"), &hidden, 0o755);
 
     // Before identity is configured, as root, for a repository gitlease owns.
     let run = server.host_lease(
@@ -302,13 +301,17 @@ fn a_vref_that_passes_all_of_gitolites_arguments_fails_every_push() {
     let alice = server.client("alice");
     // The wrapper the docs warn against: gitolite's seven arguments reach git-lease.
     let vref = server.root().join("home-server/local/VREF/LEASE");
-    std::fs::write(&vref, "#!/bin/sh\nexec git-lease hook update \"$@\"\n").expect("write");
+    crate::env::write_program(
+        &vref,
+        "#!/bin/sh\nexec git-lease hook update \"$@\"\n",
+        0o755,
+    );
     let run = lease(&alice, 0, &["--remote", "origin", "acquire", "1"]);
     expect(&server, &run, 1);
     run.stderr_has("the server's hook failed");
     assert_eq!(server.tip("1"), None);
     // The docs' wrapper: the same claim lands.
-    std::fs::write(&vref, super::GITOLITE_VREF).expect("write");
+    crate::env::write_program(&vref, super::GITOLITE_VREF, 0o755);
     expect(
         &server,
         &lease(&alice, 0, &["--remote", "origin", "acquire", "1"]),
