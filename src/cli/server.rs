@@ -861,6 +861,8 @@ pub(crate) fn push(
         hook::TOKEN_OPTION,
         redact_url(&remote_name)
     );
+    // What is pushed, to settle an answer that gets lost.
+    let pushing = ctx.ledger.store().tip_of(&full)?;
     let child = git_lease::git::command(ctx.ledger.store().git_dir())
         .args(["push", "-o"])
         .arg(format!("{}{token}", hook::TOKEN_OPTION))
@@ -922,13 +924,28 @@ pub(crate) fn push(
     if message.is_empty() {
         message = format!("git exited with {}", pushed.status);
     }
-    // A push that broke off before the server's report may have landed: its outcome is
-    // unknown, and pushing the same branch again converges (git finds it up to date).
+    // A push that broke off before the server's report may have landed. The server is asked
+    // where the branch is now: at the commit pushed, the work is there and the outcome known.
+    // Otherwise it is unknown, and pushing the same branch again converges (git finds it up
+    // to date).
     Err(match read_branch_push(&stderr) {
-        BranchPush::Unknown => Error::OutcomeUnknown {
-            command: shown,
-            message,
-        },
+        BranchPush::Unknown => {
+            let there = pushing.and_then(|commit| {
+                (remote.branch(&full).ok().flatten() == Some(commit)).then_some(commit)
+            });
+            if let Some(commit) = there {
+                eprint!("{stderr}");
+                eprintln!(
+                    "git lease: the server's answer was lost, but its {full} is at {commit}: \
+                     the branch is there"
+                );
+                return answer("pushed", Some(token), None, exit::OK);
+            }
+            Error::OutcomeUnknown {
+                command: shown,
+                message,
+            }
+        }
         BranchPush::Locked(lock) => Error::RemoteLocked {
             remote: redact_url(&remote_name),
             target: full,

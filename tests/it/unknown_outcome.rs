@@ -127,9 +127,42 @@ fn fenced_work() -> (Server, crate::env::TestRepo, String) {
 }
 
 #[test]
-fn a_lost_reply_to_a_fenced_push_says_the_outcome_is_unknown_and_pushing_again_converges() {
+fn a_lost_reply_to_a_fenced_push_is_settled_by_asking_the_server_where_the_branch_is() {
     let (server, alice, head) = fenced_work();
-    let proxy = through(&server, &alice, Fault::DropReply);
+    let _proxy = through(&server, &alice, Fault::DropReply);
+    let pushed = lease(&alice, 1, &["--json", "push", "origin", "issue/7"]);
+    pushed
+        .ok()
+        .stderr_has("the server's answer was lost")
+        .stderr_has(&format!("its refs/heads/issue/7 is at {head}"));
+    assert_eq!(pushed.json()["outcome"], "pushed");
+    assert_eq!(pushed.json()["token"], 1);
+    assert_eq!(
+        server.rev("refs/heads/issue/7").as_deref(),
+        Some(head.as_str())
+    );
+}
+
+#[test]
+fn a_lost_reply_to_a_fenced_push_the_server_cannot_settle_is_unknown_and_pushing_again_converges() {
+    let (server, alice, head) = fenced_work();
+    // The push's answer is lost, and so is every read after it.
+    let mut pushed = false;
+    let proxy = Proxy::start(
+        server.port(),
+        Box::new(move |service| match service {
+            Service::ReceivePack => {
+                pushed = true;
+                Fault::DropReply
+            }
+            _ if pushed => Fault::Cut {
+                way: Way::ToServer,
+                after: 0,
+            },
+            _ => Fault::Pass,
+        }),
+    );
+    alice.git(&["remote", "set-url", "origin", &proxy.url()]);
     lease(&alice, 1, &["push", "origin", "issue/7"])
         .code(1)
         .stderr_has("the outcome is unknown");
@@ -140,6 +173,8 @@ fn a_lost_reply_to_a_fenced_push_says_the_outcome_is_unknown_and_pushing_again_c
     );
     drop(proxy);
     client_direct(&server, &alice);
+    // Again, with nothing left to update: git still sends the push option, which the server
+    // does not read; however its connection ends, the branch is there.
     let again = lease(&alice, 2, &["--json", "push", "origin", "issue/7"]);
     again.ok();
     assert_eq!(again.json()["outcome"], "pushed");

@@ -240,6 +240,35 @@ impl Remote<'_> {
             }),
         }
     }
+
+    /// The commit the remote's branch `full` (`refs/heads/…`) is at, as it answers now
+    /// (`git ls-remote`, which lists only that name); `None` when it has no such branch.
+    ///
+    /// This is how a branch push whose answer was lost is settled: a branch at the very
+    /// commit pushed holds that work, whichever connection put it there. Such a loss is not
+    /// rare: a push with push options and nothing to update sends its options though the
+    /// server reads no further, and a server that closes with them unread resets the
+    /// connection under the push's last write.
+    pub fn branch(&self, full: &str) -> Result<Option<ObjectId>> {
+        let mut cmd = self.git()?;
+        cmd.env("LC_ALL", "C")
+            .env("GIT_TERMINAL_PROMPT", "0")
+            .stdin(std::process::Stdio::null())
+            .args(["ls-remote", "--", &self.remote, full]);
+        let shown = format!("git ls-remote {} {full}", self.shown);
+        let out = run(cmd, &shown, self.network_timeout)?;
+        if !out.status.success() {
+            return Err(Error::Transport {
+                command: shown,
+                message: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
+            });
+        }
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        Ok(stdout.lines().find_map(|line| {
+            let (id, name) = line.split_once('\t')?;
+            (name == full).then(|| ObjectId::from_hex(id.as_bytes()).ok())?
+        }))
+    }
 }
 
 /// What a plain `git push` of one branch (no `--porcelain`: its report is on stderr) that
