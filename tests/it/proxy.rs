@@ -411,12 +411,15 @@ fn pump(
                 // byte goes through (the commands come before the pack).
                 let after = if http { at.max(1) } else { at };
                 let _ = to.write_all(&buf[..after.saturating_sub(sent)]);
-                if kill_receive_pack(port, kills.and_then(Path::parent)) {
-                    if let Some(dir) = kills {
-                        let what = if at == 0 { "before-pack" } else { "reading" };
-                        note_kill(dir, what);
-                    }
+                // The kill is noted before it is done: once the receive-pack is dead, the
+                // client may see the connection end, and the test read the notes, before
+                // `kill` has even been waited for.
+                let found = receive_packs_of(port, kills.and_then(Path::parent));
+                if let (false, Some(dir)) = (found.is_empty(), kills) {
+                    let what = if at == 0 { "before-pack" } else { "reading" };
+                    note_kill(dir, what);
                 }
+                kill_all(&found);
                 break;
             }
             (Fault::DropReply, Way::ToServer) => requested.store(true, Ordering::SeqCst),
@@ -478,11 +481,11 @@ fn is_receive_pack_of(pid: &str, port: u16, root: Option<&Path>) -> bool {
             .any(|var| var == wanted.as_bytes())
 }
 
-/// Kills (`kill -9`) the receive-pack serving the connection from `port` to the server whose
-/// files are under `root` (when given), found in `/proc`; over HTTP the web server may start it
-/// only as the request's body comes, so it is looked for a bounded number of times. Returns
-/// whether one was killed.
-pub fn kill_receive_pack(port: u16, root: Option<&Path>) -> bool {
+/// The pids of the receive-pack serving the connection from `port` to the server whose files
+/// are under `root` (when given), found in `/proc`; over HTTP the web server may start it only
+/// as the request's body comes, so it is looked for a bounded number of times. Empty when none
+/// was found.
+fn receive_packs_of(port: u16, root: Option<&Path>) -> Vec<String> {
     let root = root.map(|r| std::fs::canonicalize(r).unwrap_or_else(|_| r.to_owned()));
     for _ in 0..400 {
         let found: Vec<String> = std::fs::read_dir("/proc")
@@ -494,16 +497,20 @@ pub fn kill_receive_pack(port: u16, root: Option<&Path>) -> bool {
             .filter(|pid| is_receive_pack_of(pid, port, root.as_deref()))
             .collect();
         if !found.is_empty() {
-            for pid in &found {
-                let _ = std::process::Command::new("kill")
-                    .args(["-KILL", pid])
-                    .status();
-            }
-            return true;
+            return found;
         }
         std::thread::sleep(Duration::from_millis(5));
     }
-    false
+    Vec::new()
+}
+
+/// Kills (`kill -9`) each of `pids`.
+fn kill_all(pids: &[String]) {
+    for pid in pids {
+        let _ = std::process::Command::new("kill")
+            .args(["-KILL", pid])
+            .status();
+    }
 }
 
 /// Whether a `git receive-pack` works in the repository `bare` (its working directory).
