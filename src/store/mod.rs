@@ -171,7 +171,7 @@ fn without_replacements(mut repo: gix::Repository) -> gix::Repository {
 
 /// How much decoded object data one reader keeps to resolve delta chains in packs, unless
 /// `core.deltaBaseCacheLimit` says otherwise (git's own default is 96 MiB).
-pub const DELTA_BASE_CACHE: usize = 8 << 20;
+pub const DELTA_BASE_CACHE: usize = 1 << 20;
 
 /// Returns `repo` reading packed objects with a delta-base cache, as git does: without one,
 /// gix inflates every base of a delta chain again for each object, and the bases of ledger
