@@ -41,9 +41,10 @@ const TAKEOVERS: [Option<Takeover>; 3] =
 const BASE_JSON: &str = r#"{"version":1,"issue":"","event":"acquire","holder":null,"token":0,
 "acquired_at":null,"expires_at":null,"at":"1970-01-01T00:00:00Z"}"#;
 
-/// Returns the header of a file whose body is `body`, holding `count` records of ids of
-/// `hash_len` bytes; `None` when this build cannot cache at all (see [`schema_fingerprint`]).
-pub(super) fn header(hash_len: usize, count: u64, body: &[u8]) -> Option<Vec<u8>> {
+/// Returns the header of a file whose body is `body_len` bytes with the checksum `sum`
+/// ([`checksum`]), holding `count` records of ids of `hash_len` bytes; `None` when this build
+/// cannot cache at all (see [`schema_fingerprint`]).
+pub(super) fn header(hash_len: usize, count: u64, body_len: u64, sum: u64) -> Option<Vec<u8>> {
     let fingerprint = schema_fingerprint()?;
     let mut header = Vec::with_capacity(HEADER_LEN);
     header.extend_from_slice(MAGIC);
@@ -52,8 +53,8 @@ pub(super) fn header(hash_len: usize, count: u64, body: &[u8]) -> Option<Vec<u8>
     header.push(hash_len as u8);
     header.extend_from_slice(&[0, 0, 0]);
     header.extend_from_slice(&count.to_le_bytes());
-    header.extend_from_slice(&(body.len() as u64).to_le_bytes());
-    header.extend_from_slice(&checksum(body).to_le_bytes());
+    header.extend_from_slice(&body_len.to_le_bytes());
+    header.extend_from_slice(&sum.to_le_bytes());
     debug_assert_eq!(header.len(), HEADER_LEN);
     Some(header)
 }
@@ -389,30 +390,89 @@ pub(super) fn schema_fingerprint() -> Option<u64> {
 /// A 64-bit checksum against torn or damaged files (not against an attacker: whoever can write
 /// the git dir can move the refs themselves). Four lanes of 8 bytes, so it runs at memory speed.
 pub(super) fn checksum(data: &[u8]) -> u64 {
+    let mut sum = Checksum::default();
+    sum.update(data);
+    sum.finish()
+}
+
+/// [`checksum`] of data given in pieces, so that a file can be checked as it is written,
+/// without holding it whole.
+pub(super) struct Checksum {
+    lanes: [u64; 4],
+    /// The bytes given since the last whole 32-byte chunk.
+    pending: [u8; 32],
+    pending_len: usize,
+    total: u64,
+}
+
+impl Default for Checksum {
+    fn default() -> Checksum {
+        Checksum {
+            lanes: [
+                0x243F_6A88_85A3_08D3,
+                0x1319_8A2E_0370_7344,
+                0xA409_3822_299F_31D0,
+                0x082E_FA98_EC4E_6C89,
+            ],
+            pending: [0; 32],
+            pending_len: 0,
+            total: 0,
+        }
+    }
+}
+
+impl Checksum {
     const K: u64 = 0x9E37_79B9_7F4A_7C15;
-    let mut lanes = [
-        0x243F_6A88_85A3_08D3u64,
-        0x1319_8A2E_0370_7344,
-        0xA409_3822_299F_31D0,
-        0x082E_FA98_EC4E_6C89,
-    ];
-    let mut chunks = data.chunks_exact(32);
-    for chunk in &mut chunks {
-        for (lane, word) in lanes.iter_mut().zip(chunk.chunks_exact(8)) {
+
+    /// Adds `data`, the next bytes.
+    pub(super) fn update(&mut self, mut data: &[u8]) {
+        self.total += data.len() as u64;
+        if self.pending_len > 0 {
+            let take = (32 - self.pending_len).min(data.len());
+            self.pending[self.pending_len..self.pending_len + take].copy_from_slice(&data[..take]);
+            self.pending_len += take;
+            data = &data[take..];
+            if self.pending_len < 32 {
+                return;
+            }
+            let chunk = self.pending;
+            self.mix(&chunk);
+            self.pending_len = 0;
+        }
+        let mut chunks = data.chunks_exact(32);
+        for chunk in &mut chunks {
+            self.mix(chunk);
+        }
+        let rest = chunks.remainder();
+        self.pending[..rest.len()].copy_from_slice(rest);
+        self.pending_len = rest.len();
+    }
+
+    fn mix(&mut self, chunk: &[u8]) {
+        for (lane, word) in self.lanes.iter_mut().zip(chunk.chunks_exact(8)) {
             let mut w = [0u8; 8];
             w.copy_from_slice(word);
-            *lane = (*lane ^ u64::from_le_bytes(w)).wrapping_mul(K);
+            *lane = (*lane ^ u64::from_le_bytes(w)).wrapping_mul(Self::K);
             *lane ^= *lane >> 29;
         }
     }
-    let mut h = (data.len() as u64).wrapping_mul(K);
-    for lane in lanes {
-        h = (h ^ lane).wrapping_mul(K).rotate_left(23);
+
+    /// How many bytes were given.
+    pub(super) fn total(&self) -> u64 {
+        self.total
     }
-    for &b in chunks.remainder() {
-        h = (h ^ u64::from(b)).wrapping_mul(K);
+
+    /// The checksum of every byte given.
+    pub(super) fn finish(&self) -> u64 {
+        let mut h = self.total.wrapping_mul(Self::K);
+        for lane in self.lanes {
+            h = (h ^ lane).wrapping_mul(Self::K).rotate_left(23);
+        }
+        for &b in &self.pending[..self.pending_len] {
+            h = (h ^ u64::from(b)).wrapping_mul(Self::K);
+        }
+        h ^ (h >> 31)
     }
-    h ^ (h >> 31)
 }
 
 #[cfg(test)]
@@ -499,6 +559,19 @@ mod tests {
         let sum = checksum(&body);
         body[30] ^= 1;
         assert_ne!(checksum(&body), sum);
+    }
+
+    #[test]
+    fn a_checksum_given_in_pieces_is_the_checksum_of_the_whole() {
+        let data: Vec<u8> = (0..1000u32).map(|i| (i * 7 + i / 13) as u8).collect();
+        for len in [0, 1, 31, 32, 33, 64, 95, 1000] {
+            let whole = checksum(&data[..len]);
+            for piece in [1, 3, 31, 32, 33, 100] {
+                let mut sum = Checksum::default();
+                data[..len].chunks(piece).for_each(|p| sum.update(p));
+                assert_eq!(sum.finish(), whole, "{len} bytes in pieces of {piece}");
+            }
+        }
     }
 
     #[test]
