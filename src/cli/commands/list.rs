@@ -44,15 +44,17 @@ pub(crate) fn run(ctx: &Context, args: Args, out: &mut dyn Write) -> Result<u8, 
     let (mut entries, diverged) = (listing.entries, listing.diverged);
     // Archived ledgers are free: only a listing of more than the held ones reads them.
     if all || state.as_deref().is_some_and(|s| s != "held") {
-        // A remote's ledger this clone saw before its fold is listed already.
-        let listed: std::collections::HashSet<String> =
-            entries.iter().map(|e| e.lease.issue.clone()).collect();
         let archived = target.archived()?;
-        entries.extend(
-            archived
-                .into_iter()
-                .filter(|e| !listed.contains(&e.lease.issue)),
-        );
+        if !archived.is_empty() {
+            // A remote's ledger this clone saw before its fold is listed already.
+            let listed: std::collections::HashSet<String> =
+                entries.iter().map(|e| e.lease.issue.clone()).collect();
+            entries.extend(
+                archived
+                    .into_iter()
+                    .filter(|e| !listed.contains(&e.lease.issue)),
+            );
+        }
     }
     let code = list(ctx, entries, all, holder, state, prefix, out)?;
     report_diverged(ctx, &diverged, out)?;
