@@ -248,54 +248,102 @@ pub fn show(view: &LeaseView, entry: Option<&Entry>, now: DateTime<Utc>) -> Stri
 /// How full instants are shown: in UTC, labelled, as everywhere in human output.
 pub const FULL_TIME: &str = "%Y-%m-%d %H:%M:%S UTC";
 
-/// An aligned table built cell by cell into one buffer, so that tens of thousands of rows
-/// cost no allocation per cell, and written line by line: columns padded to their widest
-/// cell (in characters) plus two spaces, the last column not padded, no trailing spaces.
-pub struct Table {
-    text: String,
-    ends: Vec<usize>,
+/// An aligned table, given its cells twice: once to measure each column's widest cell, then
+/// again ([`Table::write_to`]) to write each line as it is made. Columns are padded to their
+/// widest cell (in characters) plus two spaces, the last column not padded, no trailing
+/// spaces. Nothing but the widths is kept between the two, so tens of thousands of rows cost
+/// neither an allocation per cell nor a buffer of the whole table.
+pub struct Table<'o> {
+    header: Vec<String>,
     widths: Vec<usize>,
     /// With [`Table::fit_last`]: the line width the last column is cut to fit, and the
     /// fewest characters it keeps.
     fit: Option<(usize, usize)>,
+    /// The cells given so far in this pass, the header's included.
+    cells: usize,
+    /// The cell being given.
+    cell: String,
+    /// In the second pass: the line being made, where it goes, what the last column may
+    /// show, and the first error writing it.
+    line: String,
+    out: Option<&'o mut dyn std::io::Write>,
+    last: Option<usize>,
+    error: Option<std::io::Error>,
 }
 
-impl Table {
+impl<'o> Table<'o> {
     /// Returns a table with this header row; every row has as many cells.
-    pub fn new(header: &[&str]) -> Table {
+    pub fn new(header: &[&str]) -> Table<'o> {
         let mut table = Table {
-            text: String::new(),
-            ends: Vec::new(),
+            header: header.iter().map(|h| (*h).to_owned()).collect(),
             widths: vec![0; header.len()],
             fit: None,
+            cells: 0,
+            cell: String::new(),
+            line: String::new(),
+            out: None,
+            last: None,
+            error: None,
         };
-        for h in header {
-            table.cell(h);
-        }
+        table.header_row();
         table
     }
 
-    /// Appends a cell (rows fill left to right, top to bottom), shown [`printable`].
+    fn header_row(&mut self) {
+        for i in 0..self.header.len() {
+            let h = std::mem::take(&mut self.header[i]);
+            self.cell(&h);
+            self.header[i] = h;
+        }
+    }
+
+    /// Gives a cell (rows fill left to right, top to bottom), shown [`printable`].
     pub fn cell(&mut self, text: &str) {
         self.cell_with(|out| push_printable(out, text));
     }
 
-    /// Appends a cell written by `write` straight into the table's buffer, as written: for
-    /// text this program made (numbers, times).
+    /// Gives a cell written by `write`, as written: for text this program made (numbers,
+    /// times).
     pub fn cell_with(&mut self, write: impl FnOnce(&mut String)) {
-        let start = self.text.len();
-        write(&mut self.text);
-        let cell = &self.text[start..];
-        let shown = if cell.is_ascii() {
-            cell.len()
+        let mut cell = std::mem::take(&mut self.cell);
+        cell.clear();
+        write(&mut cell);
+        let columns = self.widths.len().max(1);
+        let column = self.cells % columns;
+        self.cells += 1;
+        let shown = shown_width(&cell);
+        if self.out.is_none() {
+            if let Some(w) = self.widths.get_mut(column) {
+                *w = (*w).max(shown);
+            }
         } else {
-            cell.chars().count()
-        };
-        let column = self.ends.len() % self.widths.len().max(1);
-        if let Some(w) = self.widths.get_mut(column) {
-            *w = (*w).max(shown);
+            match self.last {
+                Some(room) if column + 1 == columns && cell.chars().nth(room).is_some() => {
+                    self.line.extend(cell.chars().take(room.saturating_sub(1)));
+                    self.line.push('…');
+                }
+                _ => self.line.push_str(&cell),
+            }
+            if column + 1 < columns {
+                let pad = self.widths[column].saturating_sub(shown) + 2;
+                self.line.extend(std::iter::repeat_n(' ', pad));
+            } else {
+                self.end_line();
+            }
         }
-        self.ends.push(self.text.len());
+        self.cell = cell;
+    }
+
+    fn end_line(&mut self) {
+        let kept = self.line.trim_end().len();
+        self.line.truncate(kept);
+        self.line.push('\n');
+        if let (Some(out), None) = (self.out.as_mut(), &self.error) {
+            if let Err(e) = out.write_all(self.line.as_bytes()) {
+                self.error = Some(e);
+            }
+        }
+        self.line.clear();
     }
 
     /// Cuts the last column's cells (free text: notes) where a line would pass `width`
@@ -305,50 +353,42 @@ impl Table {
         self.fit = Some((width, min));
     }
 
-    /// Returns the number of rows below the header.
+    /// Returns the number of rows below the header given in the first pass.
     pub fn rows(&self) -> usize {
-        (self.ends.len() / self.widths.len().max(1)).saturating_sub(1)
+        (self.cells / self.widths.len().max(1)).saturating_sub(1)
     }
 
-    /// Writes the table.
-    pub fn write_to(&self, out: &mut dyn std::io::Write) -> std::io::Result<()> {
+    /// Writes the table: its header, then the rows `give` gives again, exactly as it gave
+    /// them to be measured.
+    pub fn write_to(
+        mut self,
+        out: &'o mut dyn std::io::Write,
+        give: impl FnOnce(&mut Table<'o>),
+    ) -> std::io::Result<()> {
         let columns = self.widths.len().max(1);
         // What the last column may show: the line's width less the other columns and their
         // gaps.
-        let last = self.fit.map(|(width, min)| {
+        self.last = self.fit.map(|(width, min)| {
             let before: usize = self.widths[..columns - 1].iter().map(|w| w + 2).sum();
             width.saturating_sub(before).max(min)
         });
-        let mut line = String::new();
-        let mut start = 0;
-        for row in self.ends.chunks(columns) {
-            line.clear();
-            for (i, &end) in row.iter().enumerate() {
-                let cell = &self.text[start..end];
-                start = end;
-                match last {
-                    Some(room) if i + 1 == columns && cell.chars().nth(room).is_some() => {
-                        line.extend(cell.chars().take(room.saturating_sub(1)));
-                        line.push('…');
-                    }
-                    _ => line.push_str(cell),
-                }
-                if i + 1 < row.len() {
-                    let shown = if cell.is_ascii() {
-                        cell.len()
-                    } else {
-                        cell.chars().count()
-                    };
-                    let pad = self.widths[i].saturating_sub(shown) + 2;
-                    line.extend(std::iter::repeat_n(' ', pad));
-                }
-            }
-            let kept = line.trim_end().len();
-            line.truncate(kept);
-            line.push('\n');
-            out.write_all(line.as_bytes())?;
+        self.out = Some(out);
+        self.cells = 0;
+        self.header_row();
+        give(&mut self);
+        match self.error {
+            Some(e) => Err(e),
+            None => Ok(()),
         }
-        Ok(())
+    }
+}
+
+/// How many characters `cell` shows.
+fn shown_width(cell: &str) -> usize {
+    if cell.is_ascii() {
+        cell.len()
+    } else {
+        cell.chars().count()
     }
 }
 
