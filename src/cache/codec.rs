@@ -520,12 +520,12 @@ mod tests {
         let mut odd = entry("b", 2, true);
         // Sub-second times are kept exactly by the binary form.
         odd.lease.at = DateTime::from_timestamp(1_800_000_000, 500).unwrap();
-        odd.lease.process = Some(crate::liveness::HolderProcess {
+        odd.lease.process = Some(Box::new(crate::liveness::HolderProcess {
             pid: 7,
             boot_id: "b".into(),
             pid_ns: Some(11),
             start_ticks: 9,
-        });
+        }));
         let entries = vec![entry("a", 1, false), odd, entry("c/d", 3, true)];
         let mut body = Vec::new();
         for e in &entries {

@@ -120,9 +120,10 @@ pub struct Lease {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session: Option<String>,
     /// The process holding the lease, for local liveness. Whether it is gone is what a
-    /// reader observes ([`crate::liveness::Observation`]), never part of the record.
+    /// reader observes ([`crate::liveness::Observation`]), never part of the record. Boxed:
+    /// few records name one, and a listing holds a lease for every ledger.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub process: Option<crate::liveness::HolderProcess>,
+    pub process: Option<Box<crate::liveness::HolderProcess>>,
 }
 
 /// Why an acquire took, or someone else released, a lease that still recorded a holder.

@@ -330,7 +330,7 @@ mod tests {
         let at = chrono::DateTime::from_timestamp(1_800_000_000, 0).expect("an instant");
         let mut lease = Lease::tenure(&issue, &alice, 1, at, None);
         for process in [record(None), record(Some(NS + 1))] {
-            lease.process = Some(process);
+            lease.process = Some(Box::new(process));
             assert_eq!(host.observe(&lease), Observation::NONE);
         }
     }

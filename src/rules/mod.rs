@@ -225,7 +225,7 @@ pub fn acquire(
                     next.session = claim.session.clone();
                 }
                 if claim.process.is_some() {
-                    next.process = claim.process.clone();
+                    next.process = claim.process.clone().map(Box::new);
                 }
                 next.event = Event::Reacquire;
                 next.at = now;
@@ -257,7 +257,7 @@ pub fn acquire(
             next.note = claim.note.clone();
             next.task = claim.task.clone();
             next.session = claim.session.clone();
-            next.process = claim.process.clone();
+            next.process = claim.process.clone().map(Box::new);
             Transition::write(Outcome::Acquired, current, next)
         }
     }

@@ -712,12 +712,12 @@ mod tests {
     #[test]
     fn a_process_gone_takeover_the_server_cannot_see_is_unverifiable() {
         let mut prev = alices();
-        prev.process = Some(crate::liveness::HolderProcess {
+        prev.process = Some(Box::new(crate::liveness::HolderProcess {
             pid: 1,
             boot_id: "another-machine".into(),
             pid_ns: Some(1),
             start_ticks: 1,
-        });
+        }));
         let seen_gone = Current {
             lease: &prev,
             seen: Observation { process_gone: true },

@@ -110,7 +110,7 @@ impl From<&Lease> for ClaimView {
             note: l.note.clone(),
             task: l.task.clone(),
             takeover: l.takeover,
-            process: l.process.clone(),
+            process: l.process.as_deref().cloned(),
         }
     }
 }
