@@ -6,7 +6,7 @@
 use gix::bstr::ByteSlice;
 use gix::ObjectId;
 
-use super::{first_line, Entry, Store, READ_ATTEMPTS};
+use super::{Entry, Store, READ_ATTEMPTS};
 use crate::error::{Error, Result};
 use crate::lease::{self, Lease, LEASE_FILE};
 
@@ -71,8 +71,6 @@ impl Store {
         let size = wanted.len().div_ceil(threads);
         let mut slots: Vec<Option<T>> =
             std::iter::repeat_with(|| None).take(wanted.len()).collect();
-        let git_dir = self.repo.git_dir().to_owned();
-        let options = self.repo.open_options().clone();
         let read = &read;
         let fill = |store: &Store, part: &[(String, ObjectId)], out: &mut [Option<T>]| {
             part.iter().zip(out).try_for_each(|((issue, tip), slot)| {
@@ -86,18 +84,11 @@ impl Store {
             let first = jobs.next();
             let others: Vec<_> = jobs
                 .map(|(part, out)| {
-                    let (git_dir, options) = (git_dir.clone(), options.clone());
-                    scope.spawn(move || -> Result<()> {
-                        // gix's Repository stays on its thread (built without gix's
-                        // `parallel` feature): each thread opens the repository again.
-                        let repo = gix::open_opts(&git_dir, options).map_err(|e| {
-                            Error::NotARepository {
-                                path: git_dir.clone(),
-                                message: first_line(&format!("{e}")),
-                            }
-                        })?;
-                        fill(&Store::from_repo(repo)?, part, out)
-                    })
+                    // A clone shares this repository's object database: its packs and
+                    // indexes are mapped once for every thread, not once each (which counted
+                    // their pages twice in a cold listing's resident memory).
+                    let repo = self.repo.clone();
+                    scope.spawn(move || -> Result<()> { fill(&Store::from_repo(repo)?, part, out) })
                 })
                 .collect();
             // The first failure in order is the answer; later parts are still joined.
