@@ -78,9 +78,12 @@ impl WatchEvent {
         let l = &self.entry.lease;
         match self.kind {
             Kind::Expired => l.holder.as_deref() == Some(holder),
-            Kind::Recorded(_) => [&l.holder, &l.previous_holder, &l.by]
-                .iter()
-                .any(|h| h.as_deref() == Some(holder)),
+            Kind::Recorded(_) => [
+                l.holder.as_deref(),
+                l.previous_holder.as_deref(),
+                l.by.as_deref(),
+            ]
+            .contains(&Some(holder)),
         }
     }
 }
@@ -129,15 +132,15 @@ impl From<&WatchEvent> for WatchView {
             synthesized: e.kind == Kind::Expired,
             token: l.token,
             holder: l.holder.clone(),
-            previous_holder: l.previous_holder.clone(),
-            by: l.by.clone(),
-            reason: l.reason.clone(),
+            previous_holder: l.previous_holder.as_deref().map(str::to_owned),
+            by: l.by.as_deref().map(str::to_owned),
+            reason: l.reason.as_deref().map(str::to_owned),
             at: format_instant(e.at),
             acquired_at: l.acquired_at.map(format_instant),
             expires_at: l.expires_at.map(format_instant),
             commit: e.entry.commit.to_string(),
-            note: l.note.clone(),
-            task: l.task.clone(),
+            note: l.note.as_deref().map(str::to_owned),
+            task: l.task.as_deref().map(str::to_owned),
         }
     }
 }

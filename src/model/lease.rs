@@ -98,19 +98,19 @@ pub struct Lease {
     /// (release, revoke, complete, abandon, or an acquire that took over a lease no longer
     /// live: expired, or its holder process gone).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub previous_holder: Option<String>,
+    pub previous_holder: Option<Box<str>>,
     /// Free text the holder attached to the claim.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub note: Option<String>,
+    pub note: Option<Box<str>>,
     /// An external task or job id the holder attached to the claim.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub task: Option<String>,
+    pub task: Option<Box<str>>,
     /// Who performed the event when that is not the holder (a revoke by an administrator).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub by: Option<String>,
+    pub by: Option<Box<str>>,
     /// Why the event happened, when someone said (a revoke's reason).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reason: Option<String>,
+    pub reason: Option<Box<str>>,
     /// For an acquire over a lease that still had a holder, or a release of it by someone
     /// else: why that holder lost it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -118,7 +118,7 @@ pub struct Lease {
     /// The SHA-256 (`sha256:<hex>`) of the session secret that must accompany every renew
     /// or release of this tenure. The secret itself is never stored.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub session: Option<String>,
+    pub session: Option<Box<str>>,
     /// The process holding the lease, for local liveness. Whether it is gone is what a
     /// reader observes ([`crate::liveness::Observation`]), never part of the record. Boxed:
     /// few records name one, and a listing holds a lease for every ledger.

@@ -222,7 +222,7 @@ pub fn acquire(
                 let mut next = lease.clone();
                 next.takeover = None;
                 if next.session.is_none() {
-                    next.session = claim.session.clone();
+                    next.session = claim.session.as_deref().map(Box::from);
                 }
                 if claim.process.is_some() {
                     next.process = claim.process.clone().map(Box::new);
@@ -234,10 +234,10 @@ pub fn acquire(
                 next.by = None;
                 next.reason = None;
                 if claim.note.is_some() {
-                    next.note = claim.note.clone();
+                    next.note = claim.note.as_deref().map(Box::from);
                 }
                 if claim.task.is_some() {
-                    next.task = claim.task.clone();
+                    next.task = claim.task.as_deref().map(Box::from);
                 }
                 Transition::write(Outcome::Acquired, current, next)
             } else {
@@ -250,13 +250,13 @@ pub fn acquire(
             let mut next = Lease::tenure(issue, &claim.holder, token, now, expiry);
             // An acquire over a tenure that still records a holder is a takeover: say whose
             // and why.
-            next.previous_holder = current.and_then(|c| c.lease.holder.clone());
+            next.previous_holder = current.and_then(|c| c.lease.holder.as_deref().map(Box::from));
             next.takeover = current
                 .filter(|c| c.lease.holder.is_some())
                 .map(|c| takeover_reason(c, now));
-            next.note = claim.note.clone();
-            next.task = claim.task.clone();
-            next.session = claim.session.clone();
+            next.note = claim.note.as_deref().map(Box::from);
+            next.task = claim.task.as_deref().map(Box::from);
+            next.session = claim.session.as_deref().map(Box::from);
             next.process = claim.process.clone().map(Box::new);
             Transition::write(Outcome::Acquired, current, next)
         }
@@ -342,7 +342,7 @@ impl Tenure {
             holder: lease.holder.clone()?,
             token: lease.token,
             acquired_at: lease.acquired_at?,
-            session: lease.session.clone(),
+            session: lease.session.as_deref().map(str::to_owned),
         })
     }
 
@@ -351,7 +351,7 @@ impl Tenure {
         lease.holder.as_deref() == Some(self.holder.as_str())
             && lease.token == self.token
             && lease.acquired_at == Some(self.acquired_at)
-            && lease.session == self.session
+            && lease.session.as_deref() == self.session.as_deref()
     }
 }
 
@@ -443,9 +443,9 @@ pub fn release<'a>(
         return Transition::answer(Outcome::WrongSecret);
     }
     let mut next = Lease::freed(issue, ending.event(), now, lease.token);
-    next.previous_holder = Some(previous.to_owned());
+    next.previous_holder = Some(previous.into());
     if previous != holder {
-        next.by = Some(holder.to_owned());
+        next.by = Some(holder.into());
         // Freeing someone else's lease is legitimate only because it is no longer live:
         // record why, as an acquire over it would.
         next.takeover = Some(takeover_reason(c, now));
@@ -469,9 +469,9 @@ pub fn revoke(
         return Transition::answer(Outcome::NotHeld);
     };
     let mut next = Lease::freed(issue, Event::Revoke, now, lease.token);
-    next.previous_holder = Some(previous.to_owned());
-    next.by = Some(by.to_string());
-    next.reason = Some(reason.to_owned());
+    next.previous_holder = Some(previous.into());
+    next.by = Some(by.to_string().into());
+    next.reason = Some(reason.into());
     Transition::write(Outcome::Revoked, current, next)
 }
 

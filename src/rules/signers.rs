@@ -258,7 +258,7 @@ pub fn needed(prev: Option<&Lease>, next: &Lease) -> Needed {
             }
         }
         Event::Revoke => Needed {
-            principal: next.by.clone(),
+            principal: next.by.as_deref().map(str::to_owned),
             admin: true,
             role: "an administrator",
         },

@@ -585,7 +585,11 @@ impl Store {
     /// `git pack-refs` running meanwhile hides no ref.
     pub fn refs_listed(&self, namespace: &str) -> Result<Vec<(String, ObjectId)>> {
         match self.read_refs(|| self.refs_fast(namespace)) {
-            Ok(Some(refs)) => Ok(refs),
+            Ok(Some(mut refs)) => {
+                // Grown by doubling: at 100k refs, 2 MB a listing would hold for nothing.
+                refs.shrink_to_fit();
+                Ok(refs)
+            }
             // Unusual, or failing each time: gix's reader decides, or says what is wrong.
             Ok(None) | Err(_) => self.refs_under(namespace),
         }

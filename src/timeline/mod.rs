@@ -192,8 +192,8 @@ fn closed_tenures(chain: &[Entry]) -> (Vec<Tenure>, Option<Tenure>) {
                     expires_at: l.expires_at,
                     commit,
                     end_commit: None,
-                    note: l.note.clone(),
-                    task: l.task.clone(),
+                    note: l.note.as_deref().map(str::to_owned),
+                    task: l.task.as_deref().map(str::to_owned),
                     by: None,
                     reason: None,
                     renewals: Vec::new(),
@@ -202,8 +202,8 @@ fn closed_tenures(chain: &[Entry]) -> (Vec<Tenure>, Option<Tenure>) {
             Event::Renew | Event::Reacquire => {
                 if let Some(t) = open.as_mut() {
                     t.expires_at = l.expires_at;
-                    t.note = l.note.clone();
-                    t.task = l.task.clone();
+                    t.note = l.note.as_deref().map(str::to_owned);
+                    t.task = l.task.as_deref().map(str::to_owned);
                     t.renewals.push(Renewal {
                         at: l.at,
                         event: l.event,
@@ -215,8 +215,8 @@ fn closed_tenures(chain: &[Entry]) -> (Vec<Tenure>, Option<Tenure>) {
             Event::Release | Event::Complete | Event::Abandon | Event::Revoke => {
                 let Some(mut t) = open.take() else { continue };
                 t.end_commit = Some(commit);
-                t.by = l.by.clone();
-                t.reason = l.reason.clone();
+                t.by = l.by.as_deref().map(str::to_owned);
+                t.reason = l.reason.as_deref().map(str::to_owned);
                 match (l.event, l.takeover) {
                     // Someone else cleared it: legitimate only once it was no longer live.
                     (Event::Release | Event::Complete | Event::Abandon, Some(why)) => {

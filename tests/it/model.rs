@@ -483,7 +483,7 @@ impl World {
                         let p = prev.expect("something to free");
                         assert_eq!(l.holder, None, "{l:?}");
                         assert_eq!(l.token, p.token, "{l:?}");
-                        assert_eq!(l.previous_holder, p.holder, "{l:?}");
+                        assert_eq!(l.previous_holder.as_deref(), p.holder.as_deref(), "{l:?}");
                     }
                     Event::Revoke => panic!("nobody revoked: {l:?}"),
                 }

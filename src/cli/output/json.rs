@@ -107,8 +107,8 @@ pub struct ClaimView {
 impl From<&Lease> for ClaimView {
     fn from(l: &Lease) -> ClaimView {
         ClaimView {
-            note: l.note.clone(),
-            task: l.task.clone(),
+            note: l.note.as_deref().map(str::to_owned),
+            task: l.task.as_deref().map(str::to_owned),
             takeover: l.takeover,
             process: l.process.as_deref().cloned(),
         }
@@ -125,7 +125,11 @@ impl LeaseView {
             holder: entry
                 .and_then(|e| rules::live_holder(e.current(), now))
                 .map(str::to_owned),
-            last_holder: lease.and_then(|l| l.holder.clone().or_else(|| l.previous_holder.clone())),
+            last_holder: lease.and_then(|l| {
+                l.holder
+                    .clone()
+                    .or_else(|| l.previous_holder.as_deref().map(str::to_owned))
+            }),
             token: lease.map(|l| l.token),
             acquired_at: lease.and_then(|l| l.acquired_at).map(format_instant),
             expires_at: lease.and_then(|l| l.expires_at).map(format_instant),
@@ -203,9 +207,9 @@ impl From<&Entry> for LogView {
             at: format_instant(l.at),
             token: l.token,
             holder: l.holder.clone(),
-            previous_holder: l.previous_holder.clone(),
-            by: l.by.clone(),
-            reason: l.reason.clone(),
+            previous_holder: l.previous_holder.as_deref().map(str::to_owned),
+            by: l.by.as_deref().map(str::to_owned),
+            reason: l.reason.as_deref().map(str::to_owned),
             acquired_at: l.acquired_at.map(format_instant),
             expires_at: l.expires_at.map(format_instant),
             claim: ClaimView::from(l),

@@ -499,12 +499,12 @@ pub(crate) struct Parties<'a> {
 impl<'a> Parties<'a> {
     /// Returns the parties `lease` names, escaped.
     pub fn of(lease: &'a git_lease::Lease) -> Parties<'a> {
-        let shown = |text: &'a Option<String>| text.as_deref().map(printable);
+        let shown = |text: Option<&'a str>| text.map(printable);
         Parties {
-            holder: shown(&lease.holder),
-            previous: shown(&lease.previous_holder),
-            by: shown(&lease.by),
-            reason: shown(&lease.reason),
+            holder: shown(lease.holder.as_deref()),
+            previous: shown(lease.previous_holder.as_deref()),
+            by: shown(lease.by.as_deref()),
+            reason: shown(lease.reason.as_deref()),
         }
     }
 }

@@ -329,7 +329,10 @@ pub(crate) fn run(ctx: &Context, args: RunArgs) -> Result<u8, Failure> {
     // Only a tenure of this run's own session is held by it (the same holder's live lease
     // of another session is refused).
     let (lease, tenure) = match report.lease() {
-        Some(l) if report.outcome == Outcome::Acquired && l.session == claim.session => {
+        Some(l)
+            if report.outcome == Outcome::Acquired
+                && l.session.as_deref() == claim.session.as_deref() =>
+        {
             match Tenure::of(l) {
                 Some(tenure) => (l.clone(), tenure),
                 None => {
