@@ -15,7 +15,8 @@
 //!   tables meanwhile, so there a failed step is run again, up to
 //!   `REFTABLE_PACK_ATTEMPTS` times; where git-lease writes the stack itself it compacts it
 //!   in-process instead, its tables locked ([`Store::compact_refs`]), which no writer
-//!   can make give up. Before that, in a reftable repository, it removes what killed
+//!   can make give up. In either format, a step that stopped on a ref a fold deleted under
+//!   git's walk is run again too ([`ref_moved_under_walk`]). Before that, in a reftable repository, it removes what killed
 //!   writers left beside the tables ([`Store::clean_refs`]): a compaction's table locks
 //!   once they are an hour old (a stale one makes every full compaction give up), and
 //!   tables no list names once the stack has passed them; a stale `tables.list.lock` is
@@ -101,14 +102,20 @@ pub fn gc(store: &Store, full: bool) -> Result<GcReport> {
             if out.status.success() {
                 break;
             }
-            if attempt >= attempts {
-                let said = String::from_utf8_lossy(&out.stderr).trim().to_owned();
+            let said = String::from_utf8_lossy(&out.stderr);
+            let limit = if ref_moved_under_walk(&said) {
+                attempts.max(REF_MOVED_ATTEMPTS)
+            } else {
+                attempts
+            };
+            if attempt >= limit {
+                let said = said.trim();
                 return Err(Error::Git {
                     context: shown,
                     message: if said.is_empty() {
                         format!("exited with {}", out.status)
                     } else {
-                        said
+                        said.to_owned()
                     },
                 });
             }
@@ -140,6 +147,20 @@ pub fn gc(store: &Store, full: bool) -> Result<GcReport> {
 /// How many times `git lease gc` runs a step that failed in a reftable repository, where
 /// git 2.47 gives up compacting the tables when another writer changed them meanwhile.
 const REFTABLE_PACK_ATTEMPTS: u32 = 10;
+
+/// How many times `git lease gc` runs a step that stopped on a ref moved under its walk
+/// ([`ref_moved_under_walk`]), in either ref format.
+const REF_MOVED_ATTEMPTS: u32 = 10;
+
+/// Whether git stopped because a ref it had listed was gone, or elsewhere, when it came to
+/// read it: `git repack` walks from every ref, and a fold (`git lease archive`) that deletes
+/// the refs of the ledgers it archived meanwhile makes it die with `fatal: bad object
+/// refs/leases/…`. Nothing was changed (a failed repack leaves no pack), and the next walk
+/// lists the refs as they are.
+fn ref_moved_under_walk(stderr: &str) -> bool {
+    stderr.contains("fatal: bad object refs/")
+        || stderr.contains("fatal: unable to parse object: refs/")
+}
 
 /// git's default `gc.pruneExpire`: two weeks.
 const DEFAULT_PRUNE_EXPIRE: Duration = Duration::from_secs(14 * 24 * 3600);
