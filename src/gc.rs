@@ -16,8 +16,9 @@
 //!   `REFTABLE_PACK_ATTEMPTS` times; where git-lease writes the stack itself it compacts it
 //!   in-process instead, its tables locked ([`Store::compact_refs`]), which no writer
 //!   can make give up. In either format, a step that stopped on a ref a fold deleted under
-//!   git's walk is run again too ([`ref_moved_under_walk`]). Before that, in a reftable repository, it removes what killed
-//!   writers left beside the tables ([`Store::clean_refs`]): a compaction's table locks
+//!   git's walk is run again too (`ref_moved_under_walk`). Before that, in a reftable
+//!   repository, it removes what killed writers left beside the tables
+//!   ([`Store::clean_refs`]): a compaction's table locks
 //!   once they are an hour old (a stale one makes every full compaction give up), and
 //!   tables no list names once the stack has passed them; a stale `tables.list.lock` is
 //!   reported, never removed. Either way it then removes the temporary files

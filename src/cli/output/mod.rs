@@ -290,11 +290,11 @@ impl<'o> Table<'o> {
     }
 
     fn header_row(&mut self) {
-        for i in 0..self.header.len() {
-            let h = std::mem::take(&mut self.header[i]);
-            self.cell(&h);
-            self.header[i] = h;
+        let header = std::mem::take(&mut self.header);
+        for h in &header {
+            self.cell(h);
         }
+        self.header = header;
     }
 
     /// Gives a cell (rows fill left to right, top to bottom), shown [`printable`].
