@@ -9,8 +9,10 @@
 //!
 //! - [`gc`] (`git lease gc`) packs refs (`git pack-refs --all --prune`) and loose objects
 //!   (`git repack -d -q`: an incremental pack; never deletes anything that is not also in a
-//!   pack), or with `full` runs `git gc --quiet` (which also consolidates packs and prunes
-//!   unreachable objects past git's expiry). In a reftable repository `git pack-refs`
+//!   pack), then writes git's commit-graph (`git commit-graph write --reachable`, unless
+//!   `core.commitGraph` or `gc.writeCommitGraph` is false), or with `full` runs
+//!   `git gc --quiet` (which also consolidates packs, prunes unreachable objects past git's
+//!   expiry, and writes the commit-graph). In a reftable repository `git pack-refs`
 //!   compacts the tables into one; git 2.47 gives that up when another writer changed the
 //!   tables meanwhile, so there a failed step is run again, up to
 //!   `REFTABLE_PACK_ATTEMPTS` times; where git-lease writes the stack itself it compacts it
@@ -56,6 +58,15 @@ pub struct GcReport {
     pub temporary_files_removed: u64,
 }
 
+/// Whether git's own `git gc` would write a commit-graph here: unless `core.commitGraph` or
+/// `gc.writeCommitGraph` is false.
+fn writes_commit_graph(store: &Store) -> bool {
+    let config = store.repo().config_snapshot();
+    ["core.commitGraph", "gc.writeCommitGraph"]
+        .iter()
+        .all(|key| config.boolean(*key) != Some(false))
+}
+
 /// Packs refs and objects of `store`'s repository with git (see the module documentation).
 pub fn gc(store: &Store, full: bool) -> Result<GcReport> {
     crate::git::version::require(store.git_needs())?;
@@ -63,7 +74,7 @@ pub fn gc(store: &Store, full: bool) -> Result<GcReport> {
     let leases = store.repo().common_dir().join("refs").join("leases");
     let before = count_objects(&git_dir)?;
     let refs_before = count_files(&leases);
-    let steps: Vec<Vec<&str>> = if full {
+    let mut steps: Vec<Vec<&str>> = if full {
         vec![vec!["gc", "--quiet"]]
     } else {
         vec![
@@ -71,6 +82,16 @@ pub fn gc(store: &Store, full: bool) -> Result<GcReport> {
             vec!["repack", "-d", "-q"],
         ]
     };
+    // The commit-graph, as `git gc` writes it: a listing without its cache reads each tip's
+    // tree from it instead of inflating the commit ([`Store::entries`]).
+    if !full && writes_commit_graph(store) {
+        steps.push(vec![
+            "commit-graph",
+            "write",
+            "--reachable",
+            "--no-progress",
+        ]);
+    }
     // git 2.47 gives up compacting a reftable stack that another writer changed or locked
     // meanwhile (`git pack-refs` exits 244, an outdated stack, or says "data is locked"; `git
     // gc` then fails to run pack-refs): nothing is lost, and it is tried again.

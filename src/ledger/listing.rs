@@ -140,6 +140,10 @@ fn list_from(
     judgement: Judgement<'_>,
 ) -> Result<(Vec<Entry>, ListStats)> {
     let signers = judgement.signers();
+    let decode = |refs: &[(String, ObjectId)]| match signers {
+        Some(_) => store.entries_of_commits(refs),
+        None => store.entries(refs),
+    };
     // With signatures required, a record vouches for its tip only in a file verified under
     // this very list: then the refs to verify are exactly those without a record.
     let trusted = signers
@@ -158,7 +162,7 @@ fn list_from(
                 stats.verified = verify(store, None, &refs, judgement)?;
             }
             stats.misses = refs.len();
-            store.entries(&refs)?
+            decode(&refs)?
         }
         Some(snapshot) => {
             let unrecorded = unrecorded(snapshot, &refs);
@@ -167,7 +171,7 @@ fn list_from(
             } else if signers.is_some() {
                 stats.verified = verify(store, None, &refs, judgement)?;
             }
-            let decoded = store.entries(&unrecorded)?;
+            let decoded = decode(&unrecorded)?;
             drop(unrecorded);
             let mut out = Vec::with_capacity(refs.len());
             merge(store, Some(snapshot), refs, decoded, &mut stats, &mut |e| {

@@ -17,19 +17,54 @@ impl Store {
     /// parent, has a tree other than exactly `lease.json`, or its `lease.json` is invalid, of
     /// an unknown version, or for another issue.
     pub fn entry(&self, issue: &str, commit: ObjectId) -> Result<Entry> {
+        self.entry_in(issue, commit, None)
+    }
+
+    /// [`Store::entry`], the commit's tree and parents taken from `graph` (git's commit-graph
+    /// of this repository) when it records the commit: one object fewer to look up and
+    /// inflate per ledger. git derives the graph from the very objects and git itself reads
+    /// trees and parents from it; a record that leads nowhere valid (a damaged file) is not
+    /// believed: the commit itself is read instead, and its answer, good or bad, stands.
+    fn entry_in(
+        &self,
+        issue: &str,
+        commit: ObjectId,
+        graph: Option<&gix::commitgraph::Graph>,
+    ) -> Result<Entry> {
+        if let Some((tree, parents)) = graph.and_then(|g| graphed(g, commit)) {
+            if let Ok(entry) = self.checked_entry(issue, commit, parents, self.lease_blob(tree)) {
+                return Ok(entry);
+            }
+        }
+        let raw = self.raw_entry(commit).map_err(|reason| Error::Corrupt {
+            issue: issue.to_owned(),
+            commit: commit.to_string(),
+            reason,
+        })?;
+        self.checked_entry(issue, commit, raw.parents, raw.lease_json)
+    }
+
+    /// The entry of `issue` at `commit`, from its parents and its `lease.json` as read, if
+    /// they keep the rules [`Store::entry`] names.
+    fn checked_entry(
+        &self,
+        issue: &str,
+        commit: ObjectId,
+        parents: Vec<ObjectId>,
+        lease_json: std::result::Result<Vec<u8>, String>,
+    ) -> Result<Entry> {
         let corrupt = |reason: String| Error::Corrupt {
             issue: issue.to_owned(),
             commit: commit.to_string(),
             reason,
         };
-        let raw = self.raw_entry(commit).map_err(corrupt)?;
-        if raw.parents.len() > 1 {
+        if parents.len() > 1 {
             return Err(corrupt(format!(
                 "a ledger commit has at most one parent, this one has {}",
-                raw.parents.len()
+                parents.len()
             )));
         }
-        let bytes = raw.lease_json.map_err(corrupt)?;
+        let bytes = lease_json.map_err(corrupt)?;
         let lease = lease::decode(&bytes).map_err(|e| corrupt(e.to_string()))?;
         if lease.issue != issue {
             return Err(corrupt(format!(
@@ -37,14 +72,51 @@ impl Store {
                 lease.issue
             )));
         }
-        Ok(Entry::recorded(commit, raw.parents.first().copied(), lease))
+        Ok(Entry::recorded(commit, parents.first().copied(), lease))
     }
 
     /// Decodes the ledger tips `wanted` (issue, tip commit) as [`Store::entry`] does, in order,
-    /// on several threads when there are many: a listing without its cache decodes three
-    /// objects per lease, and that work divides. The first error in `wanted`'s order wins.
+    /// on several threads when there are many: a listing without its cache decodes two or
+    /// three objects per lease, and that work divides. The first error in `wanted`'s order
+    /// wins.
     pub fn entries(&self, wanted: &[(String, ObjectId)]) -> Result<Vec<Entry>> {
+        let graph = self.commit_graph();
+        let graph = graph.as_ref();
+        self.per_ref(wanted, |store, issue, tip| {
+            store.entry_in(issue, tip, graph)
+        })
+    }
+
+    /// [`Store::entries`], every commit read itself, never through git's commit-graph: a
+    /// listing that verified those commits' signatures shows what they signed.
+    pub fn entries_of_commits(&self, wanted: &[(String, ObjectId)]) -> Result<Vec<Entry>> {
         self.per_ref(wanted, |store, issue, tip| store.entry(issue, tip))
+    }
+
+    /// The repository's commit-graph (`objects/info/commit-graph`, as `git gc` and
+    /// `git lease gc` write it), unless `core.commitGraph` is false or the file is not whole:
+    /// its checksum is verified first, as the list cache's is. `None` too in a push's
+    /// quarantine, whose new commits it cannot hold, and for a split graph (a chain of
+    /// files), which is not read: its commits are read from the objects.
+    fn commit_graph(&self) -> Option<gix::commitgraph::Graph> {
+        if self.quarantine.is_some() {
+            return None;
+        }
+        let enabled = self.repo.config_snapshot().boolean("core.commitGraph");
+        if enabled == Some(false) {
+            return None;
+        }
+        let path = self
+            .repo
+            .objects
+            .store_ref()
+            .path()
+            .join("info/commit-graph");
+        let file = gix::commitgraph::File::at(path).ok()?;
+        if file.object_hash() != self.object_hash() || file.verify_checksum().is_err() {
+            return None;
+        }
+        gix::commitgraph::Graph::new(vec![file]).ok()
     }
 
     /// Returns `read(store, issue, tip)` for each of `wanted`, in order, on several threads
@@ -556,4 +628,16 @@ pub(super) fn encode(object: &dyn gix::objs::WriteTo) -> Result<Vec<u8>> {
         .write_to(&mut out)
         .map_err(|e| Error::git("cannot encode a ledger object", e))?;
     Ok(out)
+}
+
+/// A commit's tree and parents as `graph` records them (`None`: it does not hold the commit,
+/// or its record cannot be read).
+fn graphed(graph: &gix::commitgraph::Graph, commit: ObjectId) -> Option<(ObjectId, Vec<ObjectId>)> {
+    let found = graph.commit_by_id(commit)?;
+    let tree = found.root_tree_id().to_owned();
+    let parents = found
+        .iter_parents()
+        .map(|p| p.ok().map(|p| graph.id_at(p).to_owned()))
+        .collect::<Option<Vec<_>>>()?;
+    Some((tree, parents))
 }

@@ -429,3 +429,174 @@ fn packed_ledgers_read_the_same_with_the_delta_base_cache_or_without_it() {
     assert_eq!(listed(Some("1")), default, "with a cache of one byte");
     assert_eq!(listed(Some("96m")), default, "with git's default");
 }
+
+// ---------------------------------------------------------------------------------------------
+// git's commit-graph, which a listing without its cache reads each tip's tree and parent from
+
+/// The listing of every lease at T0+3m, read cold: the list cache removed first.
+fn cold_list_all(repo: &TestRepo) -> Value {
+    let _ = std::fs::remove_file(repo.git_dir().join("git-lease").join("list-cache"));
+    repo.json_at(&at_min(3), 0, &["list", "--all"])
+}
+
+/// git's commit-graph file of `repo`.
+fn commit_graph(repo: &TestRepo) -> std::path::PathBuf {
+    repo.git_dir()
+        .join("objects")
+        .join("info")
+        .join("commit-graph")
+}
+
+#[test]
+fn gc_writes_the_commit_graph_and_a_cold_listing_reads_the_same_through_it() {
+    let repo = TestRepo::new();
+    // Ledgers of one, two and three steps: tips with and without a parent.
+    for i in 0..12 {
+        let issue = format!("g{i}");
+        repo.json_at(T0, 0, &["acquire", &issue, "--holder", "alice"]);
+        if i % 3 > 0 {
+            repo.json_at(&at_min(1), 0, &["renew", &issue, "--holder", "alice"]);
+        }
+        if i % 3 > 1 {
+            repo.json_at(&at_min(2), 0, &["release", &issue, "--holder", "alice"]);
+        }
+    }
+    let objects = cold_list_all(&repo);
+    assert!(!commit_graph(&repo).exists());
+    repo.json_at(&at_min(3), 0, &["gc"]);
+    assert!(commit_graph(&repo).is_file(), "gc wrote no commit-graph");
+    repo.git(&["commit-graph", "verify"]);
+    assert_eq!(cold_list_all(&repo), objects);
+    for i in 0..12 {
+        let issue = format!("g{i}");
+        assert_eq!(
+            repo.json_at(&at_min(3), 0, &["log", &issue])
+                .as_array()
+                .map(Vec::len),
+            Some(i % 3 + 1),
+        );
+    }
+    // Turned off as git's own `git gc` is, gc writes none.
+    std::fs::remove_file(commit_graph(&repo)).expect("remove the commit-graph");
+    repo.git(&["config", "gc.writeCommitGraph", "false"]);
+    repo.json_at(&at_min(3), 0, &["gc"]);
+    assert!(!commit_graph(&repo).exists());
+}
+
+/// The commit records of a commit-graph file, as [`damage_commit_graph`] hands them over.
+struct Records<'a> {
+    /// The `CDAT` chunk: one record per commit, in the order of their ids.
+    data: &'a mut [u8],
+    /// The commit ids, in order (the `OIDL` chunk), in hex.
+    ids: Vec<String>,
+    hash_len: usize,
+}
+
+impl Records<'_> {
+    /// The record of commit `id` (hex): its tree's id, its two parent positions, its date.
+    fn of(&mut self, id: &str) -> &mut [u8] {
+        let at = self
+            .ids
+            .iter()
+            .position(|i| i == id)
+            .expect("a commit of the graph");
+        let len = self.hash_len + 16;
+        &mut self.data[at * len..(at + 1) * len]
+    }
+
+    /// Swaps the trees the records of commits `a` and `b` name.
+    fn swap_trees(&mut self, a: &str, b: &str) {
+        let hash = self.hash_len;
+        let tree_of_a = self.of(a)[..hash].to_vec();
+        let tree_of_b = self.of(b)[..hash].to_vec();
+        self.of(a)[..hash].copy_from_slice(&tree_of_b);
+        self.of(b)[..hash].copy_from_slice(&tree_of_a);
+    }
+}
+
+/// Rewrites `repo`'s commit-graph with `damage` done to its commit records, its trailing
+/// checksum made whole again when `reseal`: a graph that is wrong but looks whole.
+fn damage_commit_graph(repo: &TestRepo, reseal: bool, damage: impl FnOnce(&mut Records<'_>)) {
+    let path = commit_graph(repo);
+    let mut data = std::fs::read(&path).expect("read the commit-graph");
+    assert_eq!(&data[..4], b"CGPH");
+    let (kind, hash_len) = match data[5] {
+        1 => (gix::hash::Kind::Sha1, 20),
+        2 => (gix::hash::Kind::Sha256, 32),
+        other => panic!("unknown hash version {other}"),
+    };
+    let chunk = |name: &[u8]| {
+        (0..usize::from(data[6]))
+            .map(|i| &data[8 + 12 * i..8 + 12 * (i + 1)])
+            .find(|entry| &entry[..4] == name)
+            .map(|entry| {
+                let at: [u8; 8] = entry[4..].try_into().expect("eight bytes");
+                usize::try_from(u64::from_be_bytes(at)).expect("an offset")
+            })
+            .expect("the chunk")
+    };
+    let (ids_at, records_at) = (chunk(b"OIDL"), chunk(b"CDAT"));
+    let end = data.len() - hash_len;
+    let ids = data[ids_at..records_at]
+        .chunks(hash_len)
+        .map(|id| id.iter().map(|b| format!("{b:02x}")).collect())
+        .collect();
+    damage(&mut Records {
+        data: &mut data[records_at..end],
+        ids,
+        hash_len,
+    });
+    if reseal {
+        let mut hasher = gix::hash::hasher(kind);
+        hasher.update(&data[..end]);
+        let sum = hasher.try_finalize().expect("a checksum");
+        data[end..].copy_from_slice(sum.as_bytes());
+    }
+    // git writes the file read-only.
+    std::fs::remove_file(&path).expect("remove the commit-graph");
+    std::fs::write(&path, data).expect("write the commit-graph");
+}
+
+#[test]
+fn a_damaged_commit_graph_changes_nothing_a_listing_says() {
+    let repo = TestRepo::new();
+    for i in 0..8 {
+        let issue = format!("d{i}");
+        repo.json_at(T0, 0, &["acquire", &issue, "--holder", "alice"]);
+    }
+    // One ledger of two steps: its tip's record and its first's differ only in the expiry.
+    repo.json_at(&at_min(1), 0, &["renew", "d0", "--holder", "alice"]);
+    let objects = cold_list_all(&repo);
+    assert_eq!(issues(&objects).len(), 8);
+    repo.json_at(&at_min(3), 0, &["gc"]);
+    let whole = std::fs::read(commit_graph(&repo)).expect("read the commit-graph");
+    let restore = || {
+        let path = commit_graph(&repo);
+        let _ = std::fs::remove_file(&path);
+        std::fs::write(&path, &whole).expect("write the commit-graph");
+    };
+    let tip = |issue: &str| repo.git(&["rev-parse", &format!("refs/leases/{issue}")]);
+    let (d0, d0_first) = (tip("d0"), tip("d0~1"));
+    let (d1, d2) = (tip("d1"), tip("d2"));
+    // Two records' trees swapped: each names a tree of another issue.
+    damage_commit_graph(&repo, true, |records| records.swap_trees(&d1, &d2));
+    assert_eq!(cold_list_all(&repo), objects, "trees swapped");
+    restore();
+    // A record's tree that no object has.
+    damage_commit_graph(&repo, true, |records| records.of(&d1)[0] ^= 0xff);
+    assert_eq!(cold_list_all(&repo), objects, "a tree that is not there");
+    restore();
+    // A record given a second parent.
+    damage_commit_graph(&repo, true, |records| {
+        let hash = records.hash_len;
+        records.of(&d1)[hash + 4..hash + 8].copy_from_slice(&1u32.to_be_bytes());
+    });
+    assert_eq!(cold_list_all(&repo), objects, "a parent that is not there");
+    restore();
+    // A ledger's tip given its first step's tree, the checksum left as it was: the file is
+    // not read at all. (Resealed, such a record would be believed, as git believes it.)
+    damage_commit_graph(&repo, false, |records| records.swap_trees(&d0, &d0_first));
+    assert_eq!(cold_list_all(&repo), objects, "checksum broken");
+    restore();
+    assert_eq!(cold_list_all(&repo), objects, "whole again");
+}
