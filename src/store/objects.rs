@@ -93,11 +93,12 @@ impl Store {
         self.per_ref(wanted, |store, issue, tip| store.entry(issue, tip))
     }
 
-    /// The repository's commit-graph (`objects/info/commit-graph`, as `git gc` and
-    /// `git lease gc` write it), unless `core.commitGraph` is false or the file is not whole:
-    /// its checksum is verified first, as the list cache's is. `None` too in a push's
-    /// quarantine, whose new commits it cannot hold, and for a split graph (a chain of
-    /// files), which is not read: its commits are read from the objects.
+    /// The repository's commit-graph, unless `core.commitGraph` is false: the file
+    /// `objects/info/commit-graph` (as `git gc` and `git lease gc` write it) or, where there is
+    /// none, the chain of files in `objects/info/commit-graphs/` (as `git maintenance` and
+    /// `fetch.writeCommitGraph` write it), as git reads them. Only whole files are read: each
+    /// file's checksum is verified first, as the list cache's is, and a chain's files must be
+    /// named by it. `None` too in a push's quarantine, whose new commits it cannot hold.
     fn commit_graph(&self) -> Option<gix::commitgraph::Graph> {
         if self.quarantine.is_some() {
             return None;
@@ -106,17 +107,28 @@ impl Store {
         if enabled == Some(false) {
             return None;
         }
-        let path = self
-            .repo
-            .objects
-            .store_ref()
-            .path()
-            .join("info/commit-graph");
-        let file = gix::commitgraph::File::at(path).ok()?;
-        if file.object_hash() != self.object_hash() || file.verify_checksum().is_err() {
-            return None;
-        }
-        gix::commitgraph::Graph::new(vec![file]).ok()
+        let info = self.repo.objects.store_ref().path().join("info");
+        let whole = |path: std::path::PathBuf, named: Option<&str>| {
+            let file = gix::commitgraph::File::at(path).ok()?;
+            let sum = file.verify_checksum().ok()?;
+            let named_right =
+                named.is_none_or(|hex| ObjectId::from_hex(hex.as_bytes()).ok() == Some(sum));
+            (file.object_hash() == self.object_hash() && named_right).then_some(file)
+        };
+        let files = match whole(info.join("commit-graph"), None) {
+            Some(file) => vec![file],
+            None if info.join("commit-graph").exists() => return None,
+            None => {
+                let dir = info.join("commit-graphs");
+                let chain = std::fs::read_to_string(dir.join("commit-graph-chain")).ok()?;
+                chain
+                    .lines()
+                    .take(MAX_COMMIT_GRAPH_FILES + 1)
+                    .map(|hex| whole(dir.join(format!("graph-{hex}.graph")), Some(hex)))
+                    .collect::<Option<Vec<_>>>()?
+            }
+        };
+        gix::commitgraph::Graph::new(files).ok()
     }
 
     /// Returns `read(store, issue, tip)` for each of `wanted`, in order, on several threads
@@ -629,6 +641,9 @@ pub(super) fn encode(object: &dyn gix::objs::WriteTo) -> Result<Vec<u8>> {
         .map_err(|e| Error::git("cannot encode a ledger object", e))?;
     Ok(out)
 }
+
+/// The most files a commit-graph chain may have (git's limit too).
+const MAX_COMMIT_GRAPH_FILES: usize = 256;
 
 /// A commit's tree and parents as `graph` records them (`None`: it does not hold the commit,
 /// or its record cannot be read).

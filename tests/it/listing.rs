@@ -517,8 +517,12 @@ impl Records<'_> {
 /// Rewrites `repo`'s commit-graph with `damage` done to its commit records, its trailing
 /// checksum made whole again when `reseal`: a graph that is wrong but looks whole.
 fn damage_commit_graph(repo: &TestRepo, reseal: bool, damage: impl FnOnce(&mut Records<'_>)) {
-    let path = commit_graph(repo);
-    let mut data = std::fs::read(&path).expect("read the commit-graph");
+    damage_graph_file(&commit_graph(repo), reseal, damage);
+}
+
+/// [`damage_commit_graph`] of the commit-graph file at `path`.
+fn damage_graph_file(path: &std::path::Path, reseal: bool, damage: impl FnOnce(&mut Records<'_>)) {
+    let mut data = std::fs::read(path).expect("read the commit-graph");
     assert_eq!(&data[..4], b"CGPH");
     let (kind, hash_len) = match data[5] {
         1 => (gix::hash::Kind::Sha1, 20),
@@ -553,8 +557,8 @@ fn damage_commit_graph(repo: &TestRepo, reseal: bool, damage: impl FnOnce(&mut R
         data[end..].copy_from_slice(sum.as_bytes());
     }
     // git writes the file read-only.
-    std::fs::remove_file(&path).expect("remove the commit-graph");
-    std::fs::write(&path, data).expect("write the commit-graph");
+    std::fs::remove_file(path).expect("remove the commit-graph");
+    std::fs::write(path, data).expect("write the commit-graph");
 }
 
 #[test]
@@ -599,4 +603,38 @@ fn a_damaged_commit_graph_changes_nothing_a_listing_says() {
     assert_eq!(cold_list_all(&repo), objects, "checksum broken");
     restore();
     assert_eq!(cold_list_all(&repo), objects, "whole again");
+}
+
+#[test]
+fn a_split_commit_graph_is_read_with_each_file_named_by_its_checksum() {
+    let repo = TestRepo::new();
+    for i in 0..6 {
+        let issue = format!("s{i}");
+        repo.json_at(T0, 0, &["acquire", &issue, "--holder", "alice"]);
+    }
+    repo.json_at(&at_min(1), 0, &["renew", "s0", "--holder", "alice"]);
+    let objects = cold_list_all(&repo);
+    // A chain of files, as `git maintenance` and `fetch.writeCommitGraph` leave it.
+    repo.git(&["commit-graph", "write", "--reachable", "--split"]);
+    let dir = repo
+        .git_dir()
+        .join("objects")
+        .join("info")
+        .join("commit-graphs");
+    let chain = std::fs::read_to_string(dir.join("commit-graph-chain")).expect("a chain");
+    let file = dir.join(format!("graph-{}.graph", chain.trim()));
+    assert!(file.is_file() && !commit_graph(&repo).exists());
+    assert_eq!(cold_list_all(&repo), objects, "through the chain");
+    // The tip of s0 given its first step's tree, the checksum made whole but the file keeping
+    // its old name: the chain is not read.
+    let tip = |spec: &str| repo.git(&["rev-parse", spec]);
+    let (s0, s0_first) = (tip("refs/leases/s0"), tip("refs/leases/s0~1"));
+    damage_graph_file(&file, true, |records| records.swap_trees(&s0, &s0_first));
+    assert_eq!(
+        cold_list_all(&repo),
+        objects,
+        "a file not named by its checksum"
+    );
+    repo.git(&["commit-graph", "write", "--reachable"]);
+    assert_eq!(cold_list_all(&repo), objects, "rewritten whole");
 }
