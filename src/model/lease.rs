@@ -229,11 +229,27 @@ pub enum DecodeError {
 
 /// Parses `lease.json` bytes, checking the size first ([`MAX_LEASE_JSON_BYTES`]), then the
 /// version before the shape so that a newer format is reported as such rather than as garbage.
+///
+/// A record of this version is parsed once; the version is read on its own only when the
+/// whole does not parse, to say why.
 pub fn decode(bytes: &[u8]) -> Result<Lease, DecodeError> {
     let len = bytes.len() as u64;
     if len > MAX_LEASE_JSON_BYTES {
         return Err(DecodeError::TooLarge(len));
     }
+    match serde_json::from_slice::<Lease>(bytes) {
+        Ok(lease) if lease.version == FORMAT_VERSION => Ok(lease),
+        Ok(lease) => Err(DecodeError::UnknownVersion(u64::from(lease.version))),
+        Err(e) => {
+            check_version(bytes)?;
+            Err(DecodeError::Invalid(e.to_string()))
+        }
+    }
+}
+
+/// Reads the version of a record alone: an error when it is missing, not a positive integer
+/// or not [`FORMAT_VERSION`].
+fn check_version(bytes: &[u8]) -> Result<(), DecodeError> {
     #[derive(Deserialize)]
     struct VersionOnly {
         version: Option<serde_json::Value>,
@@ -241,21 +257,18 @@ pub fn decode(bytes: &[u8]) -> Result<Lease, DecodeError> {
     let probe: VersionOnly =
         serde_json::from_slice(bytes).map_err(|e| DecodeError::Invalid(e.to_string()))?;
     match probe.version {
-        Some(serde_json::Value::Number(n)) if n.as_u64() == Some(u64::from(FORMAT_VERSION)) => {}
-        Some(serde_json::Value::Number(n)) => {
-            return Err(match n.as_u64() {
-                Some(v) => DecodeError::UnknownVersion(v),
-                None => DecodeError::Invalid(format!("version {n} is not a positive integer")),
-            })
+        Some(serde_json::Value::Number(n)) if n.as_u64() == Some(u64::from(FORMAT_VERSION)) => {
+            Ok(())
         }
-        Some(other) => {
-            return Err(DecodeError::Invalid(format!(
-                "version must be an integer, found {other}"
-            )))
-        }
-        None => return Err(DecodeError::Invalid("missing field `version`".into())),
+        Some(serde_json::Value::Number(n)) => Err(match n.as_u64() {
+            Some(v) => DecodeError::UnknownVersion(v),
+            None => DecodeError::Invalid(format!("version {n} is not a positive integer")),
+        }),
+        Some(other) => Err(DecodeError::Invalid(format!(
+            "version must be an integer, found {other}"
+        ))),
+        None => Err(DecodeError::Invalid("missing field `version`".into())),
     }
-    serde_json::from_slice(bytes).map_err(|e| DecodeError::Invalid(e.to_string()))
 }
 
 #[cfg(test)]
@@ -283,6 +296,38 @@ mod tests {
     fn unknown_version_is_named() {
         let err = decode(br#"{"version": 7, "issue": "x"}"#).unwrap_err();
         assert_eq!(err, DecodeError::UnknownVersion(7));
+    }
+
+    #[test]
+    fn a_newer_version_is_named_whether_or_not_its_shape_is_this_ones() {
+        let mut newer = serde_json::to_value(sample()).unwrap();
+        newer["version"] = 2.into();
+        let bytes = serde_json::to_vec(&newer).unwrap();
+        assert_eq!(decode(&bytes).unwrap_err(), DecodeError::UnknownVersion(2));
+        newer["version"] = (u64::from(u32::MAX) + 1).into();
+        let bytes = serde_json::to_vec(&newer).unwrap();
+        assert_eq!(
+            decode(&bytes).unwrap_err(),
+            DecodeError::UnknownVersion(u64::from(u32::MAX) + 1)
+        );
+        newer["version"] = 0.into();
+        let bytes = serde_json::to_vec(&newer).unwrap();
+        assert_eq!(decode(&bytes).unwrap_err(), DecodeError::UnknownVersion(0));
+        for bad in [
+            serde_json::json!(1.5),
+            serde_json::json!("1"),
+            serde_json::json!(-1),
+        ] {
+            newer["version"] = bad;
+            let bytes = serde_json::to_vec(&newer).unwrap();
+            assert!(matches!(decode(&bytes), Err(DecodeError::Invalid(_))));
+        }
+        newer.as_object_mut().unwrap().remove("version");
+        let bytes = serde_json::to_vec(&newer).unwrap();
+        assert_eq!(
+            decode(&bytes).unwrap_err(),
+            DecodeError::Invalid("missing field `version`".into())
+        );
     }
 
     #[test]

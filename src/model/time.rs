@@ -143,7 +143,13 @@ pub fn parse_stored(text: &str) -> Result<DateTime<Utc>, String> {
     let parsed = DateTime::parse_from_rfc3339(text)
         .map(|t| t.with_timezone(&Utc))
         .map_err(|e| format!("bad time {text:?}: {e}"))?;
-    if format_instant(parsed) != text {
+    // The form written is checked by its shape where that alone decides (no allocation: a
+    // cold listing parses three instants per ledger); a leap second is written back to see.
+    let canonical = match text.as_bytes() {
+        shape @ [.., b'6', b'0', b'Z'] if shape.len() == 20 => format_instant(parsed) == text,
+        shape => has_stored_shape(shape) || format_instant(parsed) == text,
+    };
+    if !canonical {
         return Err(format!(
             "bad time {text:?}: not in the stored form {} (UTC, whole seconds, `T` and `Z`)",
             format_instant(parsed)
@@ -157,6 +163,18 @@ pub fn parse_stored(text: &str) -> Result<DateTime<Utc>, String> {
         ));
     }
     Ok(parsed)
+}
+
+/// Whether `text` is `DDDD-DD-DDTDD:DD:DDZ` (`D` an ASCII digit): what [`format_instant`]
+/// writes for every instant in `earliest()..=latest()` but a leap second, byte for byte, so
+/// that a time of that shape which parses is in its stored form.
+fn has_stored_shape(text: &[u8]) -> bool {
+    const SHAPE: &[u8; 20] = b"DDDD-DD-DDTDD:DD:DDZ";
+    text.len() == SHAPE.len()
+        && text.iter().zip(SHAPE).all(|(&byte, &want)| match want {
+            b'D' => byte.is_ascii_digit(),
+            _ => byte == want,
+        })
 }
 
 /// Returns the current system time truncated to whole seconds.
@@ -284,5 +302,39 @@ mod tests {
         assert_eq!(short_duration(Duration::minutes(14)), "14m");
         assert_eq!(short_duration(Duration::minutes(125)), "2h 5m");
         assert_eq!(short_duration(Duration::hours(76)), "3d 4h");
+    }
+
+    proptest::proptest! {
+        /// Every instant a ledger may record parses back from the form written, and no other
+        /// spelling of it does: the shape check decides as writing it back would.
+        #[test]
+        fn stored_instants_parse_only_in_the_form_written(
+            secs in 0i64..=253_402_300_799,
+            spelling in 0usize..6,
+        ) {
+            let at = DateTime::from_timestamp(secs, 0).unwrap();
+            let text = format_instant(at);
+            proptest::prop_assert_eq!(parse_stored(&text), Ok(at));
+            let other = match spelling {
+                0 => text.replacen('T', "t", 1),
+                1 => text.replacen('T', " ", 1),
+                2 => text.replacen('Z', "z", 1),
+                3 => text.replacen('Z', "+00:00", 1),
+                4 => text.replacen('Z', ".0Z", 1),
+                _ => text.replacen('Z', "-00:00", 1),
+            };
+            proptest::prop_assert!(parse_stored(&other).is_err(), "{} parsed", other);
+        }
+    }
+
+    #[test]
+    fn a_leap_second_is_taken_only_if_written_back_the_same_and_other_shapes_are_refused() {
+        let leap = "2026-12-31T23:59:60Z";
+        let written_back = DateTime::parse_from_rfc3339(leap)
+            .is_ok_and(|t| format_instant(t.with_timezone(&Utc)) == leap);
+        assert_eq!(parse_stored(leap).is_ok(), written_back);
+        assert!(parse_stored("1969-12-31T23:59:59Z").is_err());
+        assert!(parse_stored("2026-12-31T24:00:00Z").is_err());
+        assert!(parse_stored("2026-02-30T12:00:00Z").is_err());
     }
 }
