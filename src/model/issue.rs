@@ -132,6 +132,43 @@ impl IssueId {
 /// and `7`) are ordered byte by byte, so this is a total order whose only equal ids are
 /// identical ones: sorting never depends on where an id started.
 pub fn natural_cmp(a: &str, b: &str) -> Ordering {
+    // Most pairs are told apart where they first differ (a listing sorts 100k ids); only a
+    // digit run with a leading zero needs the runs compared from the start.
+    let (x, y) = (a.as_bytes(), b.as_bytes());
+    let same = x.iter().zip(y).take_while(|(p, q)| p == q).count();
+    let (Some(&p), Some(&q)) = (x.get(same), y.get(same)) else {
+        // One is the other's prefix: it has fewer runs, or a shorter last one.
+        return x.len().cmp(&y.len());
+    };
+    // Where the run under way at the first difference starts, if it is of digits.
+    let start = same
+        - x[..same]
+            .iter()
+            .rev()
+            .take_while(|c| c.is_ascii_digit())
+            .count();
+    match (p.is_ascii_digit(), q.is_ascii_digit()) {
+        // Two runs of other bytes differ here (any digit runs before ended together).
+        (false, false) => p.cmp(&q),
+        // A run of other bytes ends here on one side only, a prefix of the other's; or the
+        // first runs differ in kind, compared by their first bytes.
+        (true, false) | (false, true) if start == same => match (same, p.is_ascii_digit()) {
+            (0, _) => p.cmp(&q),
+            (_, true) => Ordering::Less,
+            (_, false) => Ordering::Greater,
+        },
+        // Inside a digit run on both sides: by value, which without leading zeros is the
+        // number of digits, then the first digit that differs.
+        _ if x[start] != b'0' && y[start] != b'0' => {
+            let digits = |s: &[u8]| s[start..].iter().take_while(|c| c.is_ascii_digit()).count();
+            digits(x).cmp(&digits(y)).then(p.cmp(&q))
+        }
+        _ => natural_cmp_by_runs(a, b),
+    }
+}
+
+/// [`natural_cmp`] taken run by run from the start, as its documentation says.
+fn natural_cmp_by_runs(a: &str, b: &str) -> Ordering {
     let (mut x, mut y) = (Runs(a.as_bytes()), Runs(b.as_bytes()));
     loop {
         let order = match (x.next(), y.next()) {
@@ -275,6 +312,17 @@ mod tests {
     }
 
     proptest::proptest! {
+        /// Where two ids first differ decides as comparing their runs from the start does.
+        #[test]
+        fn the_first_difference_orders_as_the_runs_do(a in id(), b in id()) {
+            proptest::prop_assert_eq!(natural_cmp(&a, &b), natural_cmp_by_runs(&a, &b));
+            let (long_a, long_b) = (format!("i{a}x17"), format!("i{a}{b}"));
+            proptest::prop_assert_eq!(
+                natural_cmp(&long_a, &long_b),
+                natural_cmp_by_runs(&long_a, &long_b)
+            );
+        }
+
         #[test]
         fn natural_order_is_total_and_consistent_with_equality(a in id(), b in id(), c in id()) {
             let ab = natural_cmp(&a, &b);
