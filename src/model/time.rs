@@ -184,6 +184,14 @@ pub fn system_now() -> DateTime<Utc> {
 
 /// Returns a compact human duration: `45s`, `14m`, `2h 5m`, `3d 4h`.
 pub fn short_duration(d: Duration) -> String {
+    let mut out = String::new();
+    push_short_duration(&mut out, d);
+    out
+}
+
+/// Appends [`short_duration`] of `d` to `out` (a listing writes one per row).
+pub fn push_short_duration(out: &mut String, d: Duration) {
+    use std::fmt::Write;
     let secs = d.num_seconds().unsigned_abs();
     let (days, hours, mins, s) = (
         secs / 86_400,
@@ -191,15 +199,16 @@ pub fn short_duration(d: Duration) -> String {
         (secs % 3_600) / 60,
         secs % 60,
     );
-    match (days, hours, mins) {
-        (0, 0, 0) => format!("{s}s"),
-        (0, 0, m) if s == 0 => format!("{m}m"),
-        (0, 0, m) => format!("{m}m {s}s"),
-        (0, h, 0) => format!("{h}h"),
-        (0, h, m) => format!("{h}h {m}m"),
-        (d, 0, _) => format!("{d}d"),
-        (d, h, _) => format!("{d}d {h}h"),
-    }
+    // Writing to a String cannot fail.
+    let _ = match (days, hours, mins) {
+        (0, 0, 0) => write!(out, "{s}s"),
+        (0, 0, m) if s == 0 => write!(out, "{m}m"),
+        (0, 0, m) => write!(out, "{m}m {s}s"),
+        (0, h, 0) => write!(out, "{h}h"),
+        (0, h, m) => write!(out, "{h}h {m}m"),
+        (d, 0, _) => write!(out, "{d}d"),
+        (d, h, _) => write!(out, "{d}d {h}h"),
+    };
 }
 
 /// Serde helpers that keep the stored form exactly [`format_instant`].

@@ -107,7 +107,7 @@ fn list(
         .collect();
     // Live leases first, oldest tenure first, then by issue; the rest by issue (in natural
     // order: 2 before 10).
-    rows.sort_by(|(sa, a), (sb, b)| {
+    sort_halves(&mut rows, |(sa, a), (sb, b)| {
         let key = |s: &State, e: &Entry| {
             (
                 *s != State::Held,
@@ -190,4 +190,60 @@ fn list(
     }
     table.write_to(out, give)?;
     Ok(exit::OK)
+}
+
+/// Sorts `rows` by `order` as a stable sort does, each half on its own thread when there are
+/// many (a cold listing of 100k leases spent 50 ms sorting, alone), then merged.
+fn sort_halves<T: Copy + Send>(
+    rows: &mut [T],
+    order: impl Fn(&T, &T) -> std::cmp::Ordering + Sync,
+) {
+    /// Fewer rows than this are sorted on this thread alone.
+    const HALVES_MIN: usize = 8192;
+    if rows.len() < HALVES_MIN {
+        rows.sort_by(&order);
+        return;
+    }
+    let (first, second) = rows.split_at_mut(rows.len() / 2);
+    let order = &order;
+    std::thread::scope(|scope| {
+        scope.spawn(|| second.sort_by(order));
+        first.sort_by(order);
+    });
+    let (first, second) = rows.split_at(rows.len() / 2);
+    let mut merged = Vec::with_capacity(rows.len());
+    let (mut i, mut j) = (0, 0);
+    while i < first.len() && j < second.len() {
+        // Ties go to the first half, which held them first: stable.
+        if order(&second[j], &first[i]).is_lt() {
+            merged.push(second[j]);
+            j += 1;
+        } else {
+            merged.push(first[i]);
+            i += 1;
+        }
+    }
+    merged.extend_from_slice(&first[i..]);
+    merged.extend_from_slice(&second[j..]);
+    rows.copy_from_slice(&merged);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::sort_halves;
+
+    proptest::proptest! {
+        /// Sorted in halves and merged, rows come out as one stable sort puts them.
+        #[test]
+        fn sorting_in_halves_is_one_stable_sort(
+            rows in proptest::collection::vec((0u8..4, 0u16..500), 0..20_000),
+        ) {
+            let by_first = |a: &(u8, u16), b: &(u8, u16)| a.0.cmp(&b.0);
+            let mut halves = rows.clone();
+            sort_halves(&mut halves, by_first);
+            let mut whole = rows;
+            whole.sort_by(by_first);
+            proptest::prop_assert_eq!(halves, whole);
+        }
+    }
 }

@@ -16,7 +16,7 @@ use std::io::Write;
 use crate::cli::{exit, Context, Failure};
 use chrono::{DateTime, Utc};
 use git_lease::remote::Diverged;
-use git_lease::time::short_duration;
+use git_lease::time::push_short_duration;
 use git_lease::{Entry, Outcome, Report};
 use json::{json_line, LeaseView, ReportView, State};
 
@@ -77,11 +77,11 @@ fn push_relative(out: &mut String, at: DateTime<Utc>, now: DateTime<Utc>) {
     match delta.num_seconds() {
         s if s > 0 => {
             out.push_str("in ");
-            out.push_str(&short_duration(delta));
+            push_short_duration(out, delta);
         }
         0 => out.push_str("now"),
         _ => {
-            out.push_str(&short_duration(-delta));
+            push_short_duration(out, -delta);
             out.push_str(" ago");
         }
     }
