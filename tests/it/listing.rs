@@ -561,15 +561,21 @@ fn damage_graph_file(path: &std::path::Path, reseal: bool, damage: impl FnOnce(&
     std::fs::write(path, data).expect("write the commit-graph");
 }
 
+/// Ledgers `<prefix>0` to `<prefix><count - 1>`, each of one claim at T0, but the first,
+/// renewed at T0+1m: its tip's record and its first step's differ only in the expiry.
+fn one_step_ledgers_but_the_first(repo: &TestRepo, prefix: &str, count: usize) {
+    for i in 0..count {
+        let issue = format!("{prefix}{i}");
+        repo.json_at(T0, 0, &["acquire", &issue, "--holder", "alice"]);
+    }
+    let first = format!("{prefix}0");
+    repo.json_at(&at_min(1), 0, &["renew", &first, "--holder", "alice"]);
+}
+
 #[test]
 fn a_damaged_commit_graph_changes_nothing_a_listing_says() {
     let repo = TestRepo::new();
-    for i in 0..8 {
-        let issue = format!("d{i}");
-        repo.json_at(T0, 0, &["acquire", &issue, "--holder", "alice"]);
-    }
-    // One ledger of two steps: its tip's record and its first's differ only in the expiry.
-    repo.json_at(&at_min(1), 0, &["renew", "d0", "--holder", "alice"]);
+    one_step_ledgers_but_the_first(&repo, "d", 8);
     let objects = cold_list_all(&repo);
     assert_eq!(issues(&objects).len(), 8);
     repo.json_at(&at_min(3), 0, &["gc"]);
@@ -608,11 +614,7 @@ fn a_damaged_commit_graph_changes_nothing_a_listing_says() {
 #[test]
 fn a_split_commit_graph_is_read_with_each_file_named_by_its_checksum() {
     let repo = TestRepo::new();
-    for i in 0..6 {
-        let issue = format!("s{i}");
-        repo.json_at(T0, 0, &["acquire", &issue, "--holder", "alice"]);
-    }
-    repo.json_at(&at_min(1), 0, &["renew", "s0", "--holder", "alice"]);
+    one_step_ledgers_but_the_first(&repo, "s", 6);
     let objects = cold_list_all(&repo);
     // A chain of files, as `git maintenance` and `fetch.writeCommitGraph` leave it.
     repo.git(&["commit-graph", "write", "--reachable", "--split"]);
