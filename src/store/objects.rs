@@ -97,8 +97,9 @@ impl Store {
     /// `objects/info/commit-graph` (as `git gc` and `git lease gc` write it) or, where there is
     /// none, the chain of files in `objects/info/commit-graphs/` (as `git maintenance` and
     /// `fetch.writeCommitGraph` write it), as git reads them. Only whole files are read: each
-    /// file's checksum is verified first, as the list cache's is, and a chain's files must be
-    /// named by it. `None` too in a push's quarantine, whose new commits it cannot hold.
+    /// file's checksum is verified first, as the list cache's is, a chain's files must be
+    /// named by it, and each must name the ones below it. `None` too in a push's quarantine,
+    /// whose new commits it cannot hold.
     fn commit_graph(&self) -> Option<gix::commitgraph::Graph> {
         if self.quarantine.is_some() {
             return None;
@@ -113,7 +114,7 @@ impl Store {
             let sum = file.verify_checksum().ok()?;
             let named_right =
                 named.is_none_or(|hex| ObjectId::from_hex(hex.as_bytes()).ok() == Some(sum));
-            (file.object_hash() == self.object_hash() && named_right).then_some(file)
+            (file.object_hash() == self.object_hash() && named_right).then_some((file, sum))
         };
         let files = match whole(info.join("commit-graph"), None) {
             Some(file) => vec![file],
@@ -128,6 +129,19 @@ impl Store {
                     .collect::<Option<Vec<_>>>()?
             }
         };
+        // Each file names the files below it, in order (none for the first): its parents'
+        // positions count from theirs.
+        let stacked = files.iter().enumerate().all(|(i, (file, _))| {
+            usize::from(file.base_graph_count()) == i
+                && file
+                    .iter_base_graph_ids()
+                    .zip(&files[..i])
+                    .all(|(base, (_, sum))| base == sum.as_ref())
+        });
+        if !stacked {
+            return None;
+        }
+        let files = files.into_iter().map(|(file, _)| file).collect();
         gix::commitgraph::Graph::new(files).ok()
     }
 

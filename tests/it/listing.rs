@@ -640,3 +640,37 @@ fn a_split_commit_graph_is_read_with_each_file_named_by_its_checksum() {
     repo.git(&["commit-graph", "write", "--reachable"]);
     assert_eq!(cold_list_all(&repo), objects, "rewritten whole");
 }
+
+#[test]
+fn a_chain_of_commit_graph_files_is_read_only_in_its_own_order() {
+    let repo = TestRepo::new();
+    one_step_ledgers_but_the_first(&repo, "s", 12);
+    repo.git(&["commit-graph", "write", "--reachable", "--split"]);
+    // Two claims more, in a second file on top of the first.
+    repo.json_at(&at_min(2), 0, &["acquire", "t0", "--holder", "bob"]);
+    repo.json_at(&at_min(2), 0, &["renew", "s1", "--holder", "alice"]);
+    repo.git(&["commit-graph", "write", "--reachable", "--split"]);
+    let chain = repo
+        .git_dir()
+        .join("objects")
+        .join("info")
+        .join("commit-graphs")
+        .join("commit-graph-chain");
+    let layers = std::fs::read_to_string(&chain).expect("a chain");
+    assert_eq!(layers.lines().count(), 2, "{layers}");
+    let objects = {
+        repo.git(&["config", "core.commitGraph", "false"]);
+        let listed = cold_list_all(&repo);
+        repo.git(&["config", "--unset", "core.commitGraph"]);
+        listed
+    };
+    assert_eq!(issues(&objects).len(), 13);
+    assert_eq!(cold_list_all(&repo), objects, "through both files");
+    // The files listed the other way round: each still whole and named by its checksum, but
+    // not naming the one below it.
+    let reversed: Vec<&str> = layers.lines().rev().collect();
+    // git writes the file read-only.
+    std::fs::remove_file(&chain).expect("remove the chain");
+    std::fs::write(&chain, reversed.join("\n") + "\n").expect("write the chain");
+    assert_eq!(cold_list_all(&repo), objects, "out of order");
+}
