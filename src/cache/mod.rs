@@ -1,5 +1,5 @@
 //! The list cache: a derived, verifiable record of what each ledger tip says, so that `list`
-//! need not decode three objects per lease. This module holds the file; [`codec`] its
+//! need not decode two or three objects per lease. This module holds the file; [`codec`] its
 //! layout; [`crate::listing`] decides when a listing uses it and when it rewrites it.
 //!
 //! # Why it exists

@@ -135,12 +135,7 @@ fn a_lost_reply_to_a_fenced_push_is_settled_by_asking_the_server_where_the_branc
         .ok()
         .stderr_has("the server's answer was lost")
         .stderr_has(&format!("its refs/heads/issue/7 is at {head}"));
-    assert_eq!(pushed.json()["outcome"], "pushed");
-    assert_eq!(pushed.json()["token"], 1);
-    assert_eq!(
-        server.rev("refs/heads/issue/7").as_deref(),
-        Some(head.as_str())
-    );
+    assert_pushed(&pushed.json(), &server, &head);
 }
 
 #[test]
@@ -177,12 +172,7 @@ fn a_lost_reply_to_a_fenced_push_the_server_cannot_settle_is_unknown_and_pushing
     // does not read; however its connection ends, the branch is there.
     let again = lease(&alice, 2, &["--json", "push", "origin", "issue/7"]);
     again.ok();
-    assert_eq!(again.json()["outcome"], "pushed");
-    assert_eq!(again.json()["token"], 1);
-    assert_eq!(
-        server.rev("refs/heads/issue/7").as_deref(),
-        Some(head.as_str())
-    );
+    assert_pushed(&again.json(), &server, &head);
 }
 
 #[test]
@@ -204,6 +194,15 @@ fn a_fenced_push_cut_before_its_pack_says_the_outcome_is_unknown_and_pushing_aga
         server.rev("refs/heads/issue/7").as_deref(),
         Some(head.as_str())
     );
+}
+
+/// Asserts that `answer` (a `push --json`) says `pushed` with token 1, and that the server's
+/// `issue/7` is at `head`.
+#[track_caller]
+fn assert_pushed(answer: &serde_json::Value, server: &Server, head: &str) {
+    assert_eq!(answer["outcome"], "pushed", "{answer}");
+    assert_eq!(answer["token"], 1, "{answer}");
+    assert_eq!(server.rev("refs/heads/issue/7").as_deref(), Some(head));
 }
 
 /// Points `client`'s `origin` at `server` itself again.
