@@ -36,6 +36,13 @@ pub trait Backend {
     fn current(&self, issue: &IssueId) -> Result<Option<Entry>>;
     /// Returns every ledger's newest entry.
     fn list(&self) -> Result<Listing>;
+    /// [`Backend::list`], `show` given the entries and the ledgers a remote went back on
+    /// before they are returned (locally, while the list cache is rewritten beside it).
+    fn list_then(&self, show: &mut dyn FnMut(&[Entry], &[Diverged])) -> Result<Listing> {
+        let listing = self.list()?;
+        show(&listing.entries, &listing.diverged);
+        Ok(listing)
+    }
     /// Returns the newest entry of every ledger only the archive holds (its ref folded and
     /// not revived), sorted by issue: free ledgers, which `list --all` shows beside the rest.
     fn archived(&self) -> Result<Vec<Entry>>;
@@ -86,6 +93,12 @@ impl Backend for &Ledger {
     fn list(&self) -> Result<Listing> {
         Ok(Listing {
             entries: Ledger::list(self)?,
+            diverged: Vec::new(),
+        })
+    }
+    fn list_then(&self, show: &mut dyn FnMut(&[Entry], &[Diverged])) -> Result<Listing> {
+        Ok(Listing {
+            entries: Ledger::list_then(self, &mut |entries| show(entries, &[]))?,
             diverged: Vec::new(),
         })
     }

@@ -377,6 +377,22 @@ impl Ledger {
         Ok(entries)
     }
 
+    /// [`Ledger::list`], `show` given the entries on this thread while another rewrites the
+    /// list cache (when this listing rewrites it); returns them after.
+    pub fn list_then(&self, show: &mut dyn FnMut(&[Entry])) -> Result<Vec<Entry>> {
+        let reading = self.reading();
+        let (entries, _) = crate::listing::list_namespace_then(
+            &self.store,
+            crate::issue::REF_PREFIX,
+            crate::step::Judgement::reader(reading.as_ref()),
+            crate::listing::Then {
+                prepare: &|e| self.observe_in_place(e),
+                show,
+            },
+        )?;
+        Ok(entries)
+    }
+
     /// Resolves an issue id or a unique prefix of one against the existing lease refs.
     ///
     /// An exact match wins; otherwise exactly one issue must start with `prefix`. Returns

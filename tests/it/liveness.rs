@@ -212,3 +212,34 @@ fn a_process_recorded_on_another_machine_is_judged_by_the_ttl_only() {
     );
     assert_verify_clean(&repo, 10);
 }
+
+#[test]
+fn a_cold_listing_of_leases_whose_holder_is_gone_keeps_every_ledger_in_its_cache() {
+    let repo = TestRepo::new();
+    let mut worker = Sleeper::start();
+    let pid = worker.pid().to_string();
+    // More ledgers than a listing decodes before it rewrites the cache, in one claim.
+    let held: Vec<String> = (0..70).map(|i| format!("gone-{i:02}")).collect();
+    let mut claim = vec!["acquire"];
+    claim.extend(held.iter().map(String::as_str));
+    claim.extend(["--holder", ALICE, "--ttl", "1h", "--pid", &pid]);
+    jrun(&repo, 0, &claim).ok();
+    worker.kill_and_reap();
+    // Read cold, each lease observed free: its holder process is gone.
+    let cache = repo.git_dir().join("git-lease").join("list-cache");
+    let _ = std::fs::remove_file(&cache);
+    let cold = repo.json_at(&at_min(5), 0, &["list", "--all"]);
+    assert_eq!(issues(&cold).len(), held.len());
+    assert!(cold
+        .as_array()
+        .is_some_and(|all| all.iter().all(|lease| lease["held"] == json!(false))));
+    // What the cache keeps is what each ledger records, not what this reader saw beside it.
+    let written = std::fs::read(&cache).expect("a cold listing writes the cache");
+    for issue in &held {
+        assert!(
+            written.windows(issue.len()).any(|w| w == issue.as_bytes()),
+            "no record of {issue}"
+        );
+    }
+    assert_eq!(repo.json_at(&at_min(5), 0, &["list", "--all"]), cold);
+}

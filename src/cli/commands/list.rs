@@ -40,36 +40,50 @@ pub(crate) fn run(ctx: &Context, args: Args, out: &mut dyn Write) -> Result<u8, 
     } = args;
     let target = ctx.backend()?;
     let holder = ctx.holder_filter(mine, holder)?;
-    let listing = target.list()?;
-    let (mut entries, diverged) = (listing.entries, listing.diverged);
     // Archived ledgers are free: only a listing of more than the held ones reads them.
-    if all || state.as_deref().is_some_and(|s| s != "held") {
-        let archived = target.archived()?;
-        if !archived.is_empty() {
-            // A remote's ledger this clone saw before its fold is listed already.
-            let listed: std::collections::HashSet<String> =
-                entries.iter().map(|e| e.lease.issue.clone()).collect();
-            entries.extend(
-                archived
-                    .into_iter()
-                    .filter(|e| !listed.contains(&e.lease.issue)),
-            );
-        }
-    }
-    let code = list(ctx, entries, all, holder, state, prefix, out)?;
-    report_diverged(ctx, &diverged, out)?;
-    Ok(if diverged.is_empty() {
-        code
-    } else {
-        exit::FAILURE
-    })
+    let archived = all || state.as_deref().is_some_and(|s| s != "held");
+    let mut shown = Err(Failure::Io(std::io::Error::other(
+        "the listing was not shown",
+    )));
+    // Shown while the list cache is written beside it, when this listing rewrites it.
+    let listing = target.list_then(&mut |entries, diverged| {
+        shown = (|| {
+            let archived = if archived {
+                target.archived()?
+            } else {
+                Vec::new()
+            };
+            let code = list(
+                ctx,
+                entries,
+                archived,
+                all,
+                holder.clone(),
+                state.clone(),
+                prefix.clone(),
+                out,
+            )?;
+            report_diverged(ctx, diverged, out)?;
+            Ok(if diverged.is_empty() {
+                code
+            } else {
+                exit::FAILURE
+            })
+        })();
+    })?;
+    // The process exits right after printing: letting the OS reclaim 100k entries at exit is
+    // cheaper than freeing them one by one.
+    let _ = std::mem::ManuallyDrop::new(listing);
+    shown
 }
 
-/// Prints the listing of `entries` at `now`, filtered and sorted as `list` shows them: a table,
-/// or one JSON array.
+/// Prints the listing of `entries` and of `archived` (those ledgers only the archive holds) at
+/// `now`, filtered and sorted as `list` shows them: a table, or one JSON array.
+#[allow(clippy::too_many_arguments)]
 fn list(
     ctx: &Context,
-    entries: Vec<Entry>,
+    entries: &[Entry],
+    archived: Vec<Entry>,
     all: bool,
     holder: Option<String>,
     state: Option<String>,
@@ -77,12 +91,22 @@ fn list(
     out: &mut dyn Write,
 ) -> Result<u8, Failure> {
     let now = ctx.now;
-    // The process exits right after printing: letting the OS reclaim 100k entries at exit is
-    // cheaper than freeing them one by one.
-    let entries = std::mem::ManuallyDrop::new(entries);
+    // A remote's ledger this clone saw before its fold is listed already. (Never freed, as
+    // the entries are not: the process exits right after printing.)
+    let archived = std::mem::ManuallyDrop::new(if archived.is_empty() {
+        archived
+    } else {
+        let listed: std::collections::HashSet<&str> =
+            entries.iter().map(|e| e.lease.issue.as_str()).collect();
+        archived
+            .into_iter()
+            .filter(|e| !listed.contains(e.lease.issue.as_str()))
+            .collect()
+    });
     let all = all || state.as_deref().is_some_and(|s| s != "held");
     let mut rows: Vec<(State, &Entry)> = entries
         .iter()
+        .chain(archived.iter())
         .filter(|e| {
             prefix
                 .as_deref()
