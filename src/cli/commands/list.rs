@@ -39,30 +39,26 @@ pub(crate) fn run(ctx: &Context, args: Args, out: &mut dyn Write) -> Result<u8, 
         prefix,
     } = args;
     let target = ctx.backend()?;
-    let holder = ctx.holder_filter(mine, holder)?;
-    // Archived ledgers are free: only a listing of more than the held ones reads them.
-    let archived = all || state.as_deref().is_some_and(|s| s != "held");
+    let filters = Filters {
+        // `--state expired` and `--state free` list more than the held ones.
+        all: all || state.as_deref().is_some_and(|s| s != "held"),
+        holder: ctx.holder_filter(mine, holder)?,
+        state,
+        prefix,
+    };
     let mut shown = Err(Failure::Io(std::io::Error::other(
         "the listing was not shown",
     )));
     // Shown while the list cache is written beside it, when this listing rewrites it.
     let listing = target.list_then(&mut |entries, diverged| {
         shown = (|| {
-            let archived = if archived {
+            // Archived ledgers are free: only a listing of more than the held ones reads them.
+            let archived = if filters.all {
                 target.archived()?
             } else {
                 Vec::new()
             };
-            let code = list(
-                ctx,
-                entries,
-                archived,
-                all,
-                holder.clone(),
-                state.clone(),
-                prefix.clone(),
-                out,
-            )?;
+            let code = list(ctx, entries, archived, &filters, out)?;
             report_diverged(ctx, diverged, out)?;
             Ok(if diverged.is_empty() {
                 code
@@ -77,20 +73,33 @@ pub(crate) fn run(ctx: &Context, args: Args, out: &mut dyn Write) -> Result<u8, 
     shown
 }
 
-/// Prints the listing of `entries` and of `archived` (those ledgers only the archive holds) at
-/// `now`, filtered and sorted as `list` shows them: a table, or one JSON array.
-#[allow(clippy::too_many_arguments)]
-fn list(
-    ctx: &Context,
-    entries: &[Entry],
-    archived: Vec<Entry>,
+/// Which leases `list` shows.
+struct Filters {
+    /// More than the held ones: `--all`, or a `--state` other than `held`.
     all: bool,
     holder: Option<String>,
     state: Option<String>,
     prefix: Option<String>,
+}
+
+/// Prints the listing of `entries` and of `archived` (those ledgers only the archive holds) at
+/// `now`, filtered and sorted as `list` shows them: a table (with a state column for `--all`),
+/// or one JSON array.
+fn list(
+    ctx: &Context,
+    entries: &[Entry],
+    archived: Vec<Entry>,
+    filters: &Filters,
     out: &mut dyn Write,
 ) -> Result<u8, Failure> {
     let now = ctx.now;
+    let Filters {
+        all,
+        holder,
+        state,
+        prefix,
+    } = filters;
+    let all = *all;
     // A remote's ledger this clone saw before its fold is listed already. (Never freed, as
     // the entries are not: the process exits right after printing.)
     let archived = std::mem::ManuallyDrop::new(if archived.is_empty() {
@@ -103,7 +112,6 @@ fn list(
             .filter(|e| !listed.contains(e.lease.issue.as_str()))
             .collect()
     });
-    let all = all || state.as_deref().is_some_and(|s| s != "held");
     let mut rows: Vec<(State, &Entry)> = entries
         .iter()
         .chain(archived.iter())
