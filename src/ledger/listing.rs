@@ -58,29 +58,20 @@ pub struct Then<'a> {
     pub show: &'a mut dyn FnMut(&[Entry]),
 }
 
-/// [`list_namespace`], with `then` done to the entries on this thread while another writes
-/// the list cache, when this listing rewrites it (a cold listing of 100k ledgers spends tens
-/// of milliseconds on that).
-pub fn list_namespace_then(
-    store: &Store,
-    namespace: &str,
-    judgement: Judgement<'_>,
-    then: Then<'_>,
-) -> Result<(Vec<Entry>, ListStats)> {
-    let refs = store.refs_listed(namespace)?;
-    let cache = ListCache::new(store, namespace);
-    let snapshot = cache.load();
-    list_from(store, &cache, snapshot, refs, judgement, Some(then))
-}
-
 /// Returns the newest entry of every ref under `namespace`, sorted by name; see [`list`]. The
-/// refs are listed the cheap way when the store can ([`Store::refs_listed`]).
+/// refs are listed the cheap way when the store can ([`Store::refs_listed`]). With `then`, its
+/// work is done to the entries on this thread while another writes the list cache, when this
+/// listing rewrites it (a cold listing of 100k ledgers spends tens of milliseconds on that).
 pub fn list_namespace(
     store: &Store,
     namespace: &str,
     judgement: Judgement<'_>,
+    then: Option<Then<'_>>,
 ) -> Result<(Vec<Entry>, ListStats)> {
-    list(store, namespace, store.refs_listed(namespace)?, judgement)
+    let refs = store.refs_listed(namespace)?;
+    let cache = ListCache::new(store, namespace);
+    let snapshot = cache.load();
+    list_from(store, &cache, snapshot, refs, judgement, then)
 }
 
 /// Returns the newest entry of every ref in `refs` (sorted by name, as [`Store::refs_under`]

@@ -367,12 +367,7 @@ impl Ledger {
     /// Returns the newest entry of every ledger, sorted by issue. Filter with
     /// [`rules::is_live`] for the live ones.
     pub fn list(&self) -> Result<Vec<Entry>> {
-        let reading = self.reading();
-        let (mut entries, _) = crate::listing::list_namespace(
-            &self.store,
-            crate::issue::REF_PREFIX,
-            crate::step::Judgement::reader(reading.as_ref()),
-        )?;
+        let mut entries = self.listed(None)?;
         entries.iter_mut().for_each(|e| self.observe_in_place(e));
         Ok(entries)
     }
@@ -380,15 +375,21 @@ impl Ledger {
     /// [`Ledger::list`], `show` given the entries on this thread while another rewrites the
     /// list cache (when this listing rewrites it); returns them after.
     pub fn list_then(&self, show: &mut dyn FnMut(&[Entry])) -> Result<Vec<Entry>> {
+        self.listed(Some(crate::listing::Then {
+            prepare: &|e| self.observe_in_place(e),
+            show,
+        }))
+    }
+
+    /// The ledgers' newest entries as this ledger's reader judges them, `then` done to them
+    /// beside the cache's rewrite ([`crate::listing::list_namespace`]).
+    fn listed(&self, then: Option<crate::listing::Then<'_>>) -> Result<Vec<Entry>> {
         let reading = self.reading();
-        let (entries, _) = crate::listing::list_namespace_then(
+        let (entries, _) = crate::listing::list_namespace(
             &self.store,
             crate::issue::REF_PREFIX,
             crate::step::Judgement::reader(reading.as_ref()),
-            crate::listing::Then {
-                prepare: &|e| self.observe_in_place(e),
-                show,
-            },
+            then,
         )?;
         Ok(entries)
     }

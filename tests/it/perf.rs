@@ -78,6 +78,7 @@ fn the_list_cache_gives_the_same_answers_as_decoding_every_ledger() {
         ledger.store(),
         "refs/leases/",
         git_lease::step::Judgement::Recorded,
+        None,
     )
     .unwrap();
     assert_eq!(entries.len(), 151);
@@ -231,6 +232,7 @@ fn a_cold_listing_of_many_leases_decodes_on_threads_with_the_same_answers() {
         store,
         "refs/leases/",
         git_lease::step::Judgement::Recorded,
+        None,
     )
     .unwrap();
     assert_eq!(
