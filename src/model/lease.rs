@@ -19,7 +19,8 @@ pub const LEASE_FILE: &str = "lease.json";
 
 /// The largest `lease.json` a reader accepts, in bytes (64 KiB). What this build writes is a
 /// few hundred bytes (a holder is at most 256 bytes); the limit keeps a forged ledger from
-/// making every reader inflate and parse megabytes, and is checked before the blob is read.
+/// making every reader inflate and parse megabytes, and is checked before the blob is read
+/// whole (or while it is, by an object database that allocates little more).
 pub const MAX_LEASE_JSON_BYTES: u64 = 64 * 1024;
 
 /// What a ledger commit did.

@@ -147,6 +147,10 @@ pub struct Store {
     /// How ledger commits are signed (`None` inside: unsigned), decided and its key loaded by
     /// the first commit this store encodes ([`crate::sign`]), then kept for every other.
     signer: std::cell::OnceCell<Option<std::sync::Arc<crate::sign::Signer>>>,
+    /// The object database that bulk reads of `lease.json` try first, once a listing opened
+    /// it ([`Store::entries`]): the repository's, refusing to allocate more than
+    /// [`objects::SMALL_OBJECT_BYTES`] for one object (`None` inside: not to be had).
+    small_objects: std::cell::OnceCell<Option<gix::odb::Handle>>,
 }
 
 /// How many times a read of refs or objects that raced with packing is made (see
@@ -179,19 +183,23 @@ pub const DELTA_BASE_CACHE: usize = 1 << 20;
 /// is `core.deltaBaseCacheLimit` where set (0 or less: no cache), else [`DELTA_BASE_CACHE`];
 /// the cache holds what it caps, so a listing's memory stays bounded at any number of ledgers.
 fn with_delta_base_cache(mut repo: gix::Repository) -> gix::Repository {
-    let limit = repo
-        .config_snapshot()
-        .integer("core.deltaBaseCacheLimit")
-        .map_or(Some(DELTA_BASE_CACHE), |n| {
-            usize::try_from(n).ok().filter(|n| *n > 0)
-        });
-    match limit {
+    match delta_base_cache_limit(&repo) {
         Some(bytes) => repo.objects.set_pack_cache(move || {
             Box::new(gix_pack::cache::lru::MemoryCappedHashmap::new(bytes))
         }),
         None => repo.objects.unset_pack_cache(),
     }
     repo
+}
+
+/// The size of the delta-base cache [`with_delta_base_cache`] gives `repo`'s readers (`None`:
+/// no cache).
+fn delta_base_cache_limit(repo: &gix::Repository) -> Option<usize> {
+    repo.config_snapshot()
+        .integer("core.deltaBaseCacheLimit")
+        .map_or(Some(DELTA_BASE_CACHE), |n| {
+            usize::try_from(n).ok().filter(|n| *n > 0)
+        })
 }
 
 /// The repository's own configuration file, in its git dir.
@@ -308,6 +316,7 @@ impl Store {
             packed_refs_seen: std::cell::Cell::new(None),
             kept_pack: std::cell::RefCell::new(None),
             signer: std::cell::OnceCell::new(),
+            small_objects: std::cell::OnceCell::new(),
         })
     }
 

@@ -81,6 +81,7 @@ impl Store {
     /// wins.
     pub fn entries(&self, wanted: &[(String, ObjectId)]) -> Result<Vec<Entry>> {
         let graph = self.commit_graph(wanted.len());
+        self.small_objects.get_or_init(|| self.open_small_objects());
         let graph = graph.as_ref();
         self.per_ref(wanted, |store, issue, tip| {
             store.entry_in(issue, tip, graph)
@@ -91,6 +92,33 @@ impl Store {
     /// listing that verified those commits' signatures shows what they signed.
     pub fn entries_of_commits(&self, wanted: &[(String, ObjectId)]) -> Result<Vec<Entry>> {
         self.per_ref(wanted, |store, issue, tip| store.entry(issue, tip))
+    }
+
+    /// The repository's object database opened again, refusing to allocate more than
+    /// [`SMALL_OBJECT_BYTES`] for one object, delta bases included (as gix counts them), with
+    /// the same delta-base cache: `None` in a push's quarantine, whose objects it cannot see.
+    fn open_small_objects(&self) -> Option<gix::odb::Handle> {
+        if self.quarantine.is_some() {
+            return None;
+        }
+        let mut handle = gix::odb::at_opts(
+            self.repo.objects.store_ref().path(),
+            self.object_hash(),
+            // Objects as they are, as this store reads them (no replacements).
+            std::iter::empty(),
+            gix::odb::store::init::Options {
+                alloc_limit_bytes: Some(SMALL_OBJECT_BYTES),
+                ..Default::default()
+            },
+        )
+        .ok()?;
+        match super::delta_base_cache_limit(&self.repo) {
+            Some(bytes) => handle.set_pack_cache(move || {
+                Box::new(gix_pack::cache::lru::MemoryCappedHashmap::new(bytes))
+            }),
+            None => handle.unset_pack_cache(),
+        }
+        Some(handle)
     }
 
     /// The repository's commit-graph, unless `core.commitGraph` is false: the file
@@ -197,7 +225,14 @@ impl Store {
                     // indexes are mapped once for every thread, not once each (which counted
                     // their pages twice in a cold listing's resident memory).
                     let repo = self.repo.clone();
-                    scope.spawn(move || -> Result<()> { fill(&Store::from_repo(repo)?, part, out) })
+                    let small = self.small_objects.get().cloned();
+                    scope.spawn(move || -> Result<()> {
+                        let store = Store::from_repo(repo)?;
+                        if let Some(small) = small {
+                            let _ = store.small_objects.set(small);
+                        }
+                        fill(&store, part, out)
+                    })
                 })
                 .collect();
             // The first failure in order is the answer; later parts are still joined.
@@ -268,7 +303,10 @@ impl Store {
     /// Reads a commit's parents and its `lease.json` bytes without judging them, for
     /// verification that wants to report every problem by its own rule.
     pub(crate) fn raw_entry(&self, commit: ObjectId) -> std::result::Result<RawEntry, String> {
-        let (kind, data) = self.find(commit)?;
+        let (kind, data) = match self.find_small(commit) {
+            Some(found) => found,
+            None => self.find(commit)?,
+        };
         if kind != gix::object::Kind::Commit {
             return Err(format!("it is a {kind}, not a commit"));
         }
@@ -295,6 +333,17 @@ impl Store {
             Ok(odb.try_find(&id, &mut buf)?.map(|data| data.kind))
         })?;
         Ok((kind, buf))
+    }
+
+    /// Reads one object's kind and bytes through the bounded object database a listing
+    /// opened ([`Store::open_small_objects`]): `None` where there is none, or it has no
+    /// answer (the object missing, unreadable or too large for it). A listing reads each
+    /// ledger's objects there alone, so the pages of the packs it reads are mapped once.
+    fn find_small(&self, id: ObjectId) -> Option<(gix::object::Kind, Vec<u8>)> {
+        let small = self.small_objects.get()?.as_ref()?;
+        let mut data = Vec::new();
+        let kind = gix::objs::Find::try_find(small, &id, &mut data).ok()??.kind;
+        Some((kind, data))
     }
 
     /// Reads one object's kind and size without its content (for a loose object, the start
@@ -360,7 +409,10 @@ impl Store {
     }
 
     fn lease_blob(&self, tree_id: ObjectId) -> std::result::Result<Vec<u8>, String> {
-        let (kind, data) = self.find(tree_id).map_err(|e| format!("its tree: {e}"))?;
+        let (kind, data) = match self.find_small(tree_id) {
+            Some(found) => found,
+            None => self.find(tree_id).map_err(|e| format!("its tree: {e}"))?,
+        };
         if kind != gix::object::Kind::Tree {
             return Err(format!("its tree {tree_id} is a {kind}"));
         }
@@ -401,6 +453,16 @@ impl Store {
             ));
         }
         let id = entry.oid.to_owned();
+        // Where a listing opened the bounded object database, the blob is read through it
+        // first: what it reads whole needed at most `SMALL_OBJECT_BYTES`, and its size is
+        // then checked from what was read. Whatever it does not answer (too large, not a
+        // blob, not found) is read as everywhere else, and that answer stands.
+        let small = self.find_small(id).filter(|(kind, data)| {
+            *kind == gix::object::Kind::Blob && data.len() as u64 <= lease::MAX_LEASE_JSON_BYTES
+        });
+        if let Some((_, data)) = small {
+            return Ok(data);
+        }
         // The size is checked from the object's header, before its content is read.
         let header = self.header(id).map_err(|e| format!("{LEASE_FILE}: {e}"))?;
         if header.kind != gix::object::Kind::Blob {
@@ -614,6 +676,11 @@ impl<T: gix::objs::Find + gix::objs::FindHeader> Objects for T {}
 
 /// The one mode `lease.json` may have in a ledger tree: a regular, non-executable file.
 const LEASE_FILE_MODE: u16 = 0o100644;
+
+/// The most a listing's first read of one `lease.json` may allocate
+/// ([`Store::open_small_objects`]): four times the largest a ledger may hold, room for gix's
+/// two buffers of the object and its deltas.
+pub(super) const SMALL_OBJECT_BYTES: usize = 4 * lease::MAX_LEASE_JSON_BYTES as usize;
 
 /// Below this many ledgers to decode, [`Store::entries`] stays on one thread.
 const PARALLEL_DECODE_MIN: usize = 1024;

@@ -739,6 +739,47 @@ fn a_lease_json_over_64_kib_is_corrupt() {
     }
 }
 
+/// A listing reads each `lease.json` first through an object database that allocates at most
+/// 256 KiB for one object, delta bases included. A valid record that git packed as a delta of
+/// a larger blob needs more than that, and is read as every other reader reads it.
+#[test]
+fn a_lease_json_packed_as_a_delta_of_a_large_blob_is_listed() {
+    let repo = TestRepo::new();
+    let record = lease_json_of_len(60_000);
+    // A blob of 1 MiB more that begins with the record, under the same name on a branch.
+    let mut large = record.clone();
+    large.extend(std::iter::repeat_n(b'n', 1 << 20));
+    let aside = hand_commit(&repo, &[("lease.json", &large)], &[]);
+    repo.git(&["update-ref", "refs/heads/aside", &aside]);
+    let commit = hand_commit(&repo, &[("lease.json", &record)], &[]);
+    point(&repo, "42", &commit);
+    repo.git(&["repack", "-a", "-d", "-f", "-q"]);
+    // The premise, as git packed it: the record is a delta whose base is the large blob.
+    let record_id = repo.git_stdin(&["hash-object", "--stdin"], &record);
+    let large_id = repo.git_stdin(&["hash-object", "--stdin"], &large);
+    let pack_dir = repo.git_dir().join("objects").join("pack");
+    let index = std::fs::read_dir(&pack_dir)
+        .expect("read the pack directory")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .find(|p| p.extension().is_some_and(|x| x == "idx"))
+        .expect("a pack index");
+    let packed = repo.git(&["verify-pack", "-v", &index.to_string_lossy()]);
+    let line = packed
+        .lines()
+        .find(|l| l.starts_with(&record_id))
+        .expect("the record in the pack");
+    assert!(
+        line.ends_with(&large_id),
+        "not a delta of the large blob: {line}"
+    );
+
+    let listed = repo.json_at(&at_min(1), 0, &["list", "--all"]);
+    assert_eq!(listed[0]["issue"], "42", "{listed}");
+    assert_eq!(listed[0]["holder"], "alice", "{listed}");
+    let v = repo.json_at(&at_min(1), 0, &["show", "42"]);
+    assert_eq!(v["holder"], "alice");
+}
+
 // ---------------------------------------------------------------------------------------------
 // The list cache
 
