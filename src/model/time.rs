@@ -140,21 +140,31 @@ pub fn format_instant(at: DateTime<Utc>) -> String {
 /// a space, a lower-case `z`) is refused, so that every reader and writer agrees on what a
 /// recorded time is and a renew can keep a tenure's `acquired_at` byte for byte.
 pub fn parse_stored(text: &str) -> Result<DateTime<Utc>, String> {
-    let parsed = DateTime::parse_from_rfc3339(text)
-        .map(|t| t.with_timezone(&Utc))
-        .map_err(|e| format!("bad time {text:?}: {e}"))?;
-    // The form written is checked by its shape where that alone decides (no allocation: a
-    // cold listing parses three instants per ledger); a leap second is written back to see.
-    let canonical = match text.as_bytes() {
-        shape @ [.., b'6', b'0', b'Z'] if shape.len() == 20 => format_instant(parsed) == text,
-        shape => has_stored_shape(shape) || format_instant(parsed) == text,
+    // A time of the stored shape that names a date and a time of day is read from its digits
+    // (a cold listing reads three per ledger); anything else is parsed as RFC 3339, then
+    // checked to be in the form written: by its shape where that alone decides (no
+    // allocation), and a leap second by writing it back.
+    let parsed = match shaped_instant(text.as_bytes()) {
+        Some(parsed) => parsed,
+        None => {
+            let parsed = DateTime::parse_from_rfc3339(text)
+                .map(|t| t.with_timezone(&Utc))
+                .map_err(|e| format!("bad time {text:?}: {e}"))?;
+            let canonical = match text.as_bytes() {
+                shape @ [.., b'6', b'0', b'Z'] if shape.len() == 20 => {
+                    format_instant(parsed) == text
+                }
+                shape => has_stored_shape(shape) || format_instant(parsed) == text,
+            };
+            if !canonical {
+                return Err(format!(
+                    "bad time {text:?}: not in the stored form {} (UTC, whole seconds, `T` and `Z`)",
+                    format_instant(parsed)
+                ));
+            }
+            parsed
+        }
     };
-    if !canonical {
-        return Err(format!(
-            "bad time {text:?}: not in the stored form {} (UTC, whole seconds, `T` and `Z`)",
-            format_instant(parsed)
-        ));
-    }
     if parsed < earliest() || parsed > latest() {
         return Err(format!(
             "bad time {text:?}: outside {}..{}",
@@ -163,6 +173,28 @@ pub fn parse_stored(text: &str) -> Result<DateTime<Utc>, String> {
         ));
     }
     Ok(parsed)
+}
+
+/// The instant `text` names when it has the stored shape ([`has_stored_shape`]) and its
+/// fields make a date and a time of day, a leap second not among them: what parsing it as
+/// RFC 3339 gives. `None` for any other text.
+fn shaped_instant(text: &[u8]) -> Option<DateTime<Utc>> {
+    if !has_stored_shape(text) {
+        return None;
+    }
+    let field = |digits: &[u8]| {
+        digits
+            .iter()
+            .fold(0u32, |n, digit| n * 10 + u32::from(digit - b'0'))
+    };
+    let year = i32::try_from(field(&text[0..4])).ok()?;
+    let date = chrono::NaiveDate::from_ymd_opt(year, field(&text[5..7]), field(&text[8..10]))?;
+    let time = date.and_hms_opt(
+        field(&text[11..13]),
+        field(&text[14..16]),
+        field(&text[17..19]),
+    )?;
+    Some(time.and_utc())
 }
 
 /// Whether `text` is `DDDD-DD-DDTDD:DD:DDZ` (`D` an ASCII digit): what [`format_instant`]
@@ -333,6 +365,25 @@ mod tests {
                 _ => text.replacen('Z', "-00:00", 1),
             };
             proptest::prop_assert!(parse_stored(&other).is_err(), "{} parsed", other);
+        }
+    }
+
+    proptest::proptest! {
+        /// A time of the stored shape is read from its digits exactly as RFC 3339 parsing
+        /// reads it, whatever its digits (months and days that do not exist, a 24th hour, a
+        /// 61st second), but for a leap second, which is left to that parsing.
+        #[test]
+        fn a_shaped_time_reads_as_rfc_3339_parses_it(
+            fields in (0u32..=9999, 0u32..=13, 0u32..=32, 0u32..=24, 0u32..=60, 0u32..=61),
+        ) {
+            let (year, month, day, hour, minute, second) = fields;
+            let text =
+                format!("{year:04}-{month:02}-{day:02}T{hour:02}:{minute:02}:{second:02}Z");
+            let parsed = DateTime::parse_from_rfc3339(&text)
+                .ok()
+                .filter(|_| second < 60)
+                .map(|t| t.with_timezone(&Utc));
+            proptest::prop_assert_eq!(shaped_instant(text.as_bytes()), parsed, "{}", text);
         }
     }
 
