@@ -147,9 +147,10 @@ pub struct Store {
     /// How ledger commits are signed (`None` inside: unsigned), decided and its key loaded by
     /// the first commit this store encodes ([`crate::sign`]), then kept for every other.
     signer: std::cell::OnceCell<Option<std::sync::Arc<crate::sign::Signer>>>,
-    /// The object database that bulk reads of `lease.json` try first, once a listing opened
-    /// it ([`Store::entries`]): the repository's, refusing to allocate more than
-    /// [`objects::SMALL_OBJECT_BYTES`] for one object (`None` inside: not to be had).
+    /// The object database that reads of ledger commits, trees and `lease.json` try first,
+    /// once a listing opened it ([`Store::entries`]): the repository's, refusing to allocate
+    /// more than [`objects::SMALL_OBJECT_BYTES`] for one object (`None` inside: not to be
+    /// had).
     small_objects: std::cell::OnceCell<Option<gix::odb::Handle>>,
 }
 

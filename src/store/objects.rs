@@ -677,9 +677,9 @@ impl<T: gix::objs::Find + gix::objs::FindHeader> Objects for T {}
 /// The one mode `lease.json` may have in a ledger tree: a regular, non-executable file.
 const LEASE_FILE_MODE: u16 = 0o100644;
 
-/// The most a listing's first read of one `lease.json` may allocate
-/// ([`Store::open_small_objects`]): four times the largest a ledger may hold, room for gix's
-/// two buffers of the object and its deltas.
+/// The most a listing's first read of one ledger object may allocate
+/// ([`Store::open_small_objects`]): four times the largest `lease.json` a ledger may hold,
+/// room for gix's two buffers of the object and its deltas.
 pub(super) const SMALL_OBJECT_BYTES: usize = 4 * lease::MAX_LEASE_JSON_BYTES as usize;
 
 /// Below this many ledgers to decode, [`Store::entries`] stays on one thread.
