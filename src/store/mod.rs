@@ -184,23 +184,23 @@ pub const DELTA_BASE_CACHE: usize = 1 << 20;
 /// is `core.deltaBaseCacheLimit` where set (0 or less: no cache), else [`DELTA_BASE_CACHE`];
 /// the cache holds what it caps, so a listing's memory stays bounded at any number of ledgers.
 fn with_delta_base_cache(mut repo: gix::Repository) -> gix::Repository {
-    match delta_base_cache_limit(&repo) {
-        Some(bytes) => repo.objects.set_pack_cache(move || {
-            Box::new(gix_pack::cache::lru::MemoryCappedHashmap::new(bytes))
-        }),
-        None => repo.objects.unset_pack_cache(),
-    }
+    let limit = repo.config_snapshot().integer("core.deltaBaseCacheLimit");
+    give_delta_base_cache(&mut repo.objects, limit);
     repo
 }
 
-/// The size of the delta-base cache [`with_delta_base_cache`] gives `repo`'s readers (`None`:
-/// no cache).
-fn delta_base_cache_limit(repo: &gix::Repository) -> Option<usize> {
-    repo.config_snapshot()
-        .integer("core.deltaBaseCacheLimit")
-        .map_or(Some(DELTA_BASE_CACHE), |n| {
-            usize::try_from(n).ok().filter(|n| *n > 0)
-        })
+/// Gives `handle`'s readers the delta-base cache of [`with_delta_base_cache`], of the size
+/// `core.deltaBaseCacheLimit` (`limit`, where set) says.
+fn give_delta_base_cache(handle: &mut gix::odb::Handle, limit: Option<i64>) {
+    let bytes = limit.map_or(Some(DELTA_BASE_CACHE), |n| {
+        usize::try_from(n).ok().filter(|n| *n > 0)
+    });
+    match bytes {
+        Some(bytes) => handle.set_pack_cache(move || {
+            Box::new(gix_pack::cache::lru::MemoryCappedHashmap::new(bytes))
+        }),
+        None => handle.unset_pack_cache(),
+    }
 }
 
 /// The repository's own configuration file, in its git dir.

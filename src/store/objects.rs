@@ -81,7 +81,9 @@ impl Store {
     /// wins.
     pub fn entries(&self, wanted: &[(String, ObjectId)]) -> Result<Vec<Entry>> {
         let graph = self.commit_graph(wanted.len());
-        self.small_objects.get_or_init(|| self.open_small_objects());
+        if wanted.len() >= BOUNDED_READS_MIN {
+            self.small_objects.get_or_init(|| self.open_small_objects());
+        }
         let graph = graph.as_ref();
         self.per_ref(wanted, |store, issue, tip| {
             store.entry_in(issue, tip, graph)
@@ -112,12 +114,11 @@ impl Store {
             },
         )
         .ok()?;
-        match super::delta_base_cache_limit(&self.repo) {
-            Some(bytes) => handle.set_pack_cache(move || {
-                Box::new(gix_pack::cache::lru::MemoryCappedHashmap::new(bytes))
-            }),
-            None => handle.unset_pack_cache(),
-        }
+        let limit = self
+            .repo
+            .config_snapshot()
+            .integer("core.deltaBaseCacheLimit");
+        super::give_delta_base_cache(&mut handle, limit);
         Some(handle)
     }
 
@@ -681,6 +682,11 @@ const LEASE_FILE_MODE: u16 = 0o100644;
 /// ([`Store::open_small_objects`]): four times the largest `lease.json` a ledger may hold,
 /// room for gix's two buffers of the object and its deltas.
 pub(super) const SMALL_OBJECT_BYTES: usize = 4 * lease::MAX_LEASE_JSON_BYTES as usize;
+
+/// Below this many ledgers to decode, [`Store::entries`] reads through the repository's
+/// object database alone: opening the bounded one ([`Store::open_small_objects`]) would cost
+/// more than it saves (a warm listing decodes none, or a few).
+const BOUNDED_READS_MIN: usize = 1024;
 
 /// Below this many ledgers to decode, [`Store::entries`] stays on one thread.
 const PARALLEL_DECODE_MIN: usize = 1024;

@@ -739,12 +739,19 @@ fn a_lease_json_over_64_kib_is_corrupt() {
     }
 }
 
-/// A listing reads each `lease.json` first through an object database that allocates at most
-/// 256 KiB for one object, delta bases included. A valid record that git packed as a delta of
-/// a larger blob needs more than that, and is read as every other reader reads it.
+/// A listing of many ledgers reads each `lease.json` first through an object database that
+/// allocates at most 256 KiB for one object, delta bases included. A valid record that git
+/// packed as a delta of a larger blob needs more than that, and is read as every other reader
+/// reads it.
 #[test]
 fn a_lease_json_packed_as_a_delta_of_a_large_blob_is_listed() {
     let repo = TestRepo::new();
+    // Enough other ledgers for a listing to open the bounded object database (1024).
+    let others: Vec<String> = (0..1100).map(|i| format!("o{i}")).collect();
+    let mut args: Vec<&str> = vec!["acquire"];
+    args.extend(others.iter().map(String::as_str));
+    args.extend(["--holder", "bob"]);
+    repo.json_at(T0, 0, &args);
     let record = lease_json_of_len(60_000);
     // A blob of 1 MiB more that begins with the record, under the same name on a branch.
     let mut large = record.clone();
@@ -773,9 +780,16 @@ fn a_lease_json_packed_as_a_delta_of_a_large_blob_is_listed() {
         "not a delta of the large blob: {line}"
     );
 
+    let cache = repo.git_dir().join("git-lease").join("list-cache");
+    let _ = std::fs::remove_file(&cache);
     let listed = repo.json_at(&at_min(1), 0, &["list", "--all"]);
-    assert_eq!(listed[0]["issue"], "42", "{listed}");
-    assert_eq!(listed[0]["holder"], "alice", "{listed}");
+    let rows = listed.as_array().expect("a JSON array");
+    assert_eq!(rows.len(), 1101);
+    let record_row = rows
+        .iter()
+        .find(|row| row["issue"] == "42")
+        .expect("42 listed");
+    assert_eq!(record_row["holder"], "alice");
     let v = repo.json_at(&at_min(1), 0, &["show", "42"]);
     assert_eq!(v["holder"], "alice");
 }
