@@ -794,6 +794,40 @@ fn a_lease_json_packed_as_a_delta_of_a_large_blob_is_listed() {
     assert_eq!(v["holder"], "alice");
 }
 
+/// `verify` checks thousands of ledgers a block at a time, on several threads: every ledger
+/// and commit is counted, and broken ledgers in different blocks, and on either side of a
+/// block's halves, are all reported, in issue order.
+#[test]
+fn verify_of_thousands_of_ledgers_reports_every_broken_one_in_issue_order() {
+    let repo = TestRepo::new();
+    let issues: Vec<String> = (0..4500).map(|i| format!("v{i}")).collect();
+    let mut args: Vec<&str> = vec!["acquire"];
+    args.extend(issues.iter().map(String::as_str));
+    args.extend(["--holder", "bob"]);
+    repo.json_at(T0, 0, &args);
+    // Each of these now points at a first commit recording issue 42.
+    let forged = hand_commit(
+        &repo,
+        &[("lease.json", &lease_bytes(&lease_doc("42", "alice", 1)))],
+        &[],
+    );
+    let broken = ["v7", "v1500", "v2100", "v4400"];
+    for issue in broken {
+        point(&repo, issue, &forged);
+    }
+    let v = repo.json_at(&at_min(1), 1, &["verify"]);
+    assert_eq!(v["clean"], false, "{v}");
+    assert_eq!(v["ledgers"], 4500, "{v}");
+    assert_eq!(v["commits"], 4500, "{v}");
+    let named: Vec<&str> = v["findings"]
+        .as_array()
+        .expect("findings")
+        .iter()
+        .map(|f| f["issue"].as_str().expect("an issue"))
+        .collect();
+    assert_eq!(named, broken, "{v}");
+}
+
 // ---------------------------------------------------------------------------------------------
 // The list cache
 
