@@ -187,8 +187,8 @@ impl Store {
 
     /// Returns `read(store, issue, tip)` for each of `wanted`, in order, on several threads
     /// when there are many (each with its own [`Store`] of the same repository): what
-    /// [`Store::entries`] does for tips, and a timeline for whole ledgers. The first error in
-    /// `wanted`'s order wins.
+    /// [`Store::entries`] does for tips, and `verify` and a timeline for whole ledgers. The
+    /// first error in `wanted`'s order wins.
     pub fn per_ref<T: Send>(
         &self,
         wanted: &[(String, ObjectId)],
