@@ -35,6 +35,15 @@ fn hand_commit(repo: &TestRepo, files: &[(&str, &[u8])], parents: &[&str]) -> St
     repo.git(&args)
 }
 
+/// Claims the issues `<prefix>0` to `<prefix><count - 1>` for `holder`, in one command.
+fn acquire_many(repo: &TestRepo, prefix: &str, count: usize, holder: &str) {
+    let issues: Vec<String> = (0..count).map(|i| format!("{prefix}{i}")).collect();
+    let mut args: Vec<&str> = vec!["acquire"];
+    args.extend(issues.iter().map(String::as_str));
+    args.extend(["--holder", holder]);
+    repo.json_at(T0, 0, &args);
+}
+
 fn point(repo: &TestRepo, issue: &str, commit: &str) {
     repo.git(&["update-ref", &format!("refs/leases/{issue}"), commit]);
 }
@@ -747,11 +756,7 @@ fn a_lease_json_over_64_kib_is_corrupt() {
 fn a_lease_json_packed_as_a_delta_of_a_large_blob_is_listed() {
     let repo = TestRepo::new();
     // Enough other ledgers for a listing to open the bounded object database (1024).
-    let others: Vec<String> = (0..1100).map(|i| format!("o{i}")).collect();
-    let mut args: Vec<&str> = vec!["acquire"];
-    args.extend(others.iter().map(String::as_str));
-    args.extend(["--holder", "bob"]);
-    repo.json_at(T0, 0, &args);
+    acquire_many(&repo, "o", 1100, "bob");
     let record = lease_json_of_len(60_000);
     // A blob of 1 MiB more that begins with the record, under the same name on a branch.
     let mut large = record.clone();
@@ -800,11 +805,7 @@ fn a_lease_json_packed_as_a_delta_of_a_large_blob_is_listed() {
 #[test]
 fn verify_of_thousands_of_ledgers_reports_every_broken_one_in_issue_order() {
     let repo = TestRepo::new();
-    let issues: Vec<String> = (0..4500).map(|i| format!("v{i}")).collect();
-    let mut args: Vec<&str> = vec!["acquire"];
-    args.extend(issues.iter().map(String::as_str));
-    args.extend(["--holder", "bob"]);
-    repo.json_at(T0, 0, &args);
+    acquire_many(&repo, "v", 4500, "bob");
     // Each of these now points at a first commit recording issue 42.
     let forged = hand_commit(
         &repo,
@@ -836,11 +837,7 @@ fn a_fifo_at_the_list_cache_path_is_neither_read_nor_kept() {
     use std::sync::mpsc;
     let repo = TestRepo::new();
     // Enough leases for a listing to rewrite the cache (more misses than 64).
-    let issues: Vec<String> = (0..70).map(|i| format!("c{i}")).collect();
-    let mut args: Vec<&str> = vec!["acquire"];
-    args.extend(issues.iter().map(String::as_str));
-    args.extend(["--holder", "alice"]);
-    repo.json_at(T0, 0, &args);
+    acquire_many(&repo, "c", 70, "alice");
     let cache = repo.git_dir().join("git-lease").join("list-cache");
     std::fs::create_dir_all(cache.parent().expect("parent")).expect("mkdir git-lease");
     let made = std::process::Command::new("mkfifo")
