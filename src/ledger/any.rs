@@ -379,12 +379,17 @@ impl Remote<'_> {
         // The archive comes in the same exchange, by the same kind of pattern: a remote
         // without one is no error, and a claim of an issue whose ref it folded goes on from
         // the archived tip.
-        let archive = self.archive_incoming_ref();
-        refspecs.push(format!("+{ARCHIVE_REF}*:{archive}*"));
-        for c in LONGER.chars() {
-            refspecs.push(format!("^{ARCHIVE_REF}{c}*"));
-        }
+        // With `lease.trustArchive` and no fold verified here, the remote's newest fold alone
+        // is read, when an issue has no ref there (`Remote::archived_tip`).
         let seen_archive = self.seen_archive()?;
+        let whole_archive = !self.trusts_newest_fold()?;
+        if whole_archive {
+            let archive = self.archive_incoming_ref();
+            refspecs.push(format!("+{ARCHIVE_REF}*:{archive}*"));
+            for c in LONGER.chars() {
+                refspecs.push(format!("^{ARCHIVE_REF}{c}*"));
+            }
+        }
         let mut args = vec!["--quiet", "--no-tags", "--", self.target()];
         args.extend(refspecs.iter().map(String::as_str));
         let shown = format!(
@@ -400,7 +405,10 @@ impl Remote<'_> {
                 message: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
             });
         }
-        self.keep_fetched_archive(seen_archive)
+        if whole_archive {
+            self.keep_fetched_archive(seen_archive)?;
+        }
+        Ok(())
     }
 
     /// Returns the remote's tip of each of `issues` that it has, fetched as

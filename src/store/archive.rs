@@ -104,6 +104,28 @@ impl Store {
         })
     }
 
+    /// Copies the fold `commit` from `from` (a remote's archive index) into this repository
+    /// unless it has it: the commit object alone, its tree and parents left behind, for a push
+    /// guarded by the archive's value (git hands that object to `pack-objects`).
+    pub fn copy_fold_commit(&self, from: &Store, commit: ObjectId) -> Result<()> {
+        if self.repo.has_object(commit) {
+            return Ok(());
+        }
+        let (kind, data) = from.find(commit).map_err(|e| corrupt(commit, e))?;
+        if kind != gix::object::Kind::Commit {
+            return Err(corrupt(
+                commit,
+                format!("a fold must be a commit, not a {kind}"),
+            ));
+        }
+        let mut staged = super::objects::Staged::default();
+        let written = staged.add(self.repo.object_hash(), kind, data)?;
+        if written != commit {
+            return Err(corrupt(commit, format!("its bytes hash to {written}")));
+        }
+        self.write_staged(&staged)
+    }
+
     /// Whether `commit` is a fold rather than a ledger commit (the first fold's first parent
     /// is a ledger tip, every later fold's the fold before): a ledger commit's tree holds
     /// `lease.json`, a fold's only its fan-out.

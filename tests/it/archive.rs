@@ -150,7 +150,7 @@ fn the_hook_refuses_a_ledger_started_over_after_its_fold_and_a_fold_that_forgets
 
 /// A hooked server where Alice claimed 7 for a minute and released it, and holds 8 for an
 /// hour, all pushed at the start.
-fn seven_free_and_eight_held() -> (Server, TestRepo) {
+pub fn seven_free_and_eight_held() -> (Server, TestRepo) {
     seven_free_and_eight_held_on(Server::with_hook())
 }
 

@@ -94,6 +94,7 @@ pub mod env;
 mod adversary;
 mod archive;
 mod archive_forged;
+mod archive_trust;
 mod attack;
 mod bad_input;
 mod cgi;

@@ -49,6 +49,7 @@ impl Remote<'_> {
     /// Forgets the archive [`Remote::fetched_archive`] kept: the next read fetches it again.
     pub(crate) fn forget_archive(&self) {
         self.archive.borrow_mut().take();
+        self.indexed.borrow_mut().take();
     }
 
     fn fetch_archive(&self) -> Result<Option<Fold>> {
@@ -179,7 +180,18 @@ impl Remote<'_> {
 
     /// Returns the tip the remote's archive records for `issue` (`None`: it records none),
     /// the archive fetched and verified ([`Remote::fetched_archive`]).
+    ///
+    /// With `lease.trustArchive` and no fold verified here, the remote's newest fold alone
+    /// says whether the archive records `issue` ([`Remote::newest_fold`]); only when it does
+    /// is the archive fetched and verified, for the ledger a claim goes on from.
     pub(crate) fn archived_tip(&self, issue: &str) -> Result<Option<ObjectId>> {
+        if self.archive.borrow().is_none() && self.trusts_newest_fold()? {
+            match self.newest_fold()? {
+                None => return Ok(None),
+                Some(fold) if !fold.records(issue)? => return Ok(None),
+                Some(_) => {}
+            }
+        }
         match self.fetched_archive()? {
             Some(fold) => self.ledger.store().archived_in(&fold, issue),
             None => Ok(None),

@@ -114,9 +114,22 @@ impl Remote<'_> {
         shown: &str,
         limit: Option<std::time::Duration>,
     ) -> Result<std::process::Output> {
+        self.fetch_into(self.ledger.store().git_dir(), config, args, shown, limit)
+    }
+
+    /// Runs `git fetch` as [`Remote::fetch_configured`] does, in the repository at `git_dir`
+    /// (this clone's, or its archive index of the remote), for at most `limit`.
+    pub(crate) fn fetch_into(
+        &self,
+        git_dir: &std::path::Path,
+        config: &[&str],
+        args: &[&str],
+        shown: &str,
+        limit: Option<std::time::Duration>,
+    ) -> Result<std::process::Output> {
         let mut attempt = 0;
         loop {
-            let mut cmd = self.git()?;
+            let mut cmd = self.git_in(git_dir)?;
             for c in config {
                 cmd.arg("-c").arg(c);
             }

@@ -24,6 +24,7 @@
 
 mod archive;
 mod fetch;
+mod index;
 mod memory;
 mod push;
 pub mod refusal;
@@ -46,6 +47,7 @@ use crate::rules::{Claim, Transition};
 use crate::store::Entry;
 pub use archive::{ARCHIVE_INCOMING_PREFIX, ARCHIVE_TRACKING_PREFIX};
 pub use fetch::{Diverged, Divergence, Fetched};
+pub use index::INDEX_DIR;
 pub use memory::MEMORY_DIR;
 use push::run;
 pub(crate) use push::PushResult;
@@ -90,11 +92,21 @@ pub struct Remote<'a> {
     /// The remote's archive as fetched and verified by the read under way (`None`: not
     /// fetched yet; see [`Remote::fetched_archive`]).
     archive: std::cell::RefCell<Option<Option<crate::store::Fold>>>,
+    /// Whether claims take the remote's newest fold on sight until a fold is verified here
+    /// (`lease.trustArchive`; see [`index`]).
+    trust_archive: bool,
+    /// The remote's newest fold as fetched into its index by the read under way (`None`: not
+    /// fetched yet; see [`Remote::newest_fold`]).
+    indexed: std::cell::RefCell<Option<Option<std::rc::Rc<index::IndexedFold>>>>,
     /// What doctor found of the server's compare-and-swap.
     verdict: verdict::Verdict,
     /// Whether this command's writes were found allowed by that verdict (read once).
     writes_allowed: std::cell::Cell<bool>,
 }
+
+/// The setting that lets claims read a remote's newest fold without judging the folds
+/// before it, until a read verifies them ([`index`]).
+pub const TRUST_ARCHIVE_KEY: &str = "lease.trustArchive";
 
 /// How long one fetch or push of a remote may take by default (`lease.networkTimeout`).
 pub const DEFAULT_NETWORK_TIMEOUT: Duration = Duration::from_secs(120);
@@ -131,6 +143,11 @@ impl<'a> Remote<'a> {
             store.config_string("lease.networkTimeout").as_deref(),
         )?
         .unwrap_or(DEFAULT_NETWORK_TIMEOUT);
+        let trust_archive = crate::config::boolean(
+            TRUST_ARCHIVE_KEY,
+            store.config_flag(TRUST_ARCHIVE_KEY).as_deref(),
+        )?
+        .unwrap_or(false);
         let http_low_speed_unset = store.config_string("http.lowSpeedLimit").is_none()
             && store.config_string("http.lowSpeedTime").is_none();
         // Pushes go to the push URL: that server's compare-and-swap is what a write relies on.
@@ -157,6 +174,8 @@ impl<'a> Remote<'a> {
             incoming: format!("{INCOMING_PREFIX}{slug}/"),
             slug,
             archive: Default::default(),
+            trust_archive,
+            indexed: Default::default(),
             attempts,
         })
     }
@@ -196,11 +215,17 @@ impl<'a> Remote<'a> {
     /// too old for a remote's commands (or for this repository's reftable refs) is refused
     /// first, with [`Error::GitTooOld`] ([`crate::git::version`]).
     pub(crate) fn git(&self) -> Result<Command> {
+        self.git_in(self.ledger.store().git_dir())
+    }
+
+    /// Returns git as [`Remote::git`] does, for the repository at `git_dir` (this clone's,
+    /// or its archive index of the remote).
+    pub(crate) fn git_in(&self, git_dir: &std::path::Path) -> Result<Command> {
         let store = self.ledger.store();
         let mut needs = vec![Need::Remote];
         needs.extend_from_slice(store.git_needs());
         crate::git::version::require(&needs)?;
-        let mut cmd = crate::git::command(store.git_dir());
+        let mut cmd = crate::git::command(git_dir);
         if self.http_low_speed_unset {
             cmd.args(["-c", "http.lowSpeedLimit=1", "-c"])
                 .arg(format!("http.lowSpeedTime={HTTP_LOW_SPEED_TIME}"));
@@ -379,6 +404,19 @@ impl Backend for Remote<'_> {
                 Some(seen) => {
                     guard = Some(seen);
                     self.archived_in_seen(issue, seen)?
+                }
+                // The remote's newest fold as last taken on sight (`lease.trustArchive`), if
+                // it does not record the issue: the push holds only while it is the newest.
+                None if self.trust_archive
+                    && match self.indexed_fold()? {
+                        Some(fold) if !fold.records(issue.as_str())? => {
+                            guard = Some(fold.id());
+                            true
+                        }
+                        _ => false,
+                    } =>
+                {
+                    None
                 }
                 // No archive verified here yet: one fetch asks for the ref and the archive.
                 None => {

@@ -1,0 +1,148 @@
+//! A remote's newest fold taken on sight (`lease.trustArchive`, docs/SECURITY.md): the
+//! archive index.
+//!
+//! A claim must know whether the remote's archive records its issue, and a clone that never
+//! verified that archive would otherwise fetch and judge every fold and every archived ledger
+//! first (seconds at 100,000 archived ledgers, git's fetch of the whole history). With
+//! `lease.trustArchive`, until a read of this clone verifies the archive
+//! ([`Remote::fetched_archive`]), claims read the remote's newest fold alone: `git fetch
+//! --depth=1` of `refs/lease-archive` into a shallow side repository of the clone's own,
+//! `$GIT_COMMON_DIR/lease-archive-index/<remote>`, never into the clone (git would make the
+//! whole clone shallow). Its folds before are not judged: a remote whose hook judges every
+//! fold and every claim (docs/SERVER.md) keeps them true, and a hookless one is trusted to.
+//!
+//! The clone receives the fold's commit alone, unreachable from its refs, since a push guarded
+//! by the archive's value hands git that object; a claim of an issue the fold records goes on
+//! from the archived ledger, which only the verified archive brings.
+
+use std::path::PathBuf;
+
+use gix::ObjectId;
+
+use super::{run, Remote};
+use crate::error::{Error, Result};
+use crate::store::{Fold, Store, ARCHIVE_REF};
+
+/// The folder of the archive indexes, in the repository's common directory: one shallow bare
+/// repository per remote.
+pub const INDEX_DIR: &str = "lease-archive-index";
+
+/// A remote's newest fold as its index holds it.
+pub(crate) struct IndexedFold {
+    store: Store,
+    fold: Fold,
+}
+
+impl IndexedFold {
+    /// The fold's commit.
+    pub(crate) fn id(&self) -> ObjectId {
+        self.fold.commit
+    }
+
+    /// Whether the fold records `issue`.
+    pub(crate) fn records(&self, issue: &str) -> Result<bool> {
+        Ok(self.store.archived_in(&self.fold, issue)?.is_some())
+    }
+}
+
+impl Remote<'_> {
+    /// Whether claims read this remote's archive from its newest fold alone: `lease.trustArchive`
+    /// is set, and no fold of the remote was verified here (once one is, every later read
+    /// judges the new folds from it).
+    pub(crate) fn trusts_newest_fold(&self) -> Result<bool> {
+        Ok(self.trust_archive && self.seen_archive()?.is_none())
+    }
+
+    fn index_dir(&self) -> PathBuf {
+        self.ledger
+            .store()
+            .common_dir()
+            .join(INDEX_DIR)
+            .join(&self.slug)
+    }
+
+    /// Returns the fold the index holds, as last fetched, without a fetch (`None`: no index,
+    /// or an empty one), its commit copied into the clone.
+    pub(crate) fn indexed_fold(&self) -> Result<Option<IndexedFold>> {
+        let dir = self.index_dir();
+        if !dir.join("HEAD").is_file() {
+            return Ok(None);
+        }
+        let store = Store::open(&dir)?;
+        let Some(id) = store.tip_of(ARCHIVE_REF)? else {
+            return Ok(None);
+        };
+        let fold = store.fold(id)?;
+        self.ledger.store().copy_fold_commit(&store, id)?;
+        Ok(Some(IndexedFold { store, fold }))
+    }
+
+    /// Fetches the remote's newest fold alone into the index and returns it (`None`: the
+    /// remote has no archive). The answer is kept for the read under way.
+    pub(crate) fn newest_fold(&self) -> Result<Option<std::rc::Rc<IndexedFold>>> {
+        if let Some(known) = self.indexed.borrow().as_ref() {
+            return Ok(known.clone());
+        }
+        let fetched = self.fetch_newest_fold()?.map(std::rc::Rc::new);
+        *self.indexed.borrow_mut() = Some(fetched.clone());
+        Ok(fetched)
+    }
+
+    fn fetch_newest_fold(&self) -> Result<Option<IndexedFold>> {
+        let dir = self.index_dir();
+        if !dir.join("HEAD").is_file() {
+            self.create_index(&dir)?;
+        }
+        // The clone's own configuration (the remote's URL and its rewrites, credentials,
+        // `http.extraHeader`, `core.sshCommand`) is the index's for this one command.
+        let config = self.ledger.store().common_dir().join("config");
+        let refspec = format!("+{ARCHIVE_REF}:{ARCHIVE_REF}");
+        let shown = format!("git fetch --depth=1 {} {refspec}", self.shown);
+        let include = format!("include.path={}", config.display());
+        let out = self.fetch_into(
+            &dir,
+            &[&include],
+            &[
+                "--quiet",
+                "--no-tags",
+                "--depth=1",
+                "--",
+                self.target(),
+                &refspec,
+            ],
+            &shown,
+            self.network_timeout,
+        )?;
+        if !out.status.success() {
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            if stderr.contains("couldn't find remote ref") {
+                return Ok(None);
+            }
+            return Err(Error::Transport {
+                command: shown,
+                message: stderr.trim().to_owned(),
+            });
+        }
+        self.indexed_fold()
+    }
+
+    /// Creates the index, a bare repository of the clone's object format.
+    fn create_index(&self, dir: &std::path::Path) -> Result<()> {
+        let store = self.ledger.store();
+        let mut cmd = crate::git::command(dir);
+        cmd.args(["init", "--quiet", "--bare"]);
+        if store.repo().object_hash() != gix::hash::Kind::Sha1 {
+            cmd.arg(format!("--object-format={}", store.repo().object_hash()));
+        }
+        cmd.arg(dir);
+        let shown = format!("git init --bare {}", dir.display());
+        let out = run(cmd, &shown, self.network_timeout)?;
+        if !out.status.success() {
+            return Err(Error::Transport {
+                command: shown,
+                message: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
+            });
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,172 @@
+//! `lease.trustArchive` (docs/SECURITY.md, "Trust on first sight"): a clone that never verified
+//! a remote's archive claims from the remote's newest fold alone, fetched into a shallow side
+//! repository, never into the clone; a claim of an issue that fold records, and every read
+//! that shows the archive, verify it whole; once verified, every later fold is judged.
+
+use crate::archive::{on_server, seven_free_and_eight_held};
+use crate::env::{at, TestRepo};
+use crate::server::{lease, Server};
+
+/// `client`, trusting its remote's newest fold.
+fn trusting(client: TestRepo) -> TestRepo {
+    client.git(&["config", "lease.trustArchive", "true"]);
+    client
+}
+
+/// Whether `client`'s object database holds `id`.
+fn has(client: &TestRepo, id: &str) -> bool {
+    client.git_run(&["cat-file", "-e", id]).code == 0
+}
+
+/// Where `refname` points in `client`, if it exists.
+fn rev(client: &TestRepo, refname: &str) -> Option<String> {
+    let run = client.git_run(&["rev-parse", "--verify", "--quiet", refname]);
+    (run.code == 0).then(|| run.stdout.trim().to_owned())
+}
+
+/// Claims `issue` for a minute as `client` at `secs` and frees it a second later.
+fn claim_and_free(client: &TestRepo, secs: i64, issue: &str) {
+    lease(
+        client,
+        secs,
+        &["acquire", issue, "--ttl", "1m", "--remote", "origin"],
+    )
+    .ok();
+    lease(client, secs + 1, &["release", issue, "--remote", "origin"]).ok();
+}
+
+#[test]
+fn a_new_clone_claims_from_the_newest_fold_alone_and_verifies_the_archive_to_revive() {
+    let (server, alice) = seven_free_and_eight_held();
+    let archived_tip = server.tip("7").expect("7 has a ledger");
+    server.config("lease.hookNow", &at(200));
+    on_server(&server, &at(200), &["archive", "--quiet-for", "1m"]);
+    let first_fold = server.rev("refs/lease-archive").expect("an archive");
+
+    let bob = trusting(server.client("bob"));
+    lease(&bob, 210, &["acquire", "10", "--remote", "origin"])
+        .ok()
+        .stdout_has("(token 1)");
+    // The fold came alone: nothing it records, and the clone is whole, not shallow.
+    assert!(has(&bob, &first_fold), "the fold's commit, for the push");
+    assert!(
+        !has(&bob, &archived_tip),
+        "no archived ledger was fetched for a claim of a new issue"
+    );
+    assert_eq!(
+        bob.git(&["rev-parse", "--is-shallow-repository"]).trim(),
+        "false"
+    );
+    assert!(
+        rev(&bob, "refs/lease-remote-archive/origin").is_none(),
+        "nothing was verified"
+    );
+    bob.git(&["fsck", "--no-dangling"]);
+    let index = bob.path().join(".git/lease-archive-index/origin");
+    assert_eq!(
+        bob.git(&[
+            "--git-dir".as_ref(),
+            index.as_os_str(),
+            "rev-parse".as_ref(),
+            "refs/lease-archive".as_ref()
+        ]),
+        first_fold
+    );
+
+    // The next claim decides from the index and pushes guarded by its fold.
+    lease(&bob, 211, &["acquire", "11", "--remote", "origin"])
+        .ok()
+        .stdout_has("(token 1)");
+
+    // A new fold takes Alice's 12: Bob's guarded push loses, he reads the new fold, which
+    // does not record 13, and claims it; then 12, which it records, from its archived tip.
+    claim_and_free(&alice, 300, "12");
+    server.config("lease.hookNow", &at(400));
+    on_server(&server, &at(400), &["archive", "--quiet-for", "1m"]);
+    assert_eq!(server.tip("12"), None, "12 was folded");
+    lease(&bob, 410, &["acquire", "13", "--remote", "origin"])
+        .ok()
+        .stdout_has("(token 1)");
+    assert!(!has(&bob, &archived_tip));
+    lease(&bob, 411, &["acquire", "12", "--remote", "origin"])
+        .ok()
+        .stdout_has("(token 2)");
+    // Reviving needed the archived ledger: the archive was fetched and verified whole.
+    assert!(has(&bob, &archived_tip));
+    assert_eq!(
+        rev(&bob, "refs/lease-remote-archive/origin"),
+        server.rev("refs/lease-archive")
+    );
+    lease(&bob, 412, &["acquire", "7", "--remote", "origin"])
+        .ok()
+        .stdout_has("(token 2)");
+    bob.git(&["fsck", "--no-dangling"]);
+    on_server(&server, &at(420), &["verify"]);
+    server.git(&["fsck", "--no-dangling"]);
+}
+
+/// What trust on first sight takes and what it does not: an archive forged on the server
+/// (by its own account, past the hook) is taken by a claim of a new trusting clone, and
+/// refused by everything that verifies, a trusting clone that verified before included.
+#[test]
+fn trust_takes_the_newest_fold_unjudged_only_until_a_fold_is_verified() {
+    let (server, alice) = seven_free_and_eight_held();
+    server.config("lease.hookNow", &at(200));
+    on_server(&server, &at(200), &["archive", "--quiet-for", "1m"]);
+    let archive = server.rev("refs/lease-archive").expect("an archive");
+    // Alice verifies the archive, then trusts.
+    lease(&alice, 210, &["list", "--all", "--remote", "origin"]).ok();
+    let alice = trusting(alice);
+
+    // A fold that forgets issue 7's archived tip.
+    let empty = server.git(&["hash-object", "-t", "tree", "-w", "/dev/null"]);
+    let forged = server.git(&["commit-tree", empty.trim(), "-p", &archive, "-m", "x"]);
+    server.git(&["update-ref", "refs/lease-archive", forged.trim()]);
+
+    let run = lease(&alice, 220, &["acquire", "20", "--remote", "origin"]);
+    assert_eq!(run.code, 1, "a fold verified here is judged on from: {run}");
+    run.stderr_has("refs/lease-archive");
+    let doubting = server.client("carol");
+    let run = lease(&doubting, 220, &["acquire", "20", "--remote", "origin"]);
+    assert_eq!(run.code, 1, "without trust, every fold is judged: {run}");
+    let dave = trusting(server.client("dave"));
+    let run = lease(&dave, 220, &["sync", "origin"]);
+    assert_eq!(
+        run.code, 1,
+        "a sync verifies the archive, trust or not: {run}"
+    );
+
+    // The one thing trust takes unjudged: a new clone's claim of an issue the newest fold
+    // does not record.
+    let erin = trusting(server.client("erin"));
+    lease(&erin, 220, &["acquire", "20", "--remote", "origin"])
+        .ok()
+        .stdout_has("(token 1)");
+    let run = lease(&erin, 221, &["list", "--all", "--remote", "origin"]);
+    assert_eq!(run.code, 1, "reading the archive verifies it: {run}");
+}
+
+#[test]
+fn a_trust_setting_that_is_no_boolean_is_bad_usage() {
+    let (server, _alice) = seven_free_and_eight_held();
+    let bob = server.client("bob");
+    bob.git(&["config", "lease.trustArchive", "maybe"]);
+    let run = lease(&bob, 10, &["acquire", "10", "--remote", "origin"]);
+    assert_eq!(run.code, 2, "{run}");
+    run.stderr_has("lease.trustArchive");
+}
+
+/// A server with no archive: a trusting clone claims as any other.
+#[test]
+fn trust_with_no_archive_on_the_remote_changes_nothing() {
+    let mut server = Server::with_hook();
+    server.start_at(&at(0));
+    let bob = trusting(server.client("bob"));
+    lease(&bob, 10, &["acquire", "1", "--remote", "origin"])
+        .ok()
+        .stdout_has("(token 1)");
+    lease(&bob, 11, &["acquire", "2", "--remote", "origin"])
+        .ok()
+        .stdout_has("(token 1)");
+    bob.git(&["fsck", "--no-dangling"]);
+}
