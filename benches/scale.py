@@ -2,7 +2,7 @@
 """Remote operations by number of ledgers on the server, against a plain push at the same size.
 
     benches/scale.py [--sizes 1000,100000] [--live 1000] [--rounds 3] [--runs 5]
-                     [--bin NAME=PATH ...] [--ops acquire,any,renew,list,sync,revive,fleet]
+                     [--bin NAME=PATH ...] [--ops acquire,any,renew,list,sync,revive,fleet,fresh-fleet]
                      [--ops-for N=op,op ...] [--archive] [--agents 16]
                      [--tmp /var/tmp] [--out FILE]
 
@@ -27,6 +27,8 @@ server (one lease commit: blob, tree and commit, as an acquire sends):
             first claim, which fetches the archive, is timed and reported apart), start
             `acquire --any` of the same 16 new issues at once; against as many concurrent
             plain pushes of distinct refs
+  fresh-fleet  the same, each agent in a new empty clone every run (made outside the measured
+            time), with `lease.trustArchive` set: a fleet of fresh sandboxes
 
 --archive folds the closed ledgers on the server (`git lease archive --quiet-for 1d`, timed)
 before anything is measured, so the server advertises its live ledgers and one archive ref.
@@ -165,7 +167,7 @@ def main():
             sh("git", "init", "-q", pusher)
             # One new lease commit per plain push: written ahead with fast-import (parentless
             # commits of one lease.json each), so the push sends what an acquire sends.
-            npush = (a.rounds * (a.runs + 1) * 2 + 4) * (len(ops) + 1) * (a.agents if "fleet" in ops else 1)
+            npush = (a.rounds * (a.runs + 1) * 2 + 4) * (len(ops) + 1) * (a.agents if "fleet" in ops or "fresh-fleet" in ops else 1)
             sh(sys.executable, os.path.join(HERE, "scalegen.py"), os.path.join(d, "pushsrc.git"), str(npush),
                str(npush), str(now), stdout=subprocess.DEVNULL)
             sh("git", "-C", pusher, "fetch", "-q", os.path.join(d, "pushsrc.git"), "refs/leases/*:refs/leases/*")
@@ -173,7 +175,7 @@ def main():
             # The fleet's floor: as many concurrent plain pushes as agents, each from its own
             # repository (a lease commit of its own, as each claim pushes).
             fleet_floor = None
-            if "fleet" in ops:
+            if "fleet" in ops or "fresh-fleet" in ops:
                 pushers = []
                 for k in range(a.agents):
                     pk = os.path.join(d, f"fpusher{k}")
@@ -241,6 +243,19 @@ def main():
                         cmd = counter(os.path.join(d, f"ctr.fleet.{name}")) + " ".join(
                             f"{path} -C {ak} acquire --any {cands} --ttl 1h --remote {url} >/dev/null &"
                             for ak in agents[name]) + " wait"
+                    elif op == "fresh-fleet":
+                        # As the fleet, but every agent in a new empty clone each run (an
+                        # agent's own sandbox), trusting the archive on first sight
+                        # (`lease.trustArchive`); the clones are made before each run.
+                        fresh = [os.path.join(d, f"fresh-{name}-{k}") for k in range(a.agents)]
+                        cands = " ".join(f"fresh-{name}-$n-{k}" for k in range(a.agents))
+                        cmd = counter(os.path.join(d, f"ctr.fresh.{name}")) + " ".join(
+                            f"{path} -C {ak} acquire --any {cands} --ttl 1h --remote {url} >/dev/null &"
+                            for ak in fresh) + " wait"
+                        prepare = " && ".join(
+                            f"rm -rf {ak} && git init -q {ak} && git -C {ak} config lease.holder agent{k}@example.com"
+                            f" && git -C {ak} config lease.trustArchive true"
+                            for k, ak in enumerate(fresh))
                     elif op == "renew":
                         issue = f"s{first_h0 + 50 * bi}"
                         cmd = f"exec {path} -C {c} renew {issue} --ttl 1h --remote {url}"
@@ -251,7 +266,7 @@ def main():
                         # One ledger moves on the server before each run: a renew there.
                         prepare = f"{bins[0][1]} -C {srv} renew s{first_h0 + 50 * len(bins)} --holder h0@example.com --ttl 1h >/dev/null"
                     cmds.append((f"git-lease {op} ({name})" if len(bins) > 1 else f"git-lease {op}", cmd))
-                cmds.append(("git push (one ref)", fleet_floor if op == "fleet" else plain))
+                cmds.append(("git push (one ref)", fleet_floor if op in ("fleet", "fresh-fleet") else plain))
                 rounds = []
                 for r in range(a.rounds):
                     k = r % len(cmds)
