@@ -348,13 +348,33 @@ fn tenures(server: &Server, issue: &str) -> Vec<u64> {
 
 #[test]
 fn racing_claimers_and_folds_never_issue_a_token_twice() {
+    racing_claimers_and_folds(&[]);
+}
+
+/// As above, half of the claimers trusting the remote's newest fold on first sight
+/// (`lease.trustArchive`): they read the newest fold alone until a claim of the archived
+/// ledger makes them verify the archive.
+#[test]
+fn racing_claimers_and_folds_never_issue_a_token_twice_with_trusting_claimers() {
+    racing_claimers_and_folds(&[1, 3]);
+}
+
+/// Claimers race to claim, release and claim again one ledger the server keeps folding;
+/// those numbered in `trusting` set `lease.trustArchive`.
+fn racing_claimers_and_folds(trusting: &[usize]) {
     const CLAIMERS: usize = 4;
     const ROUNDS: usize = 5;
     const FOLDS: usize = 12;
     let mut server = Server::with_hook();
     server.start_at(&at(0));
     let clients: Vec<TestRepo> = (0..CLAIMERS)
-        .map(|w| server.client(&format!("w{w}")))
+        .map(|w| {
+            let client = server.client(&format!("w{w}"));
+            if trusting.contains(&w) {
+                client.git(&["config", "lease.trustArchive", "true"]);
+            }
+            client
+        })
         .collect();
     // The ledger starts archived: every claimer's first claim races to revive it.
     lease(&clients[0], 0, &["acquire", "x", "--remote", "origin"]).ok();

@@ -95,7 +95,14 @@ impl Remote<'_> {
         }
         // The clone's own configuration (the remote's URL and its rewrites, credentials,
         // `http.extraHeader`, `core.sshCommand`) is the index's for this one command.
-        let config = self.ledger.store().common_dir().join("config");
+        // git reads an include given with `-c` only by an absolute path.
+        let config =
+            std::path::absolute(self.ledger.store().common_dir().join("config")).map_err(|e| {
+                Error::Io {
+                    context: "cannot find the repository's configuration file".to_owned(),
+                    source: e,
+                }
+            })?;
         let refspec = format!("+{ARCHIVE_REF}:{ARCHIVE_REF}");
         let shown = format!("git fetch --depth=1 {} {refspec}", self.shown);
         let include = format!("include.path={}", config.display());
@@ -137,7 +144,8 @@ impl Remote<'_> {
         cmd.arg(dir);
         let shown = format!("git init --bare {}", dir.display());
         let out = run(cmd, &shown, self.network_timeout)?;
-        if !out.status.success() {
+        // A concurrent command of this clone may have made it first.
+        if !out.status.success() && !dir.join("HEAD").is_file() {
             return Err(Error::Transport {
                 command: shown,
                 message: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
