@@ -155,7 +155,7 @@ pub fn seven_free_and_eight_held() -> (Server, TestRepo) {
 }
 
 /// As [`seven_free_and_eight_held`], on `server` (hooked, not started yet).
-fn seven_free_and_eight_held_on(mut server: Server) -> (Server, TestRepo) {
+pub fn seven_free_and_eight_held_on(mut server: Server) -> (Server, TestRepo) {
     server.start_at(&at(0));
     let alice = server.client("alice");
     lease(

@@ -3,7 +3,7 @@
 //! repository, never into the clone; a claim of an issue that fold records, and every read
 //! that shows the archive, verify it whole; once verified, every later fold is judged.
 
-use crate::archive::{on_server, seven_free_and_eight_held};
+use crate::archive::{on_server, seven_free_and_eight_held, seven_free_and_eight_held_on};
 use crate::env::{at, TestRepo};
 use crate::server::{lease, Server};
 
@@ -144,6 +144,34 @@ fn trust_takes_the_newest_fold_unjudged_only_until_a_fold_is_verified() {
         .stdout_has("(token 1)");
     let run = lease(&erin, 221, &["list", "--all", "--remote", "origin"]);
     assert_eq!(run.code, 1, "reading the archive verifies it: {run}");
+}
+
+/// The index is fetched with the clone's own configuration: here a remote reached only
+/// through a URL rewrite (`url.<base>.insteadOf`) that carries the credentials, over http.
+#[test]
+fn the_index_is_fetched_with_the_clones_own_url_rewrites_and_credentials() {
+    let (server, _alice) = seven_free_and_eight_held_on(Server::http(&["alice", "bob"]));
+    server.config("lease.hookNow", &at(200));
+    on_server(&server, &at(200), &["archive", "--quiet-for", "1m"]);
+    let archived_tip = server.rev("refs/lease-archive").expect("an archive");
+
+    let bob = trusting(server.client("bob"));
+    let real = server.url_as("bob");
+    let base = real.trim_end_matches("leases.git");
+    bob.git(&["config", &format!("url.{base}.insteadOf"), "leases-host:"]);
+    bob.git(&["remote", "set-url", "origin", "leases-host:leases.git"]);
+    lease(&bob, 210, &["acquire", "10", "--remote", "origin"])
+        .ok()
+        .stdout_has("(token 1)");
+    assert!(
+        has(&bob, &archived_tip),
+        "the fold's commit came through the rewrite"
+    );
+    assert!(
+        rev(&bob, "refs/lease-remote-archive/origin").is_none(),
+        "from the index, not the verified archive"
+    );
+    assert_eq!(server.tip("10").map(|t| t.len()), Some(40));
 }
 
 #[test]
