@@ -174,6 +174,53 @@ fn the_index_is_fetched_with_the_clones_own_url_rewrites_and_credentials() {
     assert_eq!(server.tip("10").map(|t| t.len()), Some(40));
 }
 
+/// Each new fold a trusting clone reads adds a pack to its index; past 16, the index is packed
+/// into one, and it still answers.
+#[test]
+fn the_index_of_a_long_lived_clone_stays_packed() {
+    let (server, alice) = seven_free_and_eight_held();
+    let bob = trusting(server.client("bob"));
+    let index = bob.path().join(".git/lease-archive-index/origin");
+    let packs = || {
+        std::fs::read_dir(index.join("objects/pack"))
+            .map(|d| {
+                d.filter(|e| {
+                    e.as_ref()
+                        .is_ok_and(|e| e.file_name().to_string_lossy().ends_with(".pack"))
+                })
+                .count()
+            })
+            .unwrap_or(0)
+    };
+    let mut most = 0;
+    for round in 0..20i64 {
+        let t = 100 + round * 100;
+        claim_and_free(&alice, t, &format!("a{round}"));
+        server.config("lease.hookNow", &at(t + 90));
+        on_server(&server, &at(t + 90), &["archive", "--quiet-for", "1m"]);
+        lease(
+            &bob,
+            t + 91,
+            &["acquire", &format!("b{round}"), "--remote", "origin"],
+        )
+        .ok()
+        .stdout_has("(token 1)");
+        most = most.max(packs());
+    }
+    assert!(most >= 15, "every fold read added a pack ({most} at most)");
+    assert!(packs() < 16, "{} packs", packs());
+    assert_eq!(
+        bob.git(&[
+            "--git-dir".as_ref(),
+            index.as_os_str(),
+            "rev-parse".as_ref(),
+            "refs/lease-archive".as_ref()
+        ]),
+        server.rev("refs/lease-archive").expect("an archive")
+    );
+    assert!(rev(&bob, "refs/lease-remote-archive/origin").is_none());
+}
+
 #[test]
 fn a_trust_setting_that_is_no_boolean_is_bad_usage() {
     let (server, _alice) = seven_free_and_eight_held();

@@ -27,6 +27,9 @@ use crate::store::{Fold, Store, ARCHIVE_REF};
 /// repository per remote.
 pub const INDEX_DIR: &str = "lease-archive-index";
 
+/// How many packs an index may hold before a fetch packs them into one.
+const INDEX_PACKS: usize = 16;
+
 /// A remote's newest fold as its index holds it.
 pub(crate) struct IndexedFold {
     store: Store,
@@ -108,7 +111,9 @@ impl Remote<'_> {
         let include = format!("include.path={}", config.display());
         let out = self.fetch_into(
             &dir,
-            &[&include],
+            // Every fetch keeps its pack (git unpacks fewer than 100 objects to loose ones),
+            // so that the index's growth is counted in packs (`compact_index`).
+            &[&include, "fetch.unpackLimit=1"],
             &[
                 "--quiet",
                 "--no-tags",
@@ -130,7 +135,24 @@ impl Remote<'_> {
                 message: stderr.trim().to_owned(),
             });
         }
+        self.compact_index(&dir);
         self.indexed_fold()
+    }
+
+    /// Packs the index with `git gc` once its fetches have left [`INDEX_PACKS`] packs or more
+    /// (one per new fold fetched), best effort: a cache, read again on the next claim.
+    fn compact_index(&self, dir: &std::path::Path) {
+        let packs = std::fs::read_dir(dir.join("objects").join("pack")).map_or(0, |entries| {
+            entries
+                .filter_map(|e| e.ok())
+                .filter(|e| e.file_name().to_string_lossy().ends_with(".pack"))
+                .count()
+        });
+        if packs >= INDEX_PACKS {
+            let mut cmd = crate::git::command(dir);
+            cmd.args(["gc", "--quiet"]);
+            let _ = run(cmd, "git gc (archive index)", self.network_timeout);
+        }
     }
 
     /// Creates the index, a bare repository of the clone's object format.
