@@ -24,6 +24,17 @@ fn rev(client: &TestRepo, refname: &str) -> Option<String> {
     (run.code == 0).then(|| run.stdout.trim().to_owned())
 }
 
+/// The fold `client`'s archive index of `origin` holds.
+fn indexed(client: &TestRepo) -> String {
+    let index = client.path().join(".git/lease-archive-index/origin");
+    client.git(&[
+        "--git-dir".as_ref(),
+        index.as_os_str(),
+        "rev-parse".as_ref(),
+        "refs/lease-archive".as_ref(),
+    ])
+}
+
 /// Claims `issue` for a minute as `client` at `secs` and frees it a second later.
 fn claim_and_free(client: &TestRepo, secs: i64, issue: &str) {
     lease(
@@ -62,16 +73,7 @@ fn a_new_clone_claims_from_the_newest_fold_alone_and_verifies_the_archive_to_rev
         "nothing was verified"
     );
     bob.git(&["fsck", "--no-dangling"]);
-    let index = bob.path().join(".git/lease-archive-index/origin");
-    assert_eq!(
-        bob.git(&[
-            "--git-dir".as_ref(),
-            index.as_os_str(),
-            "rev-parse".as_ref(),
-            "refs/lease-archive".as_ref()
-        ]),
-        first_fold
-    );
+    assert_eq!(indexed(&bob), first_fold);
 
     // The next claim decides from the index and pushes guarded by its fold.
     lease(&bob, 211, &["acquire", "11", "--remote", "origin"])
@@ -210,12 +212,7 @@ fn the_index_of_a_long_lived_clone_stays_packed() {
     assert!(most >= 15, "every fold read added a pack ({most} at most)");
     assert!(packs() < 16, "{} packs", packs());
     assert_eq!(
-        bob.git(&[
-            "--git-dir".as_ref(),
-            index.as_os_str(),
-            "rev-parse".as_ref(),
-            "refs/lease-archive".as_ref()
-        ]),
+        indexed(&bob),
         server.rev("refs/lease-archive").expect("an archive")
     );
     assert!(rev(&bob, "refs/lease-remote-archive/origin").is_none());
