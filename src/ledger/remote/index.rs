@@ -80,6 +80,19 @@ impl Remote<'_> {
         Ok(Some(IndexedFold { store, fold }))
     }
 
+    /// Returns the fold of this remote's index, as last fetched, if `lease.trustArchive` is
+    /// set and that fold does not record `issue`: a claim of it decides without a fetch, and
+    /// pushes guarded by that fold.
+    pub(crate) fn fold_without(&self, issue: &crate::issue::IssueId) -> Result<Option<ObjectId>> {
+        if !self.trust_archive {
+            return Ok(None);
+        }
+        Ok(match self.indexed_fold()? {
+            Some(fold) if !fold.records(issue.as_str())? => Some(fold.id()),
+            _ => None,
+        })
+    }
+
     /// Fetches the remote's newest fold alone into the index and returns it (`None`: the
     /// remote has no archive). The answer is kept for the read under way.
     pub(crate) fn newest_fold(&self) -> Result<Option<std::rc::Rc<IndexedFold>>> {

@@ -405,27 +405,24 @@ impl Backend for Remote<'_> {
                     guard = Some(seen);
                     self.archived_in_seen(issue, seen)?
                 }
-                // The remote's newest fold as last taken on sight (`lease.trustArchive`), if
-                // it does not record the issue: the push holds only while it is the newest.
-                None if self.trust_archive
-                    && match self.indexed_fold()? {
-                        Some(fold) if !fold.records(issue.as_str())? => {
-                            guard = Some(fold.id());
-                            true
-                        }
-                        _ => false,
-                    } =>
-                {
-                    None
-                }
-                // No archive verified here yet: one fetch asks for the ref and the archive.
                 None => {
-                    let (mut states, diverged) = self.fetch_some(std::slice::from_ref(issue))?;
-                    if let Some(d) = diverged.into_iter().next() {
-                        return Err(d.into_error(&self.shown));
+                    // The remote's newest fold as last taken on sight (`lease.trustArchive`),
+                    // if it does not record the issue: the push holds only while it is the
+                    // newest.
+                    guard = self.fold_without(issue)?;
+                    if guard.is_some() {
+                        None
+                    } else {
+                        // No archive verified here yet: one fetch asks for the ref and the
+                        // archive (with `lease.trustArchive`, its newest fold).
+                        let (mut states, diverged) =
+                            self.fetch_some(std::slice::from_ref(issue))?;
+                        if let Some(d) = diverged.into_iter().next() {
+                            return Err(d.into_error(&self.shown));
+                        }
+                        fresh = true;
+                        states.remove(issue).flatten()
                     }
-                    fresh = true;
-                    states.remove(issue).flatten()
                 }
             },
         };
