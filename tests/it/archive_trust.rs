@@ -218,6 +218,41 @@ fn the_index_of_a_long_lived_clone_stays_packed() {
     assert!(rev(&bob, "refs/lease-remote-archive/origin").is_none());
 }
 
+/// A fetch killed in the index leaves its lock, and its packs may be gone: the index cannot
+/// answer, and the claim reads the verified archive instead, with the right token.
+#[test]
+fn a_damaged_index_is_passed_over_for_the_verified_archive() {
+    let (server, alice) = seven_free_and_eight_held();
+    server.config("lease.hookNow", &at(200));
+    on_server(&server, &at(200), &["archive", "--quiet-for", "1m"]);
+    let bob = trusting(server.client("bob"));
+    lease(&bob, 210, &["acquire", "10", "--remote", "origin"])
+        .ok()
+        .stdout_has("(token 1)");
+    let index = bob.path().join(".git/lease-archive-index/origin");
+    std::fs::write(index.join("shallow.lock"), b"").expect("a stale lock");
+    for pack in std::fs::read_dir(index.join("objects/pack")).expect("packs") {
+        std::fs::remove_file(pack.expect("a pack").path()).expect("removed");
+    }
+
+    // A new fold takes 12: the index cannot fetch it, nor read the fold it had.
+    claim_and_free(&alice, 300, "12");
+    server.config("lease.hookNow", &at(400));
+    on_server(&server, &at(400), &["archive", "--quiet-for", "1m"]);
+    lease(&bob, 410, &["acquire", "13", "--remote", "origin"])
+        .ok()
+        .stdout_has("(token 1)");
+    assert_eq!(
+        rev(&bob, "refs/lease-remote-archive/origin"),
+        server.rev("refs/lease-archive"),
+        "the archive was verified instead"
+    );
+    lease(&bob, 411, &["acquire", "12", "--remote", "origin"])
+        .ok()
+        .stdout_has("(token 2)");
+    on_server(&server, &at(420), &["verify"]);
+}
+
 #[test]
 fn a_trust_setting_that_is_no_boolean_is_bad_usage() {
     let (server, _alice) = seven_free_and_eight_held();

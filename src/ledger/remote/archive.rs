@@ -182,14 +182,17 @@ impl Remote<'_> {
     /// the archive fetched and verified ([`Remote::fetched_archive`]).
     ///
     /// With `lease.trustArchive` and no fold verified here, the remote's newest fold alone
-    /// says whether the archive records `issue` ([`Remote::newest_fold`]); only when it does
-    /// is the archive fetched and verified, for the ledger a claim goes on from.
+    /// says whether the archive records `issue` ([`Remote::newest_fold`]); only when it does,
+    /// or the index cannot say, is the archive fetched and verified, for the ledger a claim
+    /// goes on from.
     pub(crate) fn archived_tip(&self, issue: &str) -> Result<Option<ObjectId>> {
         if self.archive.borrow().is_none() && self.trusts_newest_fold()? {
-            match self.newest_fold()? {
-                None => return Ok(None),
-                Some(fold) if !fold.records(issue)? => return Ok(None),
-                Some(_) => {}
+            // An index that cannot answer (a fetch killed in it left a lock, its files were
+            // damaged) is passed over: the verified archive answers instead, and from then on.
+            match self.newest_fold() {
+                Ok(None) => return Ok(None),
+                Ok(Some(fold)) if matches!(fold.records(issue), Ok(false)) => return Ok(None),
+                _ => {}
             }
         }
         match self.fetched_archive()? {

@@ -87,8 +87,9 @@ impl Remote<'_> {
         if !self.trust_archive {
             return Ok(None);
         }
-        Ok(match self.indexed_fold()? {
-            Some(fold) if !fold.records(issue.as_str())? => Some(fold.id()),
+        // An index that cannot answer is passed over: the claim fetches instead.
+        Ok(match self.indexed_fold() {
+            Ok(Some(fold)) if matches!(fold.records(issue.as_str()), Ok(false)) => Some(fold.id()),
             _ => None,
         })
     }
