@@ -304,10 +304,7 @@ impl Store {
     /// Reads a commit's parents and its `lease.json` bytes without judging them, for
     /// verification that wants to report every problem by its own rule.
     pub(crate) fn raw_entry(&self, commit: ObjectId) -> std::result::Result<RawEntry, String> {
-        let (kind, data) = match self.find_small(commit) {
-            Some(found) => found,
-            None => self.find(commit)?,
-        };
+        let (kind, data) = self.find_small_first(commit)?;
         if kind != gix::object::Kind::Commit {
             return Err(format!("it is a {kind}, not a commit"));
         }
@@ -334,6 +331,18 @@ impl Store {
             Ok(odb.try_find(&id, &mut buf)?.map(|data| data.kind))
         })?;
         Ok((kind, buf))
+    }
+
+    /// Reads one object's kind and bytes through the bounded object database a listing
+    /// opened, where it answers, else as [`Store::find`] does.
+    fn find_small_first(
+        &self,
+        id: ObjectId,
+    ) -> std::result::Result<(gix::object::Kind, Vec<u8>), String> {
+        match self.find_small(id) {
+            Some(found) => Ok(found),
+            None => self.find(id),
+        }
     }
 
     /// Reads one object's kind and bytes through the bounded object database a listing
@@ -410,10 +419,9 @@ impl Store {
     }
 
     fn lease_blob(&self, tree_id: ObjectId) -> std::result::Result<Vec<u8>, String> {
-        let (kind, data) = match self.find_small(tree_id) {
-            Some(found) => found,
-            None => self.find(tree_id).map_err(|e| format!("its tree: {e}"))?,
-        };
+        let (kind, data) = self
+            .find_small_first(tree_id)
+            .map_err(|e| format!("its tree: {e}"))?;
         if kind != gix::object::Kind::Tree {
             return Err(format!("its tree {tree_id} is a {kind}"));
         }

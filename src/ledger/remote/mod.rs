@@ -414,7 +414,8 @@ impl Backend for Remote<'_> {
                         None
                     } else {
                         // No archive verified here yet: one fetch asks for the ref and the
-                        // archive (with `lease.trustArchive`, its newest fold).
+                        // archive (with `lease.trustArchive`, for the ref alone; the newest
+                        // fold comes in a second fetch if the remote has no such ref).
                         let (mut states, diverged) =
                             self.fetch_some(std::slice::from_ref(issue))?;
                         if let Some(d) = diverged.into_iter().next() {
