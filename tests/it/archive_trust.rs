@@ -253,6 +253,31 @@ fn a_damaged_index_is_passed_over_for_the_verified_archive() {
     on_server(&server, &at(420), &["verify"]);
 }
 
+/// The fold's commit the clone holds for its guarded pushes is unreachable there: `git gc
+/// --prune=now` removes it, and the next claim copies it again from the index.
+#[test]
+fn a_fold_commit_pruned_by_git_gc_is_copied_again_for_the_next_claim() {
+    let (server, _alice) = seven_free_and_eight_held();
+    server.config("lease.hookNow", &at(200));
+    on_server(&server, &at(200), &["archive", "--quiet-for", "1m"]);
+    let fold = server.rev("refs/lease-archive").expect("an archive");
+    let bob = trusting(server.client("bob"));
+    lease(&bob, 210, &["acquire", "10", "--remote", "origin"])
+        .ok()
+        .stdout_has("(token 1)");
+    bob.git(&["gc", "--quiet", "--prune=now"]);
+    assert!(
+        !has(&bob, &fold),
+        "git gc pruned the unreachable fold commit"
+    );
+    lease(&bob, 211, &["acquire", "11", "--remote", "origin"])
+        .ok()
+        .stdout_has("(token 1)");
+    assert!(has(&bob, &fold));
+    assert!(rev(&bob, "refs/lease-remote-archive/origin").is_none());
+    bob.git(&["fsck", "--no-dangling"]);
+}
+
 #[test]
 fn a_trust_setting_that_is_no_boolean_is_bad_usage() {
     let (server, _alice) = seven_free_and_eight_held();
