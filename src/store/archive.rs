@@ -194,10 +194,25 @@ impl Store {
     /// Returns [`Error::Corrupt`] for an entry that is not a gitlink, or a path of the
     /// fan-out that is not a tree.
     pub fn archived_in(&self, fold: &Fold, issue: &str) -> Result<Option<ObjectId>> {
+        self.archived_in_fetching(fold, issue, &mut |_| Ok(()))
+    }
+
+    /// [`Store::archived_in`] in a repository that may lack trees of the fold (a partial
+    /// archive index): `fetch` is called with each tree on the issue's path that this
+    /// repository does not hold, before it is read, to bring it.
+    pub(crate) fn archived_in_fetching(
+        &self,
+        fold: &Fold,
+        issue: &str,
+        fetch: &mut dyn FnMut(ObjectId) -> Result<()>,
+    ) -> Result<Option<ObjectId>> {
         let path = entry_path(issue)?;
         let mut tree = fold.tree;
         let mut parts = path.split('/').peekable();
         while let Some(part) = parts.next() {
+            if !self.repo.has_object(tree) {
+                fetch(tree)?;
+            }
             let Some((mode, id)) = self.tree_entry(fold.commit, tree, part)? else {
                 return Ok(None);
             };

@@ -107,6 +107,66 @@ fn a_new_clone_claims_from_the_newest_fold_alone_and_verifies_the_archive_to_rev
     server.git(&["fsck", "--no-dangling"]);
 }
 
+/// The objects `client`'s archive index of `origin` holds, sorted (none is fetched to list
+/// them).
+fn index_objects(client: &TestRepo) -> Vec<String> {
+    let index = client.path().join(".git/lease-archive-index/origin");
+    let listed = client.git(&[
+        "--git-dir".as_ref(),
+        index.as_os_str(),
+        "cat-file".as_ref(),
+        "--batch-all-objects".as_ref(),
+        "--batch-check=%(objectname)".as_ref(),
+    ]);
+    listed.lines().map(str::to_owned).collect()
+}
+
+/// A server that filters (`uploadpack.allowFilter`) sends a trusting clone the newest fold's
+/// commit and root tree, then, for an issue whose first fan-out level the fold uses, that
+/// level's tree with the trees under it: never the whole tree.
+#[test]
+fn a_server_that_filters_sends_the_trees_on_a_claimed_path_alone() {
+    let (server, _alice) = seven_free_and_eight_held();
+    server.config("uploadpack.allowFilter", "true");
+    server.config("lease.hookNow", &at(200));
+    on_server(&server, &at(200), &["archive", "--quiet-for", "1m"]);
+    let fold = server.rev("refs/lease-archive").expect("an archive");
+    let tree = |path: &str| {
+        server
+            .rev(&format!("refs/lease-archive:{path}"))
+            .expect("a tree of the fold")
+    };
+    // Issue 7 is archived at 79/02/7 (the SHA-256 of "7" starts 7902); "n10" starts 7966,
+    // "n247911" 7902; "10" shares no level with 7.
+    let bob = trusting(server.client("bob"));
+    lease(&bob, 210, &["acquire", "10", "--remote", "origin"])
+        .ok()
+        .stdout_has("(token 1)");
+    let mut expected = vec![fold.clone(), tree("")];
+    expected.sort();
+    assert_eq!(index_objects(&bob), expected, "the fold's commit and root");
+
+    lease(&bob, 211, &["acquire", "n10", "--remote", "origin"])
+        .ok()
+        .stdout_has("(token 1)");
+    expected.extend([tree("79"), tree("79/02")]);
+    expected.sort();
+    assert_eq!(index_objects(&bob), expected, "and the level n10 needed");
+    lease(&bob, 212, &["acquire", "n247911", "--remote", "origin"])
+        .ok()
+        .stdout_has("(token 1)");
+    assert_eq!(index_objects(&bob), expected, "answered by the index");
+    assert!(rev(&bob, "refs/lease-remote-archive/origin").is_none());
+
+    // Issue 7 is recorded: the archive is verified whole, and its ledger goes on.
+    lease(&bob, 213, &["acquire", "7", "--remote", "origin"])
+        .ok()
+        .stdout_has("(token 2)");
+    assert_eq!(rev(&bob, "refs/lease-remote-archive/origin"), Some(fold));
+    bob.git(&["fsck", "--no-dangling"]);
+    on_server(&server, &at(220), &["verify"]);
+}
+
 /// What trust on first sight takes and what it does not: an archive forged on the server
 /// (by its own account, past the hook) is taken by a claim of a new trusting clone, and
 /// refused by everything that verifies, a trusting clone that verified before included.
@@ -180,7 +240,19 @@ fn the_index_is_fetched_with_the_clones_own_url_rewrites_and_credentials() {
 /// into one, and it still answers.
 #[test]
 fn the_index_of_a_long_lived_clone_stays_packed() {
+    stays_packed(false);
+}
+
+/// The same where the server filters: the index is partial (git's promisor packs), and its
+/// fetches of single trees count too.
+#[test]
+fn a_partial_index_of_a_long_lived_clone_stays_packed() {
+    stays_packed(true);
+}
+
+fn stays_packed(filter: bool) {
     let (server, alice) = seven_free_and_eight_held();
+    server.config("uploadpack.allowFilter", &filter.to_string());
     let bob = trusting(server.client("bob"));
     let index = bob.path().join(".git/lease-archive-index/origin");
     let packs = || {

@@ -191,7 +191,9 @@ impl Remote<'_> {
             // damaged) is passed over: the verified archive answers instead, and from then on.
             match self.newest_fold() {
                 Ok(None) => return Ok(None),
-                Ok(Some(fold)) if matches!(fold.records(issue), Ok(false)) => return Ok(None),
+                Ok(Some(fold)) if matches!(self.fold_records(&fold, issue), Ok(false)) => {
+                    return Ok(None)
+                }
                 _ => {}
             }
         }

@@ -41,11 +41,6 @@ impl IndexedFold {
     pub(crate) fn id(&self) -> ObjectId {
         self.fold.commit
     }
-
-    /// Whether the fold records `issue`.
-    pub(crate) fn records(&self, issue: &str) -> Result<bool> {
-        Ok(self.store.archived_in(&self.fold, issue)?.is_some())
-    }
 }
 
 impl Remote<'_> {
@@ -89,7 +84,9 @@ impl Remote<'_> {
         }
         // An index that cannot answer is passed over: the claim fetches instead.
         Ok(match self.indexed_fold() {
-            Ok(Some(fold)) if matches!(fold.records(issue.as_str()), Ok(false)) => Some(fold.id()),
+            Ok(Some(fold)) if matches!(self.fold_records(&fold, issue.as_str()), Ok(false)) => {
+                Some(fold.id())
+            }
             _ => None,
         })
     }
@@ -105,39 +102,34 @@ impl Remote<'_> {
         Ok(fetched)
     }
 
+    /// Whether `fold` records `issue`. The trees on the issue's path that the index lacks are
+    /// fetched first, each with its children ([`Remote::fetch_index_tree`]).
+    pub(crate) fn fold_records(&self, fold: &IndexedFold, issue: &str) -> Result<bool> {
+        let tip = fold
+            .store
+            .archived_in_fetching(&fold.fold, issue, &mut |tree| self.fetch_index_tree(tree))?;
+        Ok(tip.is_some())
+    }
+
     fn fetch_newest_fold(&self) -> Result<Option<IndexedFold>> {
         let dir = self.index_dir();
         if !dir.join("HEAD").is_file() {
             self.create_index(&dir)?;
         }
-        // The clone's own configuration (the remote's URL and its rewrites, credentials,
-        // `http.extraHeader`, `core.sshCommand`) is the index's for this one command.
-        // git reads an include given with `-c` only by an absolute path.
-        let config =
-            std::path::absolute(self.ledger.store().common_dir().join("config")).map_err(|e| {
-                Error::Io {
-                    context: "cannot find the repository's configuration file".to_owned(),
-                    source: e,
-                }
-            })?;
         let refspec = format!("+{ARCHIVE_REF}:{ARCHIVE_REF}");
-        let shown = format!("git fetch --depth=1 {} {refspec}", self.shown);
-        let include = format!("include.path={}", config.display());
-        let out = self.fetch_into(
-            &dir,
-            // Every fetch keeps its pack (git unpacks fewer than 100 objects to loose ones),
-            // so that the index's growth is counted in packs (`compact_index`).
-            &[&include, "fetch.unpackLimit=1"],
+        // A server that filters (`uploadpack.allowFilter`) sends the fold's commit and root
+        // tree alone; the trees under it come as a claim needs them. One that does not
+        // ignores the filter (with a warning) and sends the whole tree.
+        let out = self.fetch_index(
+            &[],
             &[
-                "--quiet",
-                "--no-tags",
                 "--depth=1",
+                "--filter=tree:1",
                 "--",
                 self.target(),
                 &refspec,
             ],
-            &shown,
-            self.network_timeout,
+            &format!("git fetch --depth=1 {} {refspec}", self.shown),
         )?;
         if !out.status.success() {
             let stderr = String::from_utf8_lossy(&out.stderr);
@@ -145,12 +137,66 @@ impl Remote<'_> {
                 return Ok(None);
             }
             return Err(Error::Transport {
-                command: shown,
+                command: format!("git fetch --depth=1 {} {refspec}", self.shown),
                 message: stderr.trim().to_owned(),
             });
         }
         self.compact_index(&dir);
         self.indexed_fold()
+    }
+
+    /// Fetches `tree`, a tree of the remote's archive the index lacks, with the trees and
+    /// gitlinks directly under it (a server that filters sends nothing deeper; the fan-out's
+    /// second level holds the gitlinks, so one fetch answers for 1/256 of the issues).
+    fn fetch_index_tree(&self, tree: ObjectId) -> Result<()> {
+        let hex = tree.to_string();
+        let shown = format!("git fetch {} {hex}", self.shown);
+        // No "have" lines: the index holds folds whose trees it lacks, and the server would
+        // leave out every tree it thinks a fold sent brings.
+        let out = self.fetch_index(
+            &["fetch.negotiationAlgorithm=noop"],
+            &["--filter=tree:1", "--", self.target(), &hex],
+            &shown,
+        )?;
+        if !out.status.success() {
+            return Err(Error::Transport {
+                command: shown,
+                message: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
+            });
+        }
+        self.compact_index(&self.index_dir());
+        Ok(())
+    }
+
+    /// Runs `git fetch --quiet --no-tags` with `args` in the index, with the clone's own
+    /// configuration (the remote's URL and its rewrites, credentials, `http.extraHeader`,
+    /// `core.sshCommand`) and `config`.
+    fn fetch_index(
+        &self,
+        config: &[&str],
+        args: &[&str],
+        shown: &str,
+    ) -> Result<std::process::Output> {
+        // git reads an include given with `-c` only by an absolute path.
+        let clone_config = std::path::absolute(self.ledger.store().common_dir().join("config"))
+            .map_err(|e| Error::Io {
+                context: "cannot find the repository's configuration file".to_owned(),
+                source: e,
+            })?;
+        let include = format!("include.path={}", clone_config.display());
+        // Every fetch keeps its pack (git unpacks fewer than 100 objects to loose ones),
+        // so that the index's growth is counted in packs (`compact_index`).
+        let mut all = vec![include.as_str(), "fetch.unpackLimit=1"];
+        all.extend_from_slice(config);
+        let mut all_args = vec!["--quiet", "--no-tags"];
+        all_args.extend_from_slice(args);
+        self.fetch_into(
+            &self.index_dir(),
+            &all,
+            &all_args,
+            shown,
+            self.network_timeout,
+        )
     }
 
     /// Packs the index with `git gc` once its fetches have left [`INDEX_PACKS`] packs or more
