@@ -11,6 +11,11 @@
 //! whole clone shallow). Its folds before are not judged: a remote whose hook judges every
 //! fold and every claim (docs/SERVER.md) keeps them true, and a hookless one is trusted to.
 //!
+//! From a server that filters (`uploadpack.allowFilter`), the index is partial: the fold comes
+//! with its root tree alone, and each tree on a claimed issue's path comes when a claim needs
+//! it, with the trees directly under it, so that a claim fetches a few KiB whatever the size
+//! of the archive. A server that does not filter sends the whole tree with the fold.
+//!
 //! The clone receives the fold's commit alone, unreachable from its refs, since a push guarded
 //! by the archive's value hands git that object; a claim of an issue the fold records goes on
 //! from the archived ledger, which only the verified archive brings.
@@ -76,8 +81,9 @@ impl Remote<'_> {
     }
 
     /// Returns the fold of this remote's index, as last fetched, if `lease.trustArchive` is
-    /// set and that fold does not record `issue`: a claim of it decides without a fetch, and
-    /// pushes guarded by that fold.
+    /// set and that fold does not record `issue`: a claim of it decides without fetching the
+    /// fold again (only the trees on the issue's path that a partial index lacks), and pushes
+    /// guarded by that fold.
     pub(crate) fn fold_without(&self, issue: &crate::issue::IssueId) -> Result<Option<ObjectId>> {
         if !self.trust_archive {
             return Ok(None);
