@@ -3,7 +3,7 @@
 
     benches/scale.py [--sizes 1000,100000] [--live 1000] [--rounds 3] [--runs 5]
                      [--bin NAME=PATH ...] [--ops acquire,any,renew,list,sync,revive,fleet,fresh-fleet]
-                     [--ops-for N=op,op ...] [--archive] [--agents 16]
+                     [--ops-for N=op,op ...] [--archive] [--filter] [--agents 16]
                      [--tmp /var/tmp] [--out FILE]
 
 For each size N: a bare server repository of N ledgers, LIVE of them live, written by
@@ -32,6 +32,8 @@ server (one lease commit: blob, tree and commit, as an acquire sends):
 
 --archive folds the closed ledgers on the server (`git lease archive --quiet-for 1d`, timed)
 before anything is measured, so the server advertises its live ledgers and one archive ref.
+--filter sets `uploadpack.allowFilter` on the servers: trusting clones (fresh-fleet) then fetch
+the archive's root tree and the trees on their claims' paths, not the whole fold tree.
 
 Every command of a pair runs in the same hyperfine invocation, and the rounds rotate their
 order, so a loaded machine slows both alike. `--bin NAME=PATH` (repeatable) measures several
@@ -107,6 +109,9 @@ def main():
     p.add_argument("--archive", action="store_true",
                    help="fold the closed ledgers into the server's archive before measuring")
     p.add_argument("--agents", type=int, default=16)
+    p.add_argument("--filter", action="store_true",
+                   help="let the servers filter (uploadpack.allowFilter): a trusting clone fetches"
+                        " the archive trees on its claims' paths alone")
     p.add_argument("--tmp", default="/var/tmp")
     p.add_argument("--out", default=os.path.join(HERE, "target", "bench-results", "scale.md"))
     a = p.parse_args()
@@ -121,7 +126,7 @@ def main():
     os.environ.update(GIT_LEASE_NOW=str(now))
     report = [f"# Scale: remote operations by ledgers on the server ({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())})", "",
               f"{a.rounds} rounds x {a.runs} runs per command, order rotated each round; {a.live} live ledgers at each size;"
-              f" git daemon on 127.0.0.1; binaries: {', '.join(f'{n} = {p}' for n, p in bins)}; load average at start:"
+              f" git daemon on 127.0.0.1{' (uploadpack.allowFilter)' if a.filter else ''}; binaries: {', '.join(f'{n} = {p}' for n, p in bins)}; load average at start:"
               f" {os.getloadavg()[0]:.2f}", ""]
     results = {}  # (size, op) -> {name: [times]}, ratios
     daemon = None
@@ -154,6 +159,8 @@ def main():
                 ver = time.time() - t0
                 report.append(f"- {n} ledgers: `git lease archive --quiet-for 1d` folded {n - left} in {fold:.1f} s,"
                               f" {left} lease refs left; `git lease verify` (archive audited) ok in {ver:.1f} s")
+            if a.filter:
+                sh("git", "-C", srv, "config", "uploadpack.allowFilter", "true")
             port = free_port()
             daemon = subprocess.Popen(["git", "daemon", "--reuseaddr", "--listen=127.0.0.1", f"--port={port}",
                                        f"--base-path={base}", "--export-all", "--enable=receive-pack", base],

@@ -327,6 +327,14 @@ impl Remote<'_> {
             }
         }
         self.track(&moves);
+        // Never seen here, and not on the remote: the archive may have them. With
+        // `lease.trustArchive`, the trees of the newest fold on their paths come in one fetch.
+        let unseen: Vec<&str> = tips
+            .iter()
+            .filter(|(_, tip, _)| tip.is_none())
+            .map(|(issue, _, _)| issue.as_str())
+            .collect();
+        self.fetch_index_paths(&unseen);
         for (issue, tip, place) in tips {
             let entry = match tip {
                 Some(tip) => {

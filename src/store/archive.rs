@@ -49,6 +49,16 @@ pub struct Fold {
     pub at: chrono::DateTime<chrono::Utc>,
 }
 
+/// What a repository that may lack trees of a fold can say of an issue's path in it
+/// ([`Store::archive_path`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ArchivePath {
+    /// The path was read: the tip the fold records for the issue, if any.
+    Read(Option<ObjectId>),
+    /// The repository lacks this tree of the path.
+    Lacks(ObjectId),
+}
+
 /// Returns the path of `issue`'s entry in an archive tree: the first two and next two hex
 /// digits of the SHA-256 of the id's UTF-8 bytes, then the id itself (whose `/`s nest it
 /// further): `9f/86/42` for issue `42`.
@@ -194,34 +204,36 @@ impl Store {
     /// Returns [`Error::Corrupt`] for an entry that is not a gitlink, or a path of the
     /// fan-out that is not a tree.
     pub fn archived_in(&self, fold: &Fold, issue: &str) -> Result<Option<ObjectId>> {
-        self.archived_in_fetching(fold, issue, &mut |_| Ok(()))
+        match self.archive_path(fold, issue)? {
+            ArchivePath::Read(tip) => Ok(tip),
+            ArchivePath::Lacks(tree) => {
+                Err(corrupt(fold.commit, format!("its tree {tree} is missing")))
+            }
+        }
     }
 
-    /// [`Store::archived_in`] in a repository that may lack trees of the fold (a partial
-    /// archive index): `fetch` is called with each tree on the issue's path that this
-    /// repository does not hold, before it is read, to bring it.
-    pub(crate) fn archived_in_fetching(
-        &self,
-        fold: &Fold,
-        issue: &str,
-        fetch: &mut dyn FnMut(ObjectId) -> Result<()>,
-    ) -> Result<Option<ObjectId>> {
+    /// Reads the path of `issue` in the fold's tree as [`Store::archived_in`] does, in a
+    /// repository that may lack trees of it (a partial archive index): where it lacks one on
+    /// the path, says which.
+    pub(crate) fn archive_path(&self, fold: &Fold, issue: &str) -> Result<ArchivePath> {
         let path = entry_path(issue)?;
         let mut tree = fold.tree;
         let mut parts = path.split('/').peekable();
         while let Some(part) = parts.next() {
-            if !self.repo.has_object(tree) {
-                fetch(tree)?;
-            }
-            let Some((mode, id)) = self.tree_entry(fold.commit, tree, part)? else {
-                return Ok(None);
+            let entry = match self.tree_entry(fold.commit, tree, part) {
+                Ok(entry) => entry,
+                Err(_) if !self.repo.has_object(tree) => return Ok(ArchivePath::Lacks(tree)),
+                Err(e) => return Err(e),
+            };
+            let Some((mode, id)) = entry else {
+                return Ok(ArchivePath::Read(None));
             };
             match (parts.peek().is_some(), mode) {
                 (true, TREE) => tree = id,
-                (false, GITLINK) => return Ok(Some(id)),
+                (false, GITLINK) => return Ok(ArchivePath::Read(Some(id))),
                 // An id `a` archived while `a/b` is asked for, or the other way round: the
                 // asked-for one is not archived.
-                (true, GITLINK) | (false, TREE) => return Ok(None),
+                (true, GITLINK) | (false, TREE) => return Ok(ArchivePath::Read(None)),
                 (_, other) => {
                     return Err(corrupt(
                         fold.commit,
@@ -230,7 +242,7 @@ impl Store {
                 }
             }
         }
-        Ok(None)
+        Ok(ArchivePath::Read(None))
     }
 
     /// Returns the tip the newest fold records for `issue`, if the archive records one.

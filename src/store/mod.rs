@@ -40,6 +40,7 @@ use crate::issue::{IssueId, REF_PREFIX};
 use crate::lease::Lease;
 use crate::liveness::{Current, Observation};
 use crate::pack::WrittenPack;
+pub(crate) use archive::ArchivePath;
 pub use archive::{entry_path, Fold, ARCHIVE_REF};
 use files::PackedRefsStat;
 pub(crate) use objects::Staged;

@@ -167,6 +167,49 @@ fn a_server_that_filters_sends_the_trees_on_a_claimed_path_alone() {
     on_server(&server, &at(220), &["verify"]);
 }
 
+/// `acquire --any` reads its candidates' paths in one fetch for all of them, not one each.
+#[test]
+fn a_claim_of_any_candidate_fetches_their_paths_at_once() {
+    let (server, alice) = seven_free_and_eight_held();
+    claim_and_free(&alice, 10, "9");
+    claim_and_free(&alice, 20, "6");
+    server.config("uploadpack.allowFilter", "true");
+    server.config("lease.hookNow", &at(200));
+    on_server(&server, &at(200), &["archive", "--quiet-for", "1m"]);
+    // 7, 9 and 6 are archived under 79/, 19/ and e7/; n10, n259 and n398 are new issues
+    // under those first levels (79/66, 19/f3, e7/b1).
+    let bob = trusting(server.client("bob"));
+    let run = lease(
+        &bob,
+        210,
+        &[
+            "acquire", "--any", "n10", "n259", "n398", "--remote", "origin",
+        ],
+    );
+    run.ok().stdout_has("(token 1)");
+    let index = bob.path().join(".git/lease-archive-index/origin");
+    let packs: Vec<_> = std::fs::read_dir(index.join("objects/pack"))
+        .expect("the index's packs")
+        .filter_map(|e| {
+            let name = e
+                .expect("an entry")
+                .file_name()
+                .to_string_lossy()
+                .into_owned();
+            name.ends_with(".pack").then_some(name)
+        })
+        .collect();
+    assert_eq!(packs.len(), 2, "the fold, then the three paths: {packs:?}");
+    let objects = index_objects(&bob);
+    for path in ["79", "79/02", "19", "19/58", "e7", "e7/f6"] {
+        let tree = server
+            .rev(&format!("refs/lease-archive:{path}"))
+            .expect("a tree of the fold");
+        assert!(objects.contains(&tree), "{path} is in the index");
+    }
+    assert!(rev(&bob, "refs/lease-remote-archive/origin").is_none());
+}
+
 /// What trust on first sight takes and what it does not: an archive forged on the server
 /// (by its own account, past the hook) is taken by a claim of a new trusting clone, and
 /// refused by everything that verifies, a trusting clone that verified before included.

@@ -20,13 +20,14 @@
 //! by the archive's value hands git that object; a claim of an issue the fold records goes on
 //! from the archived ledger, which only the verified archive brings.
 
+use std::collections::BTreeSet;
 use std::path::PathBuf;
 
 use gix::ObjectId;
 
 use super::{run, Remote};
 use crate::error::{Error, Result};
-use crate::store::{Fold, Store, ARCHIVE_REF};
+use crate::store::{ArchivePath, Fold, Store, ARCHIVE_REF};
 
 /// The folder of the archive indexes, in the repository's common directory: one shallow bare
 /// repository per remote.
@@ -109,12 +110,54 @@ impl Remote<'_> {
     }
 
     /// Whether `fold` records `issue`. The trees on the issue's path that the index lacks are
-    /// fetched first, each with its children ([`Remote::fetch_index_tree`]).
+    /// fetched first, each with the trees directly under it ([`Remote::fetch_index_trees`]).
     pub(crate) fn fold_records(&self, fold: &IndexedFold, issue: &str) -> Result<bool> {
-        let tip = fold
-            .store
-            .archived_in_fetching(&fold.fold, issue, &mut |tree| self.fetch_index_tree(tree))?;
-        Ok(tip.is_some())
+        let mut fetched = None;
+        loop {
+            match fold.store.archive_path(&fold.fold, issue)? {
+                ArchivePath::Read(tip) => return Ok(tip.is_some()),
+                ArchivePath::Lacks(tree) if fetched != Some(tree) => {
+                    self.fetch_index_trees(&BTreeSet::from([tree]))?;
+                    fetched = Some(tree);
+                }
+                ArchivePath::Lacks(tree) => {
+                    return Err(Error::Transport {
+                        command: format!("git fetch {} {tree}", self.shown),
+                        message: format!("the remote did not send the tree {tree}"),
+                    })
+                }
+            }
+        }
+    }
+
+    /// Brings into the index the trees on the paths of `issues` that it lacks, with one fetch
+    /// per level of the fan-out for all of them (a claim of any of 16 candidates would
+    /// otherwise fetch for each in turn). Best effort: a tree still lacking afterwards is
+    /// fetched, or its failure reported, by [`Remote::fold_records`].
+    pub(crate) fn fetch_index_paths(&self, issues: &[&str]) {
+        if issues.is_empty()
+            || self.archive.borrow().is_some()
+            || !matches!(self.trusts_newest_fold(), Ok(true))
+        {
+            return;
+        }
+        let Ok(Some(fold)) = self.newest_fold() else {
+            return;
+        };
+        let mut asked = BTreeSet::new();
+        loop {
+            let lacking: BTreeSet<ObjectId> = issues
+                .iter()
+                .filter_map(|issue| match fold.store.archive_path(&fold.fold, issue) {
+                    Ok(ArchivePath::Lacks(tree)) if !asked.contains(&tree) => Some(tree),
+                    _ => None,
+                })
+                .collect();
+            if lacking.is_empty() || self.fetch_index_trees(&lacking).is_err() {
+                return;
+            }
+            asked.extend(lacking);
+        }
     }
 
     fn fetch_newest_fold(&self) -> Result<Option<IndexedFold>> {
@@ -151,19 +194,18 @@ impl Remote<'_> {
         self.indexed_fold()
     }
 
-    /// Fetches `tree`, a tree of the remote's archive the index lacks, with the trees and
-    /// gitlinks directly under it (a server that filters sends nothing deeper; the fan-out's
-    /// second level holds the gitlinks, so one fetch answers for 1/256 of the issues).
-    fn fetch_index_tree(&self, tree: ObjectId) -> Result<()> {
-        let hex = tree.to_string();
-        let shown = format!("git fetch {} {hex}", self.shown);
+    /// Fetches `trees`, trees of the remote's archive the index lacks, each with the trees
+    /// and gitlinks directly under it (a server that filters sends nothing deeper; the
+    /// fan-out's second level holds the gitlinks, so one tree of the first level answers for
+    /// 1/256 of the issues), in one fetch.
+    fn fetch_index_trees(&self, trees: &BTreeSet<ObjectId>) -> Result<()> {
+        let wants: Vec<String> = trees.iter().map(ObjectId::to_string).collect();
+        let shown = format!("git fetch {} {}", self.shown, wants.join(" "));
+        let mut args = vec!["--filter=tree:1", "--", self.target()];
+        args.extend(wants.iter().map(String::as_str));
         // No "have" lines: the index holds folds whose trees it lacks, and the server would
         // leave out every tree it thinks a fold sent brings.
-        let out = self.fetch_index(
-            &["fetch.negotiationAlgorithm=noop"],
-            &["--filter=tree:1", "--", self.target(), &hex],
-            &shown,
-        )?;
+        let out = self.fetch_index(&["fetch.negotiationAlgorithm=noop"], &args, &shown)?;
         if !out.status.success() {
             return Err(Error::Transport {
                 command: shown,
