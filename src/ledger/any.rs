@@ -278,6 +278,12 @@ impl Remote<'_> {
                 .collect();
             let on_remote: std::collections::HashSet<&str> =
                 fetched.remote.iter().map(|(i, _)| i.as_str()).collect();
+            let unseen: Vec<&str> = issues
+                .iter()
+                .map(IssueId::as_str)
+                .filter(|issue| !tips.contains_key(issue))
+                .collect();
+            self.fetch_index_paths(&unseen);
             for issue in issues {
                 let entry = match tips.get(issue.as_str()) {
                     Some(tip) => {

@@ -201,8 +201,8 @@ impl Store {
 
     /// Returns the tip the archive tree `tree` records for `issue`, if it records one.
     ///
-    /// Returns [`Error::Corrupt`] for an entry that is not a gitlink, or a path of the
-    /// fan-out that is not a tree.
+    /// Returns [`Error::Corrupt`] for an entry that is not a gitlink, a path of the fan-out
+    /// that is not a tree, or a tree of the path this repository lacks.
     pub fn archived_in(&self, fold: &Fold, issue: &str) -> Result<Option<ObjectId>> {
         match self.archive_path(fold, issue)? {
             ArchivePath::Read(tip) => Ok(tip),

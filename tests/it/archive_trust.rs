@@ -279,6 +279,44 @@ fn the_index_is_fetched_with_the_clones_own_url_rewrites_and_credentials() {
     assert_eq!(server.tip("10").map(|t| t.len()), Some(40));
 }
 
+/// A partial index's fetches name the remote as their promisor without writing it down: a
+/// URL's credentials never land in the index's configuration file.
+#[test]
+fn a_partial_index_keeps_no_credentials_of_a_url_remote() {
+    let (server, _alice) = seven_free_and_eight_held_on(Server::http(&["alice", "bob"]));
+    server.config("uploadpack.allowFilter", "true");
+    server.config("lease.hookNow", &at(200));
+    on_server(&server, &at(200), &["archive", "--quiet-for", "1m"]);
+    let bob = trusting(server.client("bob"));
+    let url = server.url_as("bob");
+    // n10 shares its first fan-out level with the archived 7: a tree of it is fetched.
+    for (secs, issue) in [(210, "10"), (211, "n10")] {
+        lease(&bob, secs, &["acquire", issue, "--remote", &url])
+            .ok()
+            .stdout_has("(token 1)");
+    }
+    let indexes = bob.path().join(".git/lease-archive-index");
+    let mut configs = Vec::new();
+    for index in std::fs::read_dir(&indexes).expect("an index") {
+        let config = index.expect("an index").path().join("config");
+        configs.push(std::fs::read_to_string(&config).expect("its config"));
+    }
+    assert_eq!(configs.len(), 1, "one index, for the one remote");
+    assert!(
+        !configs[0].contains("bobpw") && !configs[0].contains("promisor"),
+        "{}",
+        configs[0]
+    );
+    assert_eq!(
+        bob.git(&["for-each-ref", "refs/lease-remote-archive/"]),
+        "",
+        "from the index, not the verified archive"
+    );
+    lease(&bob, 212, &["acquire", "7", "--remote", &url])
+        .ok()
+        .stdout_has("(token 2)");
+}
+
 /// Each new fold a trusting clone reads adds a pack to its index; past 16, the index is packed
 /// into one, and it still answers.
 #[test]

@@ -114,15 +114,24 @@ impl Remote<'_> {
         shown: &str,
         limit: Option<std::time::Duration>,
     ) -> Result<std::process::Output> {
-        self.fetch_into(self.ledger.store().git_dir(), config, args, shown, limit)
+        self.fetch_into(
+            self.ledger.store().git_dir(),
+            config,
+            &[],
+            args,
+            shown,
+            limit,
+        )
     }
 
     /// Runs `git fetch` as [`Remote::fetch_configured`] does, in the repository at `git_dir`
-    /// (this clone's, or its archive index of the remote), for at most `limit`.
+    /// (this clone's, or its archive index of the remote), with `env` set, for at most
+    /// `limit`.
     pub(crate) fn fetch_into(
         &self,
         git_dir: &std::path::Path,
         config: &[&str],
+        env: &[(String, String)],
         args: &[&str],
         shown: &str,
         limit: Option<std::time::Duration>,
@@ -137,6 +146,7 @@ impl Remote<'_> {
             // configured for the remote (git's opportunistic remote-tracking update would
             // move them to commits nothing has verified yet).
             // No FETCH_HEAD, no maintenance after it: a read leaves nothing else behind.
+            cmd.envs(env.iter().map(|(k, v)| (k, v)));
             cmd.env("LC_ALL", "C")
                 .arg("fetch")
                 .arg("--refmap=")

@@ -11,10 +11,11 @@
 //! whole clone shallow). Its folds before are not judged: a remote whose hook judges every
 //! fold and every claim (docs/SERVER.md) keeps them true, and a hookless one is trusted to.
 //!
-//! From a server that filters (`uploadpack.allowFilter`), the index is partial: the fold comes
-//! with its root tree alone, and each tree on a claimed issue's path comes when a claim needs
-//! it, with the trees directly under it, so that a claim fetches a few KiB whatever the size
-//! of the archive. A server that does not filter sends the whole tree with the fold.
+//! From a server that filters (`uploadpack.allowFilter`), the index is partial (git's promisor
+//! packs): the fold comes with its root tree alone, and a first-level tree of the fan-out on
+//! a claimed issue's path comes when a claim needs it, with the trees directly under it
+//! (1/256 of the fold's trees: 150 KiB at 1M archived ledgers, not 38 MiB). A server that does
+//! not filter sends the whole tree with the fold.
 //!
 //! The clone receives the fold's commit alone, unreachable from its refs, since a push guarded
 //! by the archive's value hands git that object; a claim of an issue the fold records goes on
@@ -30,11 +31,40 @@ use crate::error::{Error, Result};
 use crate::store::{ArchivePath, Fold, Store, ARCHIVE_REF};
 
 /// The folder of the archive indexes, in the repository's common directory: one shallow bare
-/// repository per remote.
+/// repository per remote, partial where the remote filters.
 pub const INDEX_DIR: &str = "lease-archive-index";
 
 /// How many packs an index may hold before a fetch packs them into one.
 const INDEX_PACKS: usize = 16;
+
+/// The size of its packs past which an index is made anew before its next fetch of a fold:
+/// git keeps every object a filtered fetch brought (its promisor packs) through `git gc`,
+/// the trees of folds long replaced included. The whole newest fold at 1M archived ledgers
+/// is 38 MiB.
+const INDEX_MAX_BYTES: u64 = 64 << 20;
+
+/// The number of packs in the index at `dir`, and their size in bytes.
+fn index_packs(dir: &std::path::Path) -> (usize, u64) {
+    let Ok(entries) = std::fs::read_dir(dir.join("objects").join("pack")) else {
+        return (0, 0);
+    };
+    entries
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".pack"))
+        .fold((0, 0), |(count, bytes), e| {
+            (count + 1, bytes + e.metadata().map_or(0, |m| m.len()))
+        })
+}
+
+/// Removes the index at `dir`, best effort (a cache): renamed away first, so that no command
+/// of this clone finds it half removed.
+fn remove_index(dir: &std::path::Path) {
+    let mut away = dir.as_os_str().to_owned();
+    away.push(format!(".old-{}", std::process::id()));
+    if std::fs::rename(dir, &away).is_ok() {
+        let _ = std::fs::remove_dir_all(&away);
+    }
+}
 
 /// A remote's newest fold as its index holds it.
 pub(crate) struct IndexedFold {
@@ -112,13 +142,13 @@ impl Remote<'_> {
     /// Whether `fold` records `issue`. The trees on the issue's path that the index lacks are
     /// fetched first, each with the trees directly under it ([`Remote::fetch_index_trees`]).
     pub(crate) fn fold_records(&self, fold: &IndexedFold, issue: &str) -> Result<bool> {
-        let mut fetched = None;
+        let mut fetched = BTreeSet::new();
         loop {
             match fold.store.archive_path(&fold.fold, issue)? {
                 ArchivePath::Read(tip) => return Ok(tip.is_some()),
-                ArchivePath::Lacks(tree) if fetched != Some(tree) => {
+                ArchivePath::Lacks(tree) if !fetched.contains(&tree) => {
                     self.fetch_index_trees(&BTreeSet::from([tree]))?;
-                    fetched = Some(tree);
+                    fetched.insert(tree);
                 }
                 ArchivePath::Lacks(tree) => {
                     return Err(Error::Transport {
@@ -131,7 +161,8 @@ impl Remote<'_> {
     }
 
     /// Brings into the index the trees on the paths of `issues` that it lacks, with one fetch
-    /// per level of the fan-out for all of them (a claim of any of 16 candidates would
+    /// per level of the fan-out for all of them (one in all from git's own servers, which
+    /// send a tree asked for by its id with the trees under it) (a claim of any of 16 candidates would
     /// otherwise fetch for each in turn). Best effort: a tree still lacking afterwards is
     /// fetched, or its failure reported, by [`Remote::fold_records`].
     pub(crate) fn fetch_index_paths(&self, issues: &[&str]) {
@@ -162,6 +193,9 @@ impl Remote<'_> {
 
     fn fetch_newest_fold(&self) -> Result<Option<IndexedFold>> {
         let dir = self.index_dir();
+        if index_packs(&dir).1 > INDEX_MAX_BYTES {
+            remove_index(&dir);
+        }
         if !dir.join("HEAD").is_file() {
             self.create_index(&dir)?;
         }
@@ -191,7 +225,15 @@ impl Remote<'_> {
             });
         }
         self.compact_index(&dir);
-        self.indexed_fold()
+        // The remote has an archive: an index that shows none (another command of this clone
+        // made it anew meanwhile) cannot answer.
+        match self.indexed_fold()? {
+            Some(fold) => Ok(Some(fold)),
+            None => Err(Error::Transport {
+                command: format!("git fetch --depth=1 {} {refspec}", self.shown),
+                message: format!("the archive index {} holds no fold", dir.display()),
+            }),
+        }
     }
 
     /// Fetches `trees`, trees of the remote's archive the index lacks, each with the trees
@@ -233,32 +275,60 @@ impl Remote<'_> {
             })?;
         let include = format!("include.path={}", clone_config.display());
         // Every fetch keeps its pack (git unpacks fewer than 100 objects to loose ones),
-        // so that the index's growth is counted in packs (`compact_index`).
-        let mut all = vec![include.as_str(), "fetch.unpackLimit=1"];
+        // so that the index's growth is counted in packs (`compact_index`). Protocol
+        // version 2, whose servers take a tree's id as a want.
+        let mut all = vec![
+            include.as_str(),
+            "fetch.unpackLimit=1",
+            "protocol.version=2",
+        ];
         all.extend_from_slice(config);
         let mut all_args = vec!["--quiet", "--no-tags"];
         all_args.extend_from_slice(args);
         self.fetch_into(
             &self.index_dir(),
             &all,
+            &self.promisor_env(),
             &all_args,
             shown,
             self.network_timeout,
         )
     }
 
+    /// The remote as the index's promisor for git (the source of the trees a filtered fetch
+    /// left out), given as configuration in the environment (`GIT_CONFIG_COUNT`, after any
+    /// the user set): a fetch with a filter would otherwise record it in the index's own
+    /// configuration file, a URL's credentials included, under that file's lock, which two
+    /// claims of this clone would contend for. `git gc` in the index needs it too: without
+    /// it, git would take a tree the filter left out for a broken one.
+    fn promisor_env(&self) -> Vec<(String, String)> {
+        let base: usize = std::env::var("GIT_CONFIG_COUNT")
+            .ok()
+            .and_then(|n| n.trim().parse().ok())
+            .unwrap_or(0);
+        let target = self.target();
+        let set = [
+            (format!("remote.{target}.promisor"), "true"),
+            (format!("remote.{target}.partialclonefilter"), "tree:1"),
+        ];
+        let mut env = vec![(
+            "GIT_CONFIG_COUNT".to_owned(),
+            (base + set.len()).to_string(),
+        )];
+        for (i, (key, value)) in set.into_iter().enumerate() {
+            env.push((format!("GIT_CONFIG_KEY_{}", base + i), key));
+            env.push((format!("GIT_CONFIG_VALUE_{}", base + i), value.to_owned()));
+        }
+        env
+    }
+
     /// Packs the index with `git gc` once its fetches have left [`INDEX_PACKS`] packs or more
-    /// (one per new fold fetched), best effort: a cache, read again on the next claim.
+    /// (one per new fold fetched, and one per fetch of trees), best effort: a cache, read
+    /// again on the next claim.
     fn compact_index(&self, dir: &std::path::Path) {
-        let packs = std::fs::read_dir(dir.join("objects").join("pack")).map_or(0, |entries| {
-            entries
-                .filter_map(|e| e.ok())
-                .filter(|e| e.file_name().to_string_lossy().ends_with(".pack"))
-                .count()
-        });
-        if packs >= INDEX_PACKS {
+        if index_packs(dir).0 >= INDEX_PACKS {
             let mut cmd = crate::git::command(dir);
-            cmd.args(["gc", "--quiet"]);
+            cmd.envs(self.promisor_env()).args(["gc", "--quiet"]);
             let _ = run(cmd, "git gc (archive index)", self.network_timeout);
         }
     }
