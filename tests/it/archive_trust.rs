@@ -317,6 +317,44 @@ fn a_partial_index_keeps_no_credentials_of_a_url_remote() {
         .stdout_has("(token 2)");
 }
 
+/// An index whose packs pass 64 MiB (git keeps every object a filtered fetch brought) is made
+/// anew before its next fetch of a fold, and answers as before.
+#[test]
+fn an_index_past_its_size_bound_is_made_anew() {
+    let (server, alice) = seven_free_and_eight_held();
+    server.config("uploadpack.allowFilter", "true");
+    server.config("lease.hookNow", &at(200));
+    on_server(&server, &at(200), &["archive", "--quiet-for", "1m"]);
+    let bob = trusting(server.client("bob"));
+    lease(&bob, 210, &["acquire", "10", "--remote", "origin"])
+        .ok()
+        .stdout_has("(token 1)");
+    // A pack file of 65 MiB, sparse (no disk space taken; git and git-lease never read a
+    // pack without its index).
+    let index = bob.path().join(".git/lease-archive-index/origin");
+    let big = index.join(format!("objects/pack/pack-{}.pack", "0".repeat(40)));
+    std::fs::File::create(&big)
+        .and_then(|f| f.set_len(65 << 20))
+        .expect("a sparse pack file");
+
+    // A new fold: Bob's guarded claim loses, and his next fetch of the fold starts over.
+    claim_and_free(&alice, 300, "12");
+    server.config("lease.hookNow", &at(400));
+    on_server(&server, &at(400), &["archive", "--quiet-for", "1m"]);
+    lease(&bob, 410, &["acquire", "13", "--remote", "origin"])
+        .ok()
+        .stdout_has("(token 1)");
+    assert!(!big.exists(), "the index was made anew");
+    assert_eq!(
+        indexed(&bob),
+        server.rev("refs/lease-archive").expect("an archive")
+    );
+    assert!(rev(&bob, "refs/lease-remote-archive/origin").is_none());
+    lease(&bob, 411, &["acquire", "12", "--remote", "origin"])
+        .ok()
+        .stdout_has("(token 2)");
+}
+
 /// Each new fold a trusting clone reads adds a pack to its index; past 16, the index is packed
 /// into one, and it still answers.
 #[test]
