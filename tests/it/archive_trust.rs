@@ -35,6 +35,20 @@ fn indexed(client: &TestRepo) -> String {
     ])
 }
 
+/// How many packs `client`'s archive index of `origin` holds.
+fn index_packs(client: &TestRepo) -> usize {
+    let packs = client
+        .path()
+        .join(".git/lease-archive-index/origin/objects/pack");
+    std::fs::read_dir(packs).map_or(0, |d| {
+        d.filter(|e| {
+            e.as_ref()
+                .is_ok_and(|e| e.file_name().to_string_lossy().ends_with(".pack"))
+        })
+        .count()
+    })
+}
+
 /// Claims `issue` for a minute as `client` at `secs` and frees it a second later.
 fn claim_and_free(client: &TestRepo, secs: i64, issue: &str) {
     lease(
@@ -187,19 +201,7 @@ fn a_claim_of_any_candidate_fetches_their_paths_at_once() {
         ],
     );
     run.ok().stdout_has("(token 1)");
-    let index = bob.path().join(".git/lease-archive-index/origin");
-    let packs: Vec<_> = std::fs::read_dir(index.join("objects/pack"))
-        .expect("the index's packs")
-        .filter_map(|e| {
-            let name = e
-                .expect("an entry")
-                .file_name()
-                .to_string_lossy()
-                .into_owned();
-            name.ends_with(".pack").then_some(name)
-        })
-        .collect();
-    assert_eq!(packs.len(), 2, "the fold, then the three paths: {packs:?}");
+    assert_eq!(index_packs(&bob), 2, "the fold, then the three paths");
     let objects = index_objects(&bob);
     for path in ["79", "79/02", "19", "19/58", "e7", "e7/f6"] {
         let tree = server
@@ -373,18 +375,7 @@ fn stays_packed(filter: bool) {
     let (server, alice) = seven_free_and_eight_held();
     server.config("uploadpack.allowFilter", &filter.to_string());
     let bob = trusting(server.client("bob"));
-    let index = bob.path().join(".git/lease-archive-index/origin");
-    let packs = || {
-        std::fs::read_dir(index.join("objects/pack"))
-            .map(|d| {
-                d.filter(|e| {
-                    e.as_ref()
-                        .is_ok_and(|e| e.file_name().to_string_lossy().ends_with(".pack"))
-                })
-                .count()
-            })
-            .unwrap_or(0)
-    };
+    let packs = || index_packs(&bob);
     let mut most = 0;
     for round in 0..20i64 {
         let t = 100 + round * 100;
