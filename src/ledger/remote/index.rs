@@ -161,10 +161,10 @@ impl Remote<'_> {
     }
 
     /// Brings into the index the trees on the paths of `issues` that it lacks, with one fetch
-    /// per level of the fan-out for all of them (one in all from git's own servers, which
-    /// send a tree asked for by its id with the trees under it) (a claim of any of 16 candidates would
-    /// otherwise fetch for each in turn). Best effort: a tree still lacking afterwards is
-    /// fetched, or its failure reported, by [`Remote::fold_records`].
+    /// per level of the fan-out for all of them (a claim of any of 16 candidates would
+    /// otherwise fetch for each in turn); from git's own servers, which send a tree asked for
+    /// by its id with the trees under it, one fetch in all. Best effort: a tree still lacking
+    /// afterwards is fetched, or its failure reported, by [`Remote::fold_records`].
     pub(crate) fn fetch_index_paths(&self, issues: &[&str]) {
         if issues.is_empty()
             || self.archive.borrow().is_some()
@@ -200,6 +200,7 @@ impl Remote<'_> {
             self.create_index(&dir)?;
         }
         let refspec = format!("+{ARCHIVE_REF}:{ARCHIVE_REF}");
+        let shown = format!("git fetch --depth=1 {} {refspec}", self.shown);
         // A server that filters (`uploadpack.allowFilter`) sends the fold's commit and root
         // tree alone; the trees under it come as a claim needs them. One that does not
         // ignores the filter (with a warning) and sends the whole tree.
@@ -212,7 +213,7 @@ impl Remote<'_> {
                 self.target(),
                 &refspec,
             ],
-            &format!("git fetch --depth=1 {} {refspec}", self.shown),
+            &shown,
         )?;
         if !out.status.success() {
             let stderr = String::from_utf8_lossy(&out.stderr);
@@ -220,7 +221,7 @@ impl Remote<'_> {
                 return Ok(None);
             }
             return Err(Error::Transport {
-                command: format!("git fetch --depth=1 {} {refspec}", self.shown),
+                command: shown,
                 message: stderr.trim().to_owned(),
             });
         }
@@ -230,7 +231,7 @@ impl Remote<'_> {
         match self.indexed_fold()? {
             Some(fold) => Ok(Some(fold)),
             None => Err(Error::Transport {
-                command: format!("git fetch --depth=1 {} {refspec}", self.shown),
+                command: shown,
                 message: format!("the archive index {} holds no fold", dir.display()),
             }),
         }
