@@ -49,6 +49,13 @@ fn index_packs(client: &TestRepo) -> usize {
     })
 }
 
+/// The server folds, at `secs` (its hook's clock set to it too), every ledger free for a
+/// minute.
+fn fold_at(server: &Server, secs: i64) {
+    server.config("lease.hookNow", &at(secs));
+    on_server(server, &at(secs), &["archive", "--quiet-for", "1m"]);
+}
+
 /// Claims `issue` for a minute as `client` at `secs` and frees it a second later.
 fn claim_and_free(client: &TestRepo, secs: i64, issue: &str) {
     lease(
@@ -64,8 +71,7 @@ fn claim_and_free(client: &TestRepo, secs: i64, issue: &str) {
 fn a_new_clone_claims_from_the_newest_fold_alone_and_verifies_the_archive_to_revive() {
     let (server, alice) = seven_free_and_eight_held();
     let archived_tip = server.tip("7").expect("7 has a ledger");
-    server.config("lease.hookNow", &at(200));
-    on_server(&server, &at(200), &["archive", "--quiet-for", "1m"]);
+    fold_at(&server, 200);
     let first_fold = server.rev("refs/lease-archive").expect("an archive");
 
     let bob = trusting(server.client("bob"));
@@ -97,8 +103,7 @@ fn a_new_clone_claims_from_the_newest_fold_alone_and_verifies_the_archive_to_rev
     // A new fold takes Alice's 12: Bob's guarded push loses, he reads the new fold, which
     // does not record 13, and claims it; then 12, which it records, from its archived tip.
     claim_and_free(&alice, 300, "12");
-    server.config("lease.hookNow", &at(400));
-    on_server(&server, &at(400), &["archive", "--quiet-for", "1m"]);
+    fold_at(&server, 400);
     assert_eq!(server.tip("12"), None, "12 was folded");
     lease(&bob, 410, &["acquire", "13", "--remote", "origin"])
         .ok()
@@ -142,8 +147,7 @@ fn index_objects(client: &TestRepo) -> Vec<String> {
 fn a_server_that_filters_sends_the_trees_on_a_claimed_path_alone() {
     let (server, _alice) = seven_free_and_eight_held();
     server.config("uploadpack.allowFilter", "true");
-    server.config("lease.hookNow", &at(200));
-    on_server(&server, &at(200), &["archive", "--quiet-for", "1m"]);
+    fold_at(&server, 200);
     let fold = server.rev("refs/lease-archive").expect("an archive");
     let tree = |path: &str| {
         server
@@ -181,6 +185,53 @@ fn a_server_that_filters_sends_the_trees_on_a_claimed_path_alone() {
     on_server(&server, &at(220), &["verify"]);
 }
 
+/// A partial index whose tree on a claimed path is garbage (a disk error, a hostile process)
+/// never reads as "not archived": the claim goes to the verified archive, and an archived
+/// issue goes on from its ledger.
+#[test]
+fn a_garbled_tree_in_a_partial_index_never_reads_as_not_archived() {
+    let (server, _alice) = seven_free_and_eight_held();
+    server.config("uploadpack.allowFilter", "true");
+    fold_at(&server, 200);
+    let bob = trusting(server.client("bob"));
+    lease(&bob, 210, &["acquire", "n10", "--remote", "origin"])
+        .ok()
+        .stdout_has("(token 1)");
+    // The tree 79/ (7's first level, fetched for n10) made garbage in place.
+    let tree = server
+        .rev("refs/lease-archive:79")
+        .expect("a tree of the fold");
+    let index = bob.path().join(".git/lease-archive-index/origin");
+    let mut removed = 0;
+    for entry in std::fs::read_dir(index.join("objects/pack")).expect("packs") {
+        let idx = entry.expect("an entry").path();
+        if idx.extension().is_some_and(|e| e == "idx")
+            && bob
+                .git(&["verify-pack".as_ref(), "-v".as_ref(), idx.as_os_str()])
+                .contains(&tree)
+        {
+            for ext in ["idx", "pack", "rev", "promisor"] {
+                let _ = std::fs::remove_file(idx.with_extension(ext));
+            }
+            removed += 1;
+        }
+    }
+    assert_eq!(removed, 1, "the pack of the tree fetch");
+    let loose = index.join("objects").join(&tree[..2]);
+    std::fs::create_dir_all(&loose).expect("a fan-out folder");
+    std::fs::write(loose.join(&tree[2..]), b"not a zlib stream").expect("garbage");
+
+    lease(&bob, 211, &["acquire", "7", "--remote", "origin"])
+        .ok()
+        .stdout_has("(token 2)");
+    assert_eq!(
+        rev(&bob, "refs/lease-remote-archive/origin"),
+        server.rev("refs/lease-archive"),
+        "the archive was verified whole"
+    );
+    on_server(&server, &at(220), &["verify"]);
+}
+
 /// `acquire --any` reads its candidates' paths in one fetch for all of them, not one each.
 #[test]
 fn a_claim_of_any_candidate_fetches_their_paths_at_once() {
@@ -188,8 +239,7 @@ fn a_claim_of_any_candidate_fetches_their_paths_at_once() {
     claim_and_free(&alice, 10, "9");
     claim_and_free(&alice, 20, "6");
     server.config("uploadpack.allowFilter", "true");
-    server.config("lease.hookNow", &at(200));
-    on_server(&server, &at(200), &["archive", "--quiet-for", "1m"]);
+    fold_at(&server, 200);
     // 7, 9 and 6 are archived under 79/, 19/ and e7/; n10, n259 and n398 are new issues
     // under those first levels (79/66, 19/f3, e7/b1).
     let bob = trusting(server.client("bob"));
@@ -218,8 +268,7 @@ fn a_claim_of_any_candidate_fetches_their_paths_at_once() {
 #[test]
 fn trust_takes_the_newest_fold_unjudged_only_until_a_fold_is_verified() {
     let (server, alice) = seven_free_and_eight_held();
-    server.config("lease.hookNow", &at(200));
-    on_server(&server, &at(200), &["archive", "--quiet-for", "1m"]);
+    fold_at(&server, 200);
     let archive = server.rev("refs/lease-archive").expect("an archive");
     // Alice verifies the archive, then trusts.
     lease(&alice, 210, &["list", "--all", "--remote", "origin"]).ok();
@@ -258,8 +307,7 @@ fn trust_takes_the_newest_fold_unjudged_only_until_a_fold_is_verified() {
 #[test]
 fn the_index_is_fetched_with_the_clones_own_url_rewrites_and_credentials() {
     let (server, _alice) = seven_free_and_eight_held_on(Server::http(&["alice", "bob"]));
-    server.config("lease.hookNow", &at(200));
-    on_server(&server, &at(200), &["archive", "--quiet-for", "1m"]);
+    fold_at(&server, 200);
     let archived_tip = server.rev("refs/lease-archive").expect("an archive");
 
     let bob = trusting(server.client("bob"));
@@ -287,8 +335,7 @@ fn the_index_is_fetched_with_the_clones_own_url_rewrites_and_credentials() {
 fn a_partial_index_keeps_no_credentials_of_a_url_remote() {
     let (server, _alice) = seven_free_and_eight_held_on(Server::http(&["alice", "bob"]));
     server.config("uploadpack.allowFilter", "true");
-    server.config("lease.hookNow", &at(200));
-    on_server(&server, &at(200), &["archive", "--quiet-for", "1m"]);
+    fold_at(&server, 200);
     let bob = trusting(server.client("bob"));
     let url = server.url_as("bob");
     // n10 shares its first fan-out level with the archived 7: a tree of it is fetched.
@@ -325,8 +372,7 @@ fn a_partial_index_keeps_no_credentials_of_a_url_remote() {
 fn an_index_past_its_size_bound_is_made_anew() {
     let (server, alice) = seven_free_and_eight_held();
     server.config("uploadpack.allowFilter", "true");
-    server.config("lease.hookNow", &at(200));
-    on_server(&server, &at(200), &["archive", "--quiet-for", "1m"]);
+    fold_at(&server, 200);
     let bob = trusting(server.client("bob"));
     lease(&bob, 210, &["acquire", "10", "--remote", "origin"])
         .ok()
@@ -341,8 +387,7 @@ fn an_index_past_its_size_bound_is_made_anew() {
 
     // A new fold: Bob's guarded claim loses, and his next fetch of the fold starts over.
     claim_and_free(&alice, 300, "12");
-    server.config("lease.hookNow", &at(400));
-    on_server(&server, &at(400), &["archive", "--quiet-for", "1m"]);
+    fold_at(&server, 400);
     lease(&bob, 410, &["acquire", "13", "--remote", "origin"])
         .ok()
         .stdout_has("(token 1)");
@@ -380,8 +425,7 @@ fn stays_packed(filter: bool) {
     for round in 0..20i64 {
         let t = 100 + round * 100;
         claim_and_free(&alice, t, &format!("a{round}"));
-        server.config("lease.hookNow", &at(t + 90));
-        on_server(&server, &at(t + 90), &["archive", "--quiet-for", "1m"]);
+        fold_at(&server, t + 90);
         lease(
             &bob,
             t + 91,
@@ -405,8 +449,7 @@ fn stays_packed(filter: bool) {
 #[test]
 fn a_damaged_index_is_passed_over_for_the_verified_archive() {
     let (server, alice) = seven_free_and_eight_held();
-    server.config("lease.hookNow", &at(200));
-    on_server(&server, &at(200), &["archive", "--quiet-for", "1m"]);
+    fold_at(&server, 200);
     let bob = trusting(server.client("bob"));
     lease(&bob, 210, &["acquire", "10", "--remote", "origin"])
         .ok()
@@ -419,8 +462,7 @@ fn a_damaged_index_is_passed_over_for_the_verified_archive() {
 
     // A new fold takes 12: the index cannot fetch it, nor read the fold it had.
     claim_and_free(&alice, 300, "12");
-    server.config("lease.hookNow", &at(400));
-    on_server(&server, &at(400), &["archive", "--quiet-for", "1m"]);
+    fold_at(&server, 400);
     lease(&bob, 410, &["acquire", "13", "--remote", "origin"])
         .ok()
         .stdout_has("(token 1)");
@@ -440,8 +482,7 @@ fn a_damaged_index_is_passed_over_for_the_verified_archive() {
 #[test]
 fn a_fold_commit_pruned_by_git_gc_is_copied_again_for_the_next_claim() {
     let (server, _alice) = seven_free_and_eight_held();
-    server.config("lease.hookNow", &at(200));
-    on_server(&server, &at(200), &["archive", "--quiet-for", "1m"]);
+    fold_at(&server, 200);
     let fold = server.rev("refs/lease-archive").expect("an archive");
     let bob = trusting(server.client("bob"));
     lease(&bob, 210, &["acquire", "10", "--remote", "origin"])
