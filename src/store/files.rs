@@ -23,19 +23,73 @@ impl Store {
     /// The files backend's side of [`Store::tip_of`].
     pub(super) fn files_tip_of(&self, name: &str) -> Result<Option<ObjectId>> {
         let found = self
-            .read_refs(|| {
-                self.repo
+            .read_refs(|| match self.shared_ref(name) {
+                Some(full) => self.read_shared_ref(full),
+                None => self
+                    .repo
                     .try_find_reference(name)
-                    .map(|r| r.map(gix::Reference::detach))
+                    .map(|r| r.map(|r| r.detach().target)),
             })
             .map_err(|e| Error::git(format!("cannot read {name}"), e))?;
         match found {
             None => Ok(None),
-            Some(r) => match r.target {
-                Target::Object(id) => Ok(Some(id)),
-                Target::Symbolic(to) => Err(symbolic(name, &to.as_bstr().to_str_lossy())),
-            },
+            Some(Target::Object(id)) => Ok(Some(id)),
+            Some(Target::Symbolic(to)) => Err(symbolic(name, &to.as_bstr().to_str_lossy())),
         }
+    }
+
+    /// Returns `name` when it is a full ref name that every worktree shares and that this
+    /// store reads as it is written (no ref namespace, no precomposed Unicode): a name read by
+    /// [`Store::read_shared_ref`]. Every lease ref is one.
+    fn shared_ref<'a>(&self, name: &'a str) -> Option<&'a gix::refs::FullNameRef> {
+        let refs = &self.repo.refs;
+        if refs.namespace.is_some() || refs.precompose_unicode {
+            return None;
+        }
+        let per_worktree = ["refs/bisect/", "refs/worktree/", "refs/rewritten/"];
+        if !name.starts_with("refs/") || per_worktree.iter().any(|p| name.starts_with(p)) {
+            return None;
+        }
+        name.try_into().ok()
+    }
+
+    /// Reads the shared ref `name` as git reads a full ref name: its loose file in the common
+    /// directory, else its line in `packed-refs` (a directory where the file would be is no
+    /// ref, as for git).
+    ///
+    /// gix's lookup takes every name as one git may complete, and so also reads files in the
+    /// git directory that are not refs (`tags/refs/leases/<id>`, `remotes/refs/leases/<id>/HEAD`):
+    /// a ref that does not exist reads as absent here, whatever else the directory holds.
+    fn read_shared_ref(
+        &self,
+        name: &gix::refs::FullNameRef,
+    ) -> std::result::Result<Option<Target>, gix::Error> {
+        let path = self
+            .repo
+            .common_dir()
+            .join(gix::path::from_bstr(name.as_bstr())?);
+        match std::fs::read(&path) {
+            Ok(contents) => {
+                let loose = gix::refs::file::loose::Reference::try_from_path(
+                    name.to_owned(),
+                    &contents,
+                    self.repo.object_hash(),
+                )?;
+                return Ok(Some(loose.target));
+            }
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::NotFound
+                        | std::io::ErrorKind::NotADirectory
+                        | std::io::ErrorKind::IsADirectory
+                ) => {}
+            Err(e) => return Err(gix::Error::from_error(e)),
+        }
+        let Some(packed) = self.repo.refs.cached_packed_buffer()? else {
+            return Ok(None);
+        };
+        Ok(packed.try_find(name)?.map(|r| Target::Object(r.target())))
     }
 
     /// The files backend's side of [`Store::refs_under`].

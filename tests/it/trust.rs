@@ -1,7 +1,7 @@
 //! What the hook accepts, every reader accepts, and nothing outside a ledger's own objects
 //! changes what it means: replacement refs, backdated or non-canonical times, steps dated
 //! ahead of the reader, takeovers of a process the reader sees running, refspecs the user
-//! configured, and remotes that never answer.
+//! configured, files in the git directory that are not refs, and remotes that never answer.
 //!
 //! Each test is an attack staged with plain git: commits forged with plumbing ([`forge`]),
 //! pushed through the real hook of a served repository with identity configured (`git
@@ -319,6 +319,40 @@ fn a_refspec_the_user_configured_moves_nothing() {
         .stderr_has("holder-change");
     assert_eq!(alice.tip("42"), before, "the local ledger must not move");
     assert_eq!(alice.lease_json("42")["holder"], json!(ALICE));
+}
+
+#[test]
+fn a_file_in_the_git_directory_that_is_no_ref_is_never_a_ledger() {
+    let repo = TestRepo::new();
+    lease(&repo, 0, &["acquire", "--holder", ALICE, "7"]).ok();
+    let alices = repo.tip("7").expect("the ledger of 7");
+    // Where a lookup that completes names the way `git rev-parse` does would look for
+    // refs/leases/8 and refs/leases/9 (refs/tags/…, refs/remotes/…/HEAD), in the git
+    // directory itself: files that name alice's tip, and are no refs to git.
+    let git_dir = repo.git_dir();
+    for (file, issue) in [
+        ("tags/refs/leases/8", "8"),
+        ("remotes/refs/leases/9/HEAD", "9"),
+    ] {
+        let path = git_dir.join(file);
+        std::fs::create_dir_all(path.parent().expect("a parent")).expect("mkdir");
+        std::fs::write(&path, format!("{alices}\n")).expect("plant the file");
+        assert_eq!(repo.tip(issue), None, "git sees no refs/leases/{issue}");
+        lease(&repo, 1, &["show", issue])
+            .code(4)
+            .stderr_has("no lease matches");
+        // A claim starts the ledger: token 1, on no parent.
+        let claimed = repo.json_at(&at(2), 0, &["acquire", "--holder", BOB, issue]);
+        assert_eq!(claimed["token"], json!(1), "{claimed}");
+        let tip = repo.tip(issue).expect("the new ledger");
+        assert_eq!(
+            repo.git(&["rev-list", "--count", &tip]),
+            "1",
+            "a root commit"
+        );
+    }
+    let listed = repo.json_at(&at(3), 0, &["list"]);
+    assert_eq!(crate::env::issues(&listed), ["7", "8", "9"]);
 }
 
 #[test]
