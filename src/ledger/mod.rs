@@ -105,7 +105,10 @@ pub type Refused = (String, gix::ObjectId, Error);
 /// ```
 pub struct Ledger {
     store: Store,
-    host: Option<LocalHost>,
+    /// Local liveness ([`Ledger::with_local_liveness`]): `None` when off; when on, this
+    /// reader's place, found the first time a record names a process or history from
+    /// elsewhere is judged (most operations never need it).
+    host: Option<std::cell::OnceCell<Option<LocalHost>>>,
     /// The reader's clock and `lease.maxClockSkew`, when set ([`Ledger::with_reader_clock`]):
     /// history taken from elsewhere is then also judged against what this reader knows.
     clock: std::cell::Cell<Option<(DateTime<Utc>, chrono::Duration)>>,
@@ -203,7 +206,7 @@ impl Ledger {
             .map(|(now, max_skew)| crate::step::Reading {
                 now,
                 max_skew,
-                host: self.host.as_ref(),
+                host: self.local_host(),
                 signers: self.signers.as_ref(),
             })
     }
@@ -213,8 +216,13 @@ impl Ledger {
     /// nothing hidden) is not live. Without it (the default
     /// for library users), only the TTL decides.
     pub fn with_local_liveness(mut self) -> Ledger {
-        self.host = LocalHost::detect();
+        self.host = Some(std::cell::OnceCell::new());
         self
+    }
+
+    /// This reader's place when local liveness is on and it can be established.
+    fn local_host(&self) -> Option<&LocalHost> {
+        self.host.as_ref()?.get_or_init(LocalHost::detect).as_ref()
     }
 
     /// Records beside `entry` what this reader sees of its holder process, when local
@@ -225,7 +233,10 @@ impl Ledger {
     }
 
     fn observe_in_place(&self, entry: &mut Entry) {
-        if let Some(host) = &self.host {
+        if entry.lease.process.is_none() {
+            return;
+        }
+        if let Some(host) = self.local_host() {
             entry.seen = host.observe(&entry.lease);
         }
     }
@@ -334,7 +345,10 @@ impl Ledger {
     /// With `lease.requireSignatures` ([`Ledger::with_reader_clock`]), refuses the ledger of
     /// `issue` at `tip` unless every step of it is legitimate and signed as needed.
     fn require_signed(&self, issue: &str, tip: gix::ObjectId) -> Result<()> {
-        match self.reading().filter(|r| r.signers.is_some()) {
+        if self.signers.is_none() {
+            return Ok(());
+        }
+        match self.reading() {
             Some(reading) => crate::verify::require_legitimate(
                 &self.store,
                 issue,
