@@ -88,6 +88,8 @@ pub(crate) fn script(shell: clap_complete::Shell, out: &mut dyn Write) -> Result
 /// help's `git lease` is no command name), with issue ids offered where issues are taken.
 fn command() -> clap::Command {
     let mut command = super::command().bin_name(BIN);
+    // Every subcommand's arguments, which the parser builds only for the one it runs.
+    command.build();
     for (sub, arg) in TAKE_IDS {
         // In place (`mut_arg` would move the argument last, after `run`'s command).
         command = command.mut_subcommand(sub, |s| {

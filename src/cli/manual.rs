@@ -175,11 +175,15 @@ fn synopsis(roff: &mut Roff, command: &clap::Command) {
     };
     let shown =
         |a: &&clap::Arg| !a.is_hide_set() && a.get_id() != "help" && a.get_id() != "version";
-    for arg in command
+    // The command's own options first, then those of every command (`-C`, `--json`, …):
+    // a subcommand's are built after the shared ones reach it.
+    let mut options: Vec<&clap::Arg> = command
         .get_arguments()
         .filter(shown)
         .filter(|a| !a.is_positional())
-    {
+        .collect();
+    options.sort_by_key(|a| a.is_global_set());
+    for arg in options {
         let flag = match (arg.get_long(), arg.get_short()) {
             (Some(long), _) => format!("--{long}"),
             (None, Some(short)) => format!("-{short}"),

@@ -67,8 +67,8 @@ struct Cli {
     command: Command,
 }
 
-/// `--holder NAME`: who a command acts as. A command that takes no session secret flattens it
-/// alone (`doctor`); the others take it with the secret, as [`HolderArg`].
+// `--holder NAME`: who a command acts as. A command that takes no session secret flattens it
+// alone (`doctor`); the others take it with the secret, as `HolderArg`.
 #[derive(Args, Debug)]
 pub(crate) struct HolderName {
     /// Who holds [default: config lease.holder, then user.email]
@@ -103,7 +103,14 @@ pub(crate) struct TtlArg {
     ttl: Option<String>,
 }
 
+/// The subcommands. Each one's arguments are built only when it is the one run, or when
+/// help, the manual or the completions describe it (clap's deferred initialisation): a
+/// command line then builds one subcommand's options, not all of them.
+///
+/// A command's about is its variant's doc comment here. The argument structs it flattens
+/// carry none (`//` comments instead): built last, theirs would replace it.
 #[derive(Subcommand, Debug)]
+#[command(defer = true)]
 enum Command {
     /// Claim issues (all or none, or with --any exactly one); idempotent for the live holder
     Acquire(commands::acquire::Args),
@@ -216,26 +223,34 @@ const WHERE_OPTIONS: [&str; 2] = ["remote", "local"];
 /// Returns the whole command-line interface: what parses the arguments, and what `--help`,
 /// the manual and the completions describe.
 pub(crate) fn command() -> clap::Command {
-    // A subcommand's own argument of the same name shadows a global one: hidden, it keeps the
-    // global one out of that subcommand's help.
-    let hide = |mut c: clap::Command| {
-        for id in WHERE_OPTIONS {
-            c = c.arg(clap::Arg::new(id).long(id).hide(true).action(match id {
-                "local" => clap::ArgAction::SetTrue,
-                _ => clap::ArgAction::Set,
-            }));
-        }
-        c
-    };
     let mut command = Cli::command();
     for name in ["gc", "install-hook"] {
-        command = command.mut_subcommand(name, hide);
+        command = command.mut_subcommand(name, hide_where);
     }
+    // `hook`'s own subcommands exist only once its deferred arguments are built, so its
+    // deferred build is this one: the derived arguments, then the hidden ones beneath.
     command.mut_subcommand("hook", |hook| {
-        hide(hook)
-            .mut_subcommand("update", hide)
-            .mut_subcommand("pre-receive", hide)
+        hide_where(hook).defer(|hook| {
+            <commands::hook::Args as Args>::augment_args(hook)
+                .mut_subcommand("update", hide_where)
+                .mut_subcommand("pre-receive", hide_where)
+        })
     })
+}
+
+/// Adds to `command`, before its own options, hidden options named as [`WHERE_OPTIONS`]: a
+/// subcommand's own argument of the same name shadows a global one, and hidden keeps it out
+/// of that subcommand's help. They take no place in the order help lists options in, so the
+/// options built after them are listed as they would be without them.
+fn hide_where(mut command: clap::Command) -> clap::Command {
+    command = command.next_display_order(None);
+    for id in WHERE_OPTIONS {
+        command = command.arg(clap::Arg::new(id).long(id).hide(true).action(match id {
+            "local" => clap::ArgAction::SetTrue,
+            _ => clap::ArgAction::Set,
+        }));
+    }
+    command.next_display_order(0)
 }
 
 /// Runs the command line `args` (the program name first) and returns the exit code.

@@ -7,7 +7,7 @@ use git_lease::{rules, Claim, Error};
 use crate::cli::output::emit_reports;
 use crate::cli::{any, distinct_issues, Context, Failure, HolderArg, TtlArg};
 
-/// The arguments of `acquire`.
+// The arguments of `acquire`.
 #[derive(clap::Args, Debug)]
 pub(crate) struct Args {
     /// The exact issue ids (with --any, `-` reads more from stdin, one a line)

@@ -10,7 +10,7 @@ use git_lease::{Error, Ttl};
 use crate::cli::output::json::json_line;
 use crate::cli::{exit, Context, Failure};
 
-/// The arguments of `archive`.
+// The arguments of `archive`.
 #[derive(clap::Args, Debug)]
 pub(crate) struct Args {
     /// Fold only ledgers whose last event is at least this old: 90s, 12h, 30d

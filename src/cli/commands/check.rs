@@ -9,7 +9,7 @@ use crate::cli::output::color;
 use crate::cli::output::json::json_line;
 use crate::cli::{exit, output, Context, Failure};
 
-/// The arguments of `check`.
+// The arguments of `check`.
 #[derive(clap::Args, Debug)]
 pub(crate) struct Args {
     /// The exact issue id

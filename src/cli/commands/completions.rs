@@ -4,7 +4,7 @@ use std::io::Write;
 
 use crate::cli::{Context, Failure};
 
-/// The arguments of `completions`.
+// The arguments of `completions`.
 #[derive(clap::Args, Debug)]
 pub(crate) struct Args {
     /// The shell

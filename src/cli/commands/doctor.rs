@@ -9,8 +9,8 @@ use crate::cli::output::color::{paint, Tone};
 use crate::cli::output::json::json_line;
 use crate::cli::{exit, output, Context, Failure, HolderName};
 
-/// The arguments of `doctor`: `--holder` alone (it acts on no lease, so takes no secret),
-/// said as what it is compared with.
+// The arguments of `doctor`: `--holder` alone (it acts on no lease, so takes no secret),
+// said as what it is compared with.
 #[derive(clap::Args, Debug)]
 #[command(mut_arg("holder", |arg| arg.help(
     "Your holder name, compared with who the server says you are [default: config \

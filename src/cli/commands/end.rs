@@ -9,7 +9,7 @@ use git_lease::{rules, Credentials, Ending, Outcome};
 use crate::cli::output::{emit_reports, printable, said};
 use crate::cli::{resolve_for_write, Context, Failure, HolderArg};
 
-/// The arguments of `release`, `complete` and `abandon`.
+// The arguments of `release`, `complete` and `abandon`.
 #[derive(clap::Args, Debug)]
 pub(crate) struct Args {
     /// The issue id or a unique prefix

@@ -4,7 +4,7 @@ use std::io::Write;
 
 use crate::cli::{Context, Failure};
 
-/// The arguments of `gc`.
+// The arguments of `gc`.
 #[derive(clap::Args, Debug)]
 pub(crate) struct Args {
     /// Run `git gc --quiet` instead: also consolidate packs and prune old unreachable objects

@@ -4,7 +4,7 @@ use std::io::Write;
 
 use crate::cli::{Context, Failure, HookKind};
 
-/// The arguments of `hook`.
+// The arguments of `hook`.
 #[derive(clap::Args, Debug)]
 pub(crate) struct Args {
     #[command(subcommand)]

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use crate::cli::{Context, Failure};
 
-/// The arguments of `install-hook`.
+// The arguments of `install-hook`.
 #[derive(clap::Args, Debug)]
 pub(crate) struct Args {
     /// The repository [default: the current one]

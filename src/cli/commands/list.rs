@@ -9,7 +9,7 @@ use crate::cli::output::json::{json_array_line, LeaseView, State};
 use crate::cli::output::{self, report_diverged};
 use crate::cli::{exit, Context, Failure};
 
-/// The arguments of `list`.
+// The arguments of `list`.
 #[derive(clap::Args, Debug)]
 pub(crate) struct Args {
     /// Also list free and expired leases with their last token

@@ -9,7 +9,7 @@ use crate::cli::output::json::json_line;
 use crate::cli::output::log_line;
 use crate::cli::{exit, Context, Failure};
 
-/// The arguments of `log`.
+// The arguments of `log`.
 #[derive(clap::Args, Debug)]
 pub(crate) struct Args {
     /// The issue id or a unique prefix

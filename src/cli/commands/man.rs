@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use crate::cli::{Context, Failure};
 
-/// The arguments of `man`.
+// The arguments of `man`.
 #[derive(clap::Args, Debug)]
 pub(crate) struct Args {
     /// Write git-lease.1 and a page per command into DIR/man1 [default: the binary's

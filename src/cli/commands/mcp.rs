@@ -4,8 +4,8 @@ use std::io::Write;
 
 use crate::cli::{Context, Failure};
 
-/// The arguments of `mcp` (where the leases are: the global `--remote`, `--local` and
-/// `lease.remote`, as for every command).
+// The arguments of `mcp` (where the leases are: the global `--remote`, `--local` and
+// `lease.remote`, as for every command).
 #[derive(clap::Args, Debug)]
 pub(crate) struct Args {}
 

@@ -4,7 +4,7 @@ use std::io::Write;
 
 use crate::cli::{Context, Failure, HolderArg};
 
-/// The arguments of `push`.
+// The arguments of `push`.
 #[derive(clap::Args, Debug)]
 pub(crate) struct Args {
     /// The remote [default: --remote, lease.remote, then origin]

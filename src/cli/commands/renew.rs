@@ -7,7 +7,7 @@ use git_lease::{rules, Credentials};
 use crate::cli::output::emit_reports;
 use crate::cli::{resolve_for_write, Context, Failure, HolderArg, TtlArg};
 
-/// The arguments of `renew`.
+// The arguments of `renew`.
 #[derive(clap::Args, Debug)]
 pub(crate) struct Args {
     /// The issue id or a unique prefix

@@ -7,7 +7,7 @@ use git_lease::{rules, IssueId};
 use crate::cli::output::emit_reports;
 use crate::cli::{Context, Failure, HolderArg};
 
-/// The arguments of `revoke`.
+// The arguments of `revoke`.
 #[derive(clap::Args, Debug)]
 pub(crate) struct Args {
     /// The exact issue id

@@ -6,7 +6,7 @@ use git_lease::Error;
 
 use crate::cli::{parse_duration, Context, Failure, HolderArg, TtlArg};
 
-/// The arguments of `run`.
+// The arguments of `run`.
 #[derive(clap::Args, Debug)]
 pub(crate) struct Args {
     /// The exact issue id (with --any: the candidates; `-` reads more from stdin)

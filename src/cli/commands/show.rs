@@ -8,7 +8,7 @@ use git_lease::Error;
 use crate::cli::output::json::json_line;
 use crate::cli::{exit, output, Context, Failure};
 
-/// The arguments of `show`.
+// The arguments of `show`.
 #[derive(clap::Args, Debug)]
 pub(crate) struct Args {
     /// The issue id or a unique prefix

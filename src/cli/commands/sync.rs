@@ -8,7 +8,7 @@ use git_lease::IssueId;
 use crate::cli::output::json::json_line;
 use crate::cli::{exit, output, progress, Context, Failure};
 
-/// The arguments of `sync`.
+// The arguments of `sync`.
 #[derive(clap::Args, Debug)]
 pub(crate) struct Args {
     /// The remote to copy from [default: --remote, lease.remote, then origin]

@@ -11,7 +11,7 @@ use git_lease::Error;
 use crate::cli::output::report_diverged;
 use crate::cli::{exit, Context, Failure};
 
-/// The arguments of `timeline`.
+// The arguments of `timeline`.
 #[derive(clap::Args, Debug)]
 pub(crate) struct Args {
     /// Only issues starting with this prefix

@@ -5,7 +5,7 @@ use std::io::Write;
 use crate::cli::output::json::json_line;
 use crate::cli::{exit, progress, Context, Failure};
 
-/// The arguments of `verify`.
+// The arguments of `verify`.
 #[derive(clap::Args, Debug)]
 pub(crate) struct Args {
     /// Issue ids or unique prefixes [default: every ledger]

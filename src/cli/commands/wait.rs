@@ -6,7 +6,7 @@ use git_lease::Claim;
 
 use crate::cli::{parse_duration, Context, Failure, HolderArg, TtlArg};
 
-/// The arguments of `wait`.
+// The arguments of `wait`.
 #[derive(clap::Args, Debug)]
 pub(crate) struct Args {
     /// The exact issue id

@@ -4,7 +4,7 @@ use std::io::Write;
 
 use crate::cli::{Context, Failure};
 
-/// The arguments of `watch`.
+// The arguments of `watch`.
 #[derive(clap::Args, Debug)]
 pub(crate) struct Args {
     /// First replay the history since this instant (unix seconds, RFC 3339) or duration ago
