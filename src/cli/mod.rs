@@ -238,10 +238,10 @@ pub(crate) fn command() -> clap::Command {
     })
 }
 
-/// Adds to `command`, before its own options, hidden options named as [`WHERE_OPTIONS`]: a
-/// subcommand's own argument of the same name shadows a global one, and hidden keeps it out
-/// of that subcommand's help. They take no place in the order help lists options in, so the
-/// options built after them are listed as they would be without them.
+/// Adds to `command` hidden options named as [`WHERE_OPTIONS`]: a subcommand's own argument
+/// of the same name shadows a global one, and hidden keeps it out of that subcommand's help.
+/// Given before a command's own options (or to one that has none), they take no place in the
+/// order help lists options in.
 fn hide_where(mut command: clap::Command) -> clap::Command {
     command = command.next_display_order(None);
     for id in WHERE_OPTIONS {
