@@ -322,37 +322,55 @@ fn a_refspec_the_user_configured_moves_nothing() {
 }
 
 #[test]
-fn a_file_in_the_git_directory_that_is_no_ref_is_never_a_ledger() {
+fn a_ledger_is_its_own_ref_never_a_name_that_completes_to_it() {
     let repo = TestRepo::new();
     lease(&repo, 0, &["acquire", "--holder", ALICE, "7"]).ok();
     let alices = repo.tip("7").expect("the ledger of 7");
-    // Where a lookup that completes names the way `git rev-parse` does would look for
-    // refs/leases/8 and refs/leases/9 (refs/tags/…, refs/remotes/…/HEAD), in the git
-    // directory itself: files that name alice's tip, and are no refs to git.
+    // Where a lookup that completes names as `git rev-parse` does (refs/tags/…, refs/heads/…,
+    // refs/remotes/…/HEAD) would find refs/leases/<id>: files in the git directory itself,
+    // which are no refs to git, and refs anyone who may push a tag or a branch can make. Each
+    // names alice's tip.
     let git_dir = repo.git_dir();
-    for (file, issue) in [
-        ("tags/refs/leases/8", "8"),
-        ("remotes/refs/leases/9/HEAD", "9"),
-    ] {
+    for file in ["tags/refs/leases/8", "remotes/refs/leases/9/HEAD"] {
         let path = git_dir.join(file);
         std::fs::create_dir_all(path.parent().expect("a parent")).expect("mkdir");
         std::fs::write(&path, format!("{alices}\n")).expect("plant the file");
-        assert_eq!(repo.tip(issue), None, "git sees no refs/leases/{issue}");
+    }
+    for name in [
+        "refs/tags/refs/leases/10",
+        "refs/heads/refs/leases/11",
+        "refs/remotes/refs/leases/12/HEAD",
+        "refs/refs/leases/13",
+    ] {
+        repo.git(&["update-ref", name, &alices]);
+    }
+    for issue in ["8", "9", "10", "11", "12", "13"] {
+        let exact = [
+            "show-ref",
+            "--verify",
+            "--quiet",
+            &format!("refs/leases/{issue}"),
+        ];
+        assert_ne!(
+            repo.git_run(&exact).code,
+            0,
+            "git has no refs/leases/{issue}"
+        );
         lease(&repo, 1, &["show", issue])
             .code(4)
             .stderr_has("no lease matches");
         // A claim starts the ledger: token 1, on no parent.
         let claimed = repo.json_at(&at(2), 0, &["acquire", "--holder", BOB, issue]);
-        assert_eq!(claimed["token"], json!(1), "{claimed}");
+        assert_eq!(claimed["token"], json!(1), "{issue}: {claimed}");
         let tip = repo.tip(issue).expect("the new ledger");
-        assert_eq!(
-            repo.git(&["rev-list", "--count", &tip]),
-            "1",
-            "a root commit"
-        );
+        let commits = repo.git(&["rev-list", "--count", &tip]);
+        assert_eq!(commits, "1", "{issue}: a root commit");
     }
     let listed = repo.json_at(&at(3), 0, &["list"]);
-    assert_eq!(crate::env::issues(&listed), ["7", "8", "9"]);
+    let want = ["10", "11", "12", "13", "7", "8", "9"];
+    let mut got = crate::env::issues(&listed);
+    got.sort();
+    assert_eq!(got, want);
 }
 
 #[test]
