@@ -56,6 +56,14 @@ fn fold_at(server: &Server, secs: i64) {
     on_server(server, &at(secs), &["archive", "--quiet-for", "1m"]);
 }
 
+/// Makes `server` filter what it sends (`uploadpack.allowFilter`), folds it at 200 s, and
+/// returns bob's new trusting clone of it.
+fn filtering_fold_for_bob(server: &Server) -> TestRepo {
+    server.config("uploadpack.allowFilter", "true");
+    fold_at(server, 200);
+    trusting(server.client("bob"))
+}
+
 /// Claims `issue` for a minute as `client` at `secs` and frees it a second later.
 fn claim_and_free(client: &TestRepo, secs: i64, issue: &str) {
     lease(
@@ -146,8 +154,7 @@ fn index_objects(client: &TestRepo) -> Vec<String> {
 #[test]
 fn a_server_that_filters_sends_the_trees_on_a_claimed_path_alone() {
     let (server, _alice) = seven_free_and_eight_held();
-    server.config("uploadpack.allowFilter", "true");
-    fold_at(&server, 200);
+    let bob = filtering_fold_for_bob(&server);
     let fold = server.rev("refs/lease-archive").expect("an archive");
     let tree = |path: &str| {
         server
@@ -156,7 +163,6 @@ fn a_server_that_filters_sends_the_trees_on_a_claimed_path_alone() {
     };
     // Issue 7 is archived at 79/02/7 (the SHA-256 of "7" starts 7902); "n10" starts 7966,
     // "n247911" 7902; "10" shares no level with 7.
-    let bob = trusting(server.client("bob"));
     lease(&bob, 210, &["acquire", "10", "--remote", "origin"])
         .ok()
         .stdout_has("(token 1)");
@@ -191,9 +197,7 @@ fn a_server_that_filters_sends_the_trees_on_a_claimed_path_alone() {
 #[test]
 fn a_garbled_tree_in_a_partial_index_never_reads_as_not_archived() {
     let (server, _alice) = seven_free_and_eight_held();
-    server.config("uploadpack.allowFilter", "true");
-    fold_at(&server, 200);
-    let bob = trusting(server.client("bob"));
+    let bob = filtering_fold_for_bob(&server);
     lease(&bob, 210, &["acquire", "n10", "--remote", "origin"])
         .ok()
         .stdout_has("(token 1)");
@@ -238,11 +242,9 @@ fn a_claim_of_any_candidate_fetches_their_paths_at_once() {
     let (server, alice) = seven_free_and_eight_held();
     claim_and_free(&alice, 10, "9");
     claim_and_free(&alice, 20, "6");
-    server.config("uploadpack.allowFilter", "true");
-    fold_at(&server, 200);
+    let bob = filtering_fold_for_bob(&server);
     // 7, 9 and 6 are archived under 79/, 19/ and e7/; n10, n259 and n398 are new issues
     // under those first levels (79/66, 19/f3, e7/b1).
-    let bob = trusting(server.client("bob"));
     let run = lease(
         &bob,
         210,
@@ -334,9 +336,7 @@ fn the_index_is_fetched_with_the_clones_own_url_rewrites_and_credentials() {
 #[test]
 fn a_partial_index_keeps_no_credentials_of_a_url_remote() {
     let (server, _alice) = seven_free_and_eight_held_on(Server::http(&["alice", "bob"]));
-    server.config("uploadpack.allowFilter", "true");
-    fold_at(&server, 200);
-    let bob = trusting(server.client("bob"));
+    let bob = filtering_fold_for_bob(&server);
     let url = server.url_as("bob");
     // n10 shares its first fan-out level with the archived 7: a tree of it is fetched.
     for (secs, issue) in [(210, "10"), (211, "n10")] {
@@ -371,9 +371,7 @@ fn a_partial_index_keeps_no_credentials_of_a_url_remote() {
 #[test]
 fn an_index_past_its_size_bound_is_made_anew() {
     let (server, alice) = seven_free_and_eight_held();
-    server.config("uploadpack.allowFilter", "true");
-    fold_at(&server, 200);
-    let bob = trusting(server.client("bob"));
+    let bob = filtering_fold_for_bob(&server);
     lease(&bob, 210, &["acquire", "10", "--remote", "origin"])
         .ok()
         .stdout_has("(token 1)");
