@@ -106,8 +106,9 @@ pub type Refused = (String, gix::ObjectId, Error);
 pub struct Ledger {
     store: Store,
     /// Local liveness ([`Ledger::with_local_liveness`]): `None` when off; when on, this
-    /// reader's place, found the first time a record names a process or history from
-    /// elsewhere is judged (most operations never need it).
+    /// reader's place, found the first time a record names a process or a reader's judgement
+    /// is asked for ([`Ledger::reading`]: history from elsewhere, a listing). A claim or a
+    /// `show` of a lease that names no process never reads `/proc`.
     host: Option<std::cell::OnceCell<Option<LocalHost>>>,
     /// The reader's clock and `lease.maxClockSkew`, when set ([`Ledger::with_reader_clock`]):
     /// history taken from elsewhere is then also judged against what this reader knows.
