@@ -168,7 +168,7 @@ impl Store {
         let prepared = self.repo.refs.transaction().prepare(ref_edits, fail, fail);
         // With the refs locked, every commit they will name must still be there (see
         // `swap_loose`); the locks go with the dropped transaction.
-        if prepared.is_ok() && edits.iter().any(|(_, new, _)| !self.repo.has_object(*new)) {
+        if prepared.is_ok() && edits.iter().any(|(_, new, _)| !self.holds_object(*new)) {
             return Ok(Swap::Lost);
         }
         let result = prepared.and_then(|t| t.commit(Some(committer.to_ref(&mut time_buf))));
@@ -420,7 +420,7 @@ impl Store {
         // Under the lock, as git's update-ref does: the commit named must still be there (a
         // `git repack -a -d` after `git gc` drops a fresh commit not yet reachable). Gone, it
         // is written again on the next try rather than named by a ref.
-        if !self.repo.has_object(new) {
+        if !self.holds_object(new) {
             return Ok(Ok(Swap::Lost));
         }
         if let Err(err) = lock.write_all(format!("{new}\n").as_bytes()) {

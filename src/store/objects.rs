@@ -589,6 +589,22 @@ impl Store {
         Ok(())
     }
 
+    /// Whether the object database holds `id`: its loose file, looked up by name first (what
+    /// a ledger write has just made), else anything gix finds (packs, alternates). Looking in
+    /// the packs first would load their indexes, a listing of `objects/pack` and every index
+    /// file's header, for an object that is almost always loose.
+    pub(crate) fn holds_object(&self, id: ObjectId) -> bool {
+        let hex = id.to_hex().to_string();
+        let loose = self
+            .repo
+            .objects
+            .store_ref()
+            .path()
+            .join(&hex[..2])
+            .join(&hex[2..]);
+        loose.is_file() || self.repo.has_object(id)
+    }
+
     /// Writes the commits of doctor's probe of a remote, as loose objects: a root commit of
     /// the empty tree and two children of it, each message naming `nonce`, dated `now`.
     /// Returns them as `[root, first child, second child]`. They belong to no ledger.
