@@ -10,6 +10,7 @@ mod manual;
 mod mcp;
 mod output;
 mod pages;
+mod parse;
 mod progress;
 mod run;
 mod server;
@@ -21,7 +22,7 @@ use std::path::PathBuf;
 use crate::cli::output::json::{error_text, json_text};
 use crate::cli::output::{color, said};
 use chrono::{DateTime, Utc};
-use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
+use clap::{Args, CommandFactory, Parser, Subcommand};
 use git_lease::backend::Backend;
 use git_lease::{Ending, Error, Holder, IssueId, Ledger, Ttl};
 
@@ -266,13 +267,7 @@ pub fn main(args: Vec<std::ffi::OsString>) -> u8 {
         .take_while(|a| *a != "--")
         .any(|a| a == "--json");
     said::set_json(json);
-    let mut command = command();
-    let parsed = command
-        .try_get_matches_from_mut(args)
-        .and_then(|mut matches| {
-            Cli::from_arg_matches_mut(&mut matches).map_err(|e| e.format(&mut self::command()))
-        });
-    let cli = match parsed {
+    let cli = match parse::parse(&args) {
         Ok(cli) => cli,
         Err(e) => {
             if matches!(
