@@ -8,7 +8,9 @@
 #   acquire     one acquire per process, fresh issue per run: git-lease (default, and with
 #               lease.fsync=true), sqlite-lease (NORMAL, FULL), one `git update-ref`, the
 #               plumbing pipeline (hash-object -w --stdin, mktree, commit-tree, update-ref with
-#               the old value)
+#               the old value); then the same commands but the pipeline alternating run by run
+#               (100 runs of each per round, benches/cputime.py, no shell between), the
+#               figure a disk whose cost comes in bursts moves least
 #   list        `git-lease list` (warm, and cold: its list cache emptied first) vs
 #               `sqlite-lease list` vs `git for-each-ref | git cat-file --batch` at each size
 #               (80% live), after `git gc`; peak RSS with /usr/bin/time -v
@@ -185,6 +187,24 @@ if want acquire; then
         "git-lease acquire:git plumbing pipeline" \
         "git-lease acquire (lease.fsync=true):sqlite-lease acquire (FULL)" \
         "git-lease acquire (lease.fsync=true):git-lease acquire"
+    # Blocks of runs of one command each meet the disk in one state; alternated run by run,
+    # every command meets each state of it alike.
+    log "acquire: alternating run by run"
+    {
+        echo "### Whole-process acquire of a new issue, alternating run by run"
+        echo
+        python3 "$HERE/cputime.py" --rounds $((ROUNDS * 100)) --runs 1 --warmup 0 \
+            --ratio "git-lease acquire:git update-ref" \
+            --ratio "git-lease acquire:sqlite-lease acquire (NORMAL)" \
+            --ratio "git-lease acquire:sqlite-lease acquire (FULL)" \
+            --ratio "git-lease acquire (lease.fsync true):sqlite-lease acquire (FULL)" \
+            "git-lease acquire=$GL -C $A/gl acquire h{n} --holder alice@example.com --ttl 1h" \
+            "git-lease acquire (lease.fsync true)=$GL -C $A/gf acquire h{n} --holder alice@example.com --ttl 1h" \
+            "sqlite-lease acquire (NORMAL)=SQLITE_LEASE_SYNC=normal $SL $A/normal.db acquire t{n} alice@example.com 3600" \
+            "sqlite-lease acquire (FULL)=SQLITE_LEASE_SYNC=full $SL $A/full.db acquire t{n} alice@example.com 3600" \
+            "git update-ref=git -C $A/ur update-ref refs/leases/v{n} $C $ZERO"
+        echo
+    } >> "$REPORT"
     # Sanity: every run made a lease.
     "$GL" -C "$A/gl" list --all --json | python3 -c 'import json,sys; print(len(json.load(sys.stdin)), "git-lease leases written")' >&2
 fi
