@@ -3,14 +3,15 @@
 //!
 //! When clap builds the top level, it copies every global option (`-C`, `--json`, `--remote`,
 //! `--local`, `--color`) into every subcommand: 27 subcommands' copies of five options, for
-//! the one subcommand a command line runs (a sixth of a claim's instructions, and 28 of its
+//! the one subcommand a command line runs (a tenth of a claim's instructions, and 30 of its
 //! page faults). So the arguments are parsed first by an interface whose top level keeps its
 //! global options to itself and gives copies to the subcommand the arguments name, and to it
 //! alone: the same options, in the same place among its own, global beneath it, as clap would
 //! have copied them. Any other outcome (an error, help, a version, a subcommand other than the
 //! one named) is the whole interface's to give, and the arguments are parsed again by it, so
-//! that every message is its own; a successful parse is the same either way (the property
-//! test below compares the two over generated command lines).
+//! that every message is its own; so are the subcommands with options of their own named as
+//! global ones. A successful parse is the same either way (the property test below compares
+//! the two over generated command lines).
 
 use std::ffi::OsString;
 
