@@ -8,8 +8,8 @@
 //! a file this small fills one block whether compressed or not, and `git gc` compresses the
 //! objects when it packs them.
 //!
-//! The file handling is git's: the object goes to a temporary file in its fan-out directory
-//! (mode 0444), the directory is created when missing, and the file is renamed into place. An
+//! The file handling is git's: the object goes to a temporary file in `objects/` (mode 0444),
+//! the fan-out directory is created when missing, and the file is renamed into place. An
 //! object that already exists is freshened (its modification time set to now) instead.
 
 use std::io::Write;
@@ -50,35 +50,14 @@ pub(crate) fn write(
     raw.extend_from_slice(data);
     let framed = zlib_stored(&raw);
 
-    // As git does: the temporary file goes into the fan-out directory itself, so the rename
-    // stays within one directory, and a directory holding it is never empty. `git prune` and
-    // `git prune-packed` remove empty fan-out directories: one may vanish between its
-    // creation and the temporary file's, again and again while git packs in a loop, so the
-    // pair is tried until the file is in; from then on the directory cannot go.
-    let mut attempt = 0;
-    let mut file = loop {
-        attempt += 1;
-        match tempfile::Builder::new()
-            .prefix("tmp_obj_")
-            .permissions(std::fs::Permissions::from_mode(0o444))
-            .tempfile_in(&dir)
-        {
-            Ok(file) => break file,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound && attempt < FAN_OUT_ATTEMPTS => {
-                match std::fs::create_dir(&dir) {
-                    Ok(()) => {}
-                    Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-                    Err(e) => return Err(io(format!("cannot create {}", dir.display()))(e)),
-                }
-            }
-            Err(e) => {
-                return Err(io(format!(
-                    "cannot create a temporary object in {}",
-                    dir.display()
-                ))(e))
-            }
-        }
-    };
+    let mut file = tempfile::Builder::new()
+        .prefix("tmp_obj_")
+        .permissions(std::fs::Permissions::from_mode(0o444))
+        .tempfile_in(objects_dir)
+        .map_err(io(format!(
+            "cannot create a temporary object in {}",
+            objects_dir.display()
+        )))?;
     file.write_all(&framed)
         .map_err(io(format!("cannot write {}", file.path().display())))?;
     if sync {
@@ -86,9 +65,29 @@ pub(crate) fn write(
             .sync_all()
             .map_err(io(format!("cannot fsync {}", file.path().display())))?;
     }
-    file.persist(&path)
-        .map_err(|e| io(format!("cannot move an object into {}", path.display()))(e.error))?;
-    Ok(())
+    // `git prune` and `git prune-packed` remove empty fan-out directories: one may vanish
+    // between its creation and the rename, again and again while git packs in a loop, so the
+    // pair is tried until the rename lands (the temporary file, in `objects/` itself, stays).
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        match std::fs::create_dir(&dir) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(io(format!("cannot create {}", dir.display()))(e)),
+        }
+        match file.persist(&path) {
+            Ok(_) => return Ok(()),
+            Err(e)
+                if e.error.kind() == std::io::ErrorKind::NotFound && attempt < FAN_OUT_ATTEMPTS =>
+            {
+                file = e.file;
+            }
+            Err(e) => {
+                return Err(io(format!("cannot move an object into {}", path.display()))(e.error))
+            }
+        }
+    }
 }
 
 /// Sets the modification time of an existing object file to now; false if there is none or
