@@ -9,9 +9,9 @@
 //! alone: the same options, in the same place among its own, global beneath it, as clap would
 //! have copied them. Any other outcome (an error, help, a version, a subcommand other than the
 //! one named) is the whole interface's to give, and the arguments are parsed again by it, so
-//! that every message is its own; so are the subcommands with options of their own named as
-//! global ones. A successful parse is the same either way (the property test below compares
-//! the two over generated command lines).
+//! that every message is its own. A subcommand with options of its own named as global ones
+//! is parsed by the whole interface at once, built only once. A successful parse is the same
+//! either way (the property test below compares the two over generated command lines).
 
 use std::ffi::OsString;
 
@@ -21,15 +21,18 @@ use super::Cli;
 
 /// Parses `args` (the program's name first) as [`super::command`] does.
 pub(super) fn parse(args: &[OsString]) -> Result<Cli, clap::Error> {
-    match parse_for_named(args) {
-        Some(cli) => Ok(cli),
-        None => parse_whole(args),
+    let command = super::command();
+    match for_one(&command, args) {
+        Some(name) => match parse_for_named(command, &name, args) {
+            Some(cli) => Ok(cli),
+            None => parse_whole(super::command(), args),
+        },
+        None => parse_whole(command, args),
     }
 }
 
-/// Parses `args` with the whole interface.
-fn parse_whole(args: &[OsString]) -> Result<Cli, clap::Error> {
-    let mut command = super::command();
+/// Parses `args` with `command`, the whole interface.
+fn parse_whole(mut command: clap::Command, args: &[OsString]) -> Result<Cli, clap::Error> {
     command
         .try_get_matches_from_mut(args)
         .and_then(|mut matches| {
@@ -37,37 +40,43 @@ fn parse_whole(args: &[OsString]) -> Result<Cli, clap::Error> {
         })
 }
 
-/// Parses `args` with global options copied only into the subcommand they name; `None` when
-/// they name none, or the parse does not end in that subcommand's arguments.
-fn parse_for_named(args: &[OsString]) -> Option<Cli> {
-    let mut command = super::command();
-    let name = named_subcommand(&command, args)?;
+/// The subcommand that `args` name, if the global options can be copied into it alone: not
+/// one with options of its own named as global ones (the hidden where-options of `gc`,
+/// `install-hook` and `hook`), whose values clap hands to the top level because the top
+/// level's options of that name are global.
+fn for_one(command: &clap::Command, args: &[OsString]) -> Option<String> {
+    let name = named_subcommand(command, args)?;
+    let global = |id: &clap::Id| {
+        command
+            .get_arguments()
+            .any(|arg| arg.is_global_set() && arg.get_id() == id)
+    };
+    let shadows = command
+        .find_subcommand(&name)?
+        .get_arguments()
+        .any(|own| global(own.get_id()));
+    (!shadows).then_some(name)
+}
+
+/// Parses `args` with `command`'s global options copied only into its subcommand `name`;
+/// `None` unless the parse ends in that subcommand's arguments.
+fn parse_for_named(mut command: clap::Command, name: &str, args: &[OsString]) -> Option<Cli> {
     let globals: Vec<clap::Arg> = command
         .get_arguments()
         .filter(|arg| arg.is_global_set())
         .cloned()
         .collect();
-    // A subcommand with options of its own named as global ones (the hidden where-options of
-    // `gc`, `install-hook` and `hook`) is parsed by the whole interface: clap hands their
-    // values to the top level because the top level's options of that name are global.
-    let shadows = |sub: &clap::Command| {
-        sub.get_arguments()
-            .any(|own| globals.iter().any(|arg| arg.get_id() == own.get_id()))
-    };
-    if command.find_subcommand(&name).is_none_or(shadows) {
-        return None;
-    }
     for arg in &globals {
         command = command.mut_arg(arg.get_id(), |arg| arg.global(false));
     }
-    command = command.mut_subcommand(&name, |mut sub| {
+    command = command.mut_subcommand(name, |mut sub| {
         for arg in &globals {
             sub = sub.arg(arg.clone());
         }
         sub
     });
     let mut matches = command.try_get_matches_from_mut(args).ok()?;
-    if matches.subcommand_name() != Some(name.as_str()) {
+    if matches.subcommand_name() != Some(name) {
         return None;
     }
     Cli::from_arg_matches_mut(&mut matches).ok()
@@ -127,6 +136,16 @@ mod tests {
         }
     }
 
+    /// The parse with global options copied into the named subcommand alone, if it is taken.
+    fn fast(args: &[OsString]) -> Option<Cli> {
+        let command = super::super::command();
+        for_one(&command, args).and_then(|name| parse_for_named(command, &name, args))
+    }
+
+    fn whole(args: &[OsString]) -> Result<Cli, clap::Error> {
+        parse_whole(super::super::command(), args)
+    }
+
     fn args(words: &[&str]) -> Vec<OsString> {
         std::iter::once("git-lease")
             .chain(words.iter().copied())
@@ -165,10 +184,10 @@ mod tests {
             &["release", "--json", "7", "-C", "x", "-C", "y"],
         ] {
             let args = args(words);
-            let named = parse_for_named(&args).map(|cli| format!("{cli:?}"));
+            let named = fast(&args).map(|cli| format!("{cli:?}"));
             assert_eq!(
                 named,
-                parse_whole(&args).ok().map(|cli| format!("{cli:?}")),
+                whole(&args).ok().map(|cli| format!("{cli:?}")),
                 "{words:?}"
             );
             assert!(named.is_some(), "{words:?} parses");
@@ -179,11 +198,8 @@ mod tests {
             &["hook", "update", "refs/leases/7", "0", "1", "--json"],
         ] {
             let args = args(words);
-            assert!(parse_whole(&args).is_ok(), "{words:?} parses");
-            assert!(
-                parse_for_named(&args).is_none(),
-                "{words:?}: where-options of its own"
-            );
+            assert!(whole(&args).is_ok(), "{words:?} parses");
+            assert!(fast(&args).is_none(), "{words:?}: where-options of its own");
         }
     }
 
@@ -263,8 +279,8 @@ mod tests {
         fn every_command_line_parses_as_the_whole_interface_parses_it(words in command_line()) {
             let words: Vec<&str> = words.iter().map(String::as_str).collect();
             let args = args(&words);
-            let whole = parse_whole(&args);
-            match (&whole, parse_for_named(&args)) {
+            let by_whole = whole(&args);
+            match (&by_whole, fast(&args)) {
                 (Ok(cli), Some(named)) => prop_assert_eq!(format!("{named:?}"), format!("{cli:?}")),
                 (Ok(cli), None) => prop_assert!(
                     matches!(cli.command, Command::Gc(_) | Command::InstallHook(_) | Command::Hook(_)),
@@ -272,7 +288,7 @@ mod tests {
                 ),
                 (Err(_), named) => prop_assert!(named.is_none()),
             }
-            prop_assert_eq!(outcome(parse(&args)), outcome(whole));
+            prop_assert_eq!(outcome(parse(&args)), outcome(by_whole));
         }
     }
 }
