@@ -114,10 +114,9 @@ impl Fsync {
         }
         let mut dirs = BTreeSet::new();
         for id in ids {
-            let hex = id.to_hex().to_string();
-            let dir = objects_dir.join(&hex[..2]);
-            if dir.join(&hex[2..]).is_file() {
-                dirs.insert(dir);
+            let path = crate::loose::path(objects_dir, *id);
+            if let (true, Some(dir)) = (path.is_file(), path.parent()) {
+                dirs.insert(dir.to_owned());
             }
         }
         if dirs.is_empty() {

@@ -8,9 +8,11 @@
 //! a file this small fills one block whether compressed or not, and `git gc` compresses the
 //! objects when it packs them.
 //!
-//! The file handling is git's: the object goes to a temporary file in `objects/` (mode 0444),
-//! the fan-out directory is created when missing, and the file is renamed into place. An
-//! object that already exists is freshened (its modification time set to now) instead.
+//! The file handling is git's, but for one place: the object goes to a temporary file (mode
+//! 0444) in `objects/`, where git writes its own in the fan-out directory (on ext4 that put a
+//! claim's inodes in many block groups and measured slower, BENCHMARKS.md); the fan-out
+//! directory is created when missing, and the file is renamed into place. An object that
+//! already exists is freshened (its modification time set to now) instead.
 
 use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
@@ -40,9 +42,8 @@ pub(crate) fn write(
     sync: bool,
 ) -> Result<(), Error> {
     let io = |context: String| move |source| Error::Io { context, source };
-    let hex = id.to_hex().to_string();
-    let dir = objects_dir.join(&hex[..2]);
-    let path = dir.join(&hex[2..]);
+    let path = path(objects_dir, id);
+    let dir = path.parent().unwrap_or(objects_dir).to_owned();
     if freshen(&path) {
         return Ok(());
     }
@@ -88,6 +89,13 @@ pub(crate) fn write(
             }
         }
     }
+}
+
+/// The path of object `id` as a loose object under `objects_dir`: `xx/` and the rest of its
+/// hexadecimal name.
+pub(crate) fn path(objects_dir: &Path, id: ObjectId) -> std::path::PathBuf {
+    let hex = id.to_hex().to_string();
+    objects_dir.join(&hex[..2]).join(&hex[2..])
 }
 
 /// Sets the modification time of an existing object file to now; false if there is none or

@@ -594,15 +594,8 @@ impl Store {
     /// the packs first would load their indexes, a listing of `objects/pack` and every index
     /// file's header, for an object that is almost always loose.
     pub(crate) fn holds_object(&self, id: ObjectId) -> bool {
-        let hex = id.to_hex().to_string();
-        let loose = self
-            .repo
-            .objects
-            .store_ref()
-            .path()
-            .join(&hex[..2])
-            .join(&hex[2..]);
-        loose.is_file() || self.repo.has_object(id)
+        crate::loose::path(self.repo.objects.store_ref().path(), id).is_file()
+            || self.repo.has_object(id)
     }
 
     /// Writes the commits of doctor's probe of a remote, as loose objects: a root commit of
