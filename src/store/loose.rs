@@ -10,8 +10,8 @@
 //!
 //! The file handling is git's, but for one place: the object goes to a temporary file (mode
 //! 0444) in `objects/`, where git writes its own in the fan-out directory (on ext4 that put a
-//! claim's inodes in many block groups and measured slower, BENCHMARKS.md); the fan-out
-//! directory is created when missing, and the file is renamed into place. An object that
+//! claim's inodes in many block groups and measured slower, BENCHMARKS.md); the file is
+//! renamed into place, and the fan-out directory created only when the rename finds it missing. An object that
 //! already exists is freshened (its modification time set to now) instead.
 
 use std::io::Write;
@@ -66,17 +66,14 @@ pub(crate) fn write(
             .sync_all()
             .map_err(io(format!("cannot fsync {}", file.path().display())))?;
     }
-    // `git prune` and `git prune-packed` remove empty fan-out directories: one may vanish
-    // between its creation and the rename, again and again while git packs in a loop, so the
-    // pair is tried until the rename lands (the temporary file, in `objects/` itself, stays).
+    // The rename is tried first, as git does: the fan-out directory almost always exists, and
+    // is made only when the rename finds it missing. `git prune` and `git prune-packed` remove
+    // empty fan-out directories, so one may vanish again between its creation and the rename,
+    // again and again while git packs in a loop: the pair is tried until the rename lands (the
+    // temporary file, in `objects/` itself, stays).
     let mut attempt = 0;
     loop {
         attempt += 1;
-        match std::fs::create_dir(&dir) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-            Err(e) => return Err(io(format!("cannot create {}", dir.display()))(e)),
-        }
         match file.persist(&path) {
             Ok(_) => return Ok(()),
             Err(e)
@@ -87,6 +84,11 @@ pub(crate) fn write(
             Err(e) => {
                 return Err(io(format!("cannot move an object into {}", path.display()))(e.error))
             }
+        }
+        match std::fs::create_dir(&dir) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(io(format!("cannot create {}", dir.display()))(e)),
         }
     }
 }
