@@ -2,7 +2,7 @@
 # Whole-process benchmarks of git-lease against the SQLite CLI peer and git plumbing.
 #
 #   benches/run.sh [--quick] [--sizes "1000 10000 100000"] [--rounds N] [--groups "..."]
-#                  [--out DIR] [--tmp DIR] [--keep] [--no-build]
+#                  [--out DIR] [--tmp DIR] [--journaled] [--keep] [--no-build]
 #
 # Groups (default: all, in this order):
 #   acquire     one acquire per process, fresh issue per run: git-lease (default, and with
@@ -34,10 +34,14 @@
 # median of same-round ratios. --quick: sizes 1000 and 10000, fewer rounds.
 # Results: DIR/run.md (default benches/target/bench-results/), raw JSON beside it.
 # Scratch repositories: under --tmp (default /var/tmp, on the disk; /tmp may be a tmpfs).
+# --journaled (root, mkfs.ext4 and a loop device): under a journaled ext4 made for the run in
+# an image file under --tmp, mounted on a loop device, its inode tables and journal written
+# before the run starts; unmounted and removed at the end.
 # Network traffic: only to 127.0.0.1.
 # This machine's ext4 has no journal: for 1-5 minutes after many files are deleted, creating
 # files near them is several times slower (see BENCHMARKS.md). Do not delete big trees right
-# before a run; this script removes its own scratch directory only at the end (--keep: never).
+# before a run, or use --journaled; this script removes its own scratch directory only at the
+# end (--keep: never).
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -48,6 +52,7 @@ GROUPS_WANTED="acquire list scale contention remote reftable gc"
 OUT="$HERE/target/bench-results"
 TMPBASE="${GIT_LEASE_BENCH_TMP:-/var/tmp}"
 KEEP=0
+JOURNALED=0
 BUILD=1
 QUICK=0
 CONTEND_OPS=150
@@ -61,8 +66,9 @@ while [ $# -gt 0 ]; do
         --tmp) TMPBASE="$2"; shift 2 ;;
         --contend-ops) CONTEND_OPS="$2"; shift 2 ;;
         --keep) KEEP=1; shift ;;
+        --journaled) JOURNALED=1; shift ;;
         --no-build) BUILD=0; shift ;;
-        -h|--help) sed -n '2,31p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,44p' "$0"; exit 0 ;;
         *) echo "run.sh: unknown option $1" >&2; exit 2 ;;
     esac
 done
@@ -102,11 +108,33 @@ for b in "$GL" "$SL" "$POP" "$CONTEND"; do [ -x "$b" ] || { echo "run.sh: missin
 
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
+IMAGE=""; MOUNT=""
+unmount() {
+    if [ -n "$MOUNT" ]; then umount "$MOUNT" && rmdir "$MOUNT"; fi
+    if [ -n "$IMAGE" ]; then rm -f "$IMAGE"; fi
+}
+if [ "$JOURNALED" = 1 ]; then
+    [ "$(id -u)" = 0 ] || { echo "run.sh: --journaled mounts a file system: run as root" >&2; exit 1; }
+    command -v mkfs.ext4 >/dev/null || { echo "run.sh: --journaled needs mkfs.ext4" >&2; exit 1; }
+    IMAGE=$(mktemp "$TMPBASE/git-lease-run.XXXXXX.img")
+    MOUNT=$(mktemp -d "$TMPBASE/git-lease-run.XXXXXX.mnt")
+    trap unmount EXIT
+    truncate -s 16G "$IMAGE"
+    # Inode tables and journal written now, not by a kernel thread during the run.
+    mkfs.ext4 -q -F -E lazy_itable_init=0,lazy_journal_init=0 "$IMAGE"
+    mount -o loop "$IMAGE" "$MOUNT"
+    TMPBASE=$MOUNT
+fi
 W=$(mktemp -d "$TMPBASE/git-lease-run.XXXXXX")
 DAEMON_PID=""
 cleanup() {
     if [ -n "$DAEMON_PID" ]; then kill "$DAEMON_PID" 2>/dev/null || true; wait "$DAEMON_PID" 2>/dev/null || true; fi
-    if [ "$KEEP" = 0 ]; then rm -rf "$W"; else echo "kept $W" >&2; fi
+    if [ "$KEEP" = 0 ]; then
+        rm -rf "$W"
+        unmount
+    else
+        echo "kept $W${MOUNT:+ (mounted from $IMAGE)}" >&2
+    fi
 }
 trap cleanup EXIT
 
@@ -125,7 +153,7 @@ REPORT="$OUT/run.md"
     echo "- scratch: $W on $(df --output=fstype "$W" | tail -1) ($(df --output=source "$W" | tail -1); rotational=$(cat /sys/block/"$(basename "$(df --output=source "$W" | tail -1)")"/queue/rotational 2>/dev/null || echo '?'))"
     echo "- $(git --version), $(rustc --version 2>/dev/null || echo 'rustc ?'), $(hyperfine --version)"
     echo "- git-lease $(cd "$ROOT" && git rev-parse --short HEAD 2>/dev/null || echo '?')$(cd "$ROOT" && git diff --quiet 2>/dev/null || echo ' (dirty)')"
-    echo "- command: benches/run.sh --sizes \"$SIZES\" --rounds $ROUNDS --groups \"$GROUPS_WANTED\""
+    echo "- command: benches/run.sh --sizes \"$SIZES\" --rounds $ROUNDS --groups \"$GROUPS_WANTED\"${MOUNT:+ --journaled}"
     echo "- every group: hyperfine in $ROUNDS rounds, the commands' order rotated each round; GIT_LEASE_NOW=$GIT_LEASE_NOW"
     echo
 } > "$REPORT"
