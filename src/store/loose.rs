@@ -11,8 +11,8 @@
 //! The file handling is git's, but for one place: the object goes to a temporary file (mode
 //! 0444) in `objects/`, where git writes its own in the fan-out directory (on ext4 that put a
 //! claim's inodes in many block groups and measured slower, BENCHMARKS.md); the file is
-//! renamed into place, and the fan-out directory created only when the rename finds it missing. An object that
-//! already exists is freshened (its modification time set to now) instead.
+//! renamed into place, and the fan-out directory made only when the rename finds it missing.
+//! An object that already exists is freshened (its modification time set to now) instead.
 
 use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
