@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Interleaved runs of commands, timed by wall clock and by CPU (user + system of the process
-and of every child it waited for, from the kernel's rusage), for benches/reftable.sh.
+and of every child it waited for, from the kernel's rusage), for benches/reftable.sh and the
+run-by-run table of benches/run.sh's acquire group.
 
     cputime.py --rounds R --runs K [--warmup W] [--ratio A:B ...] NAME=COMMAND ...
 
@@ -12,8 +13,8 @@ Every round runs each command K times after W warm-up runs, the commands in an o
 by one each round. Prints a markdown table: per command the median wall and CPU time over all
 runs, and per ratio A:B the median over the rounds of (median of A in that round) / (median of B
 in that round), for both, with its spread (the whole range over fewer than 20 rounds, else the
-middle half), and the ratio of the two commands' medians of wall time over all runs. CPU time is what a loaded machine inflates least: waiting for a
-core is not counted, only the work done.
+middle half), and the ratio of the two commands' medians of wall time over all runs. CPU time
+is what a loaded machine inflates least: waiting for a core is not counted, only the work done.
 """
 import os
 import resource

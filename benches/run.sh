@@ -8,7 +8,7 @@
 #   acquire     one acquire per process, fresh issue per run: git-lease (default, and with
 #               lease.fsync=true), sqlite-lease (NORMAL, FULL), one `git update-ref`, the
 #               plumbing pipeline (hash-object -w --stdin, mktree, commit-tree, update-ref with
-#               the old value); then the same commands but the pipeline alternating run by run
+#               the old value); then the same commands but the pipeline, alternating run by run
 #               (100 runs of each per round, benches/cputime.py, no shell between), the
 #               figure a disk whose cost comes in bursts moves least
 #   list        `git-lease list` (warm, and cold: its list cache emptied first) vs
@@ -36,7 +36,7 @@
 # Scratch repositories: under --tmp (default /var/tmp, on the disk; /tmp may be a tmpfs).
 # --journaled (root, mkfs.ext4 and a loop device): under a journaled ext4 made for the run in
 # an image file under --tmp, mounted on a loop device, its inode tables and journal written
-# before the run starts; unmounted and removed at the end.
+# before the run starts; unmounted and removed at the end (--keep: left mounted).
 # Network traffic: only to 127.0.0.1.
 # This machine's ext4 has no journal: for 1-5 minutes after many files are deleted, creating
 # files near them is several times slower (see BENCHMARKS.md). Do not delete big trees right
@@ -110,7 +110,10 @@ mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
 IMAGE=""; MOUNT=""
 unmount() {
-    if [ -n "$MOUNT" ]; then umount "$MOUNT" && rmdir "$MOUNT"; fi
+    if [ -n "$MOUNT" ]; then
+        if mountpoint -q "$MOUNT"; then umount "$MOUNT"; fi
+        rmdir "$MOUNT"
+    fi
     if [ -n "$IMAGE" ]; then rm -f "$IMAGE"; fi
 }
 if [ "$JOURNALED" = 1 ]; then
