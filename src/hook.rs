@@ -4,14 +4,14 @@
 //! A check each client can skip is not a check, so the server that receives pushes runs this
 //! from its `pre-receive` (or `update`) hook. Each new lease commit is judged by
 //! [`crate::step::judge`] as an arrival: at the server's clock, with the authenticated pusher
-//! as the only actor. Fenced branches (`lease.fence = refs/heads/issue/*`) accept pushes only
-//! while the issue the glob's `*` matched (slashes included) is live, only from its holder
-//! when the pusher is known (`lease.identity`), and, when the push carries
-//! `-o lease-token=<N>` (or `lease.requireToken` asks for it), only with the live tenure's
-//! token. Doctor's scratch refs (`refs/lease-probe/*`, [`crate::probe`]) pass, whatever a
+//! as the only actor. Fenced branches (`lease.fence`, by default `refs/heads/issue/*`) accept
+//! pushes only while the issue the glob's `*` matched (slashes included) is live, only from its
+//! holder when the pusher is known (`lease.identity`), and, when the push carries
+//! `-o lease-token=<N>` or the policy needs one (without identity, by default: [`policy`]),
+//! only with the live tenure's token. Doctor's scratch refs (`refs/lease-probe/*`, [`crate::probe`]) pass, whatever a
 //! fence glob says.
 
-use chrono::{DateTime, Duration, Utc};
+use chrono::{DateTime, Utc};
 use gix::ObjectId;
 
 use crate::issue::{IssueId, REF_PREFIX};
@@ -21,8 +21,11 @@ use crate::probe::{ProbeReport, PROBE_PREFIX};
 use crate::rules::is_live;
 pub use crate::step::Pusher;
 use crate::step::{Arrival, Judgement};
+
+mod policy;
 use crate::store::{Store, ARCHIVE_REF};
 use crate::verify;
+pub use policy::{fence_globs, pusher_from_env, Identity, Policy, Source, DEFAULT_FENCE};
 
 /// How every refusal line of the hook begins ([`Refusal`]'s `Display`): the mark by which a
 /// client tells a refusal by the lease rules from a hook that failed, or another hook's
@@ -53,149 +56,6 @@ pub fn never_run_by(store: &Store) -> Option<String> {
              \"Third-party servers\")"
         )
     })
-}
-
-/// How the server learns who pushed.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Identity {
-    /// Not configured: lease pushes are checked by the rules alone.
-    None,
-    /// Signed pushes (`git push --signed`): `GIT_PUSH_CERT_SIGNER` with status `G`.
-    PushCert,
-    /// The named environment variable (`REMOTE_USER`, `GL_USER`, ...) set by the server.
-    Env(String),
-}
-
-/// The hook's configuration, read from the receiving repository.
-#[derive(Clone, Debug)]
-pub struct Policy {
-    /// How far a pushed event's `at` may be from the server's clock (`lease.maxClockSkew`, 5
-    /// minutes by default).
-    pub max_skew: Duration,
-    /// Where the pusher's identity comes from (`lease.identity`, `lease.pusherEnv`).
-    pub identity: Identity,
-    /// Who may revoke (`lease.admins`, one whole identity per value).
-    pub admins: Vec<String>,
-    /// Globs of fenced refs (`lease.fence`).
-    pub fences: Vec<String>,
-    /// Refuse fenced pushes without `lease-token` (`lease.requireToken`).
-    pub require_token: bool,
-    /// With `lease.requireSignatures`: the allowed signers every pushed step must be signed by
-    /// (the served repository's `lease.allowedSigners`, or its `HEAD`'s
-    /// `.git-lease/allowed_signers`).
-    pub signers: Option<crate::rules::signers::AllowedSigners>,
-}
-
-impl Policy {
-    /// Reads the policy from the repository's configuration.
-    pub fn from_config(store: &Store) -> Result<Policy, crate::Error> {
-        let max_skew =
-            crate::config::max_clock_skew(store.config_string("lease.maxClockSkew").as_deref())?;
-        let pusher_env = store.config_string("lease.pusherEnv");
-        let identity = match store.config_string("lease.identity").as_deref() {
-            Some("push-cert") => Identity::PushCert,
-            // Fails closed: a server told to read the pusher from the environment, but not from
-            // which variable, knows nobody; the hook refuses every push until that is fixed.
-            Some("env") => match pusher_env {
-                Some(var) if !var.is_empty() => Identity::Env(var),
-                _ => {
-                    return Err(crate::Error::ConfigMissing {
-                        key: "lease.pusherEnv".into(),
-                        needed: "lease.identity=env needs it: the name of the variable the \
-                                 server sets to the authenticated pusher (REMOTE_USER, GL_USER, \
-                                 ...)",
-                    })
-                }
-            },
-            None => match pusher_env {
-                Some(var) if var.is_empty() => {
-                    return Err(crate::Error::Config {
-                        key: "lease.pusherEnv".into(),
-                        value: var,
-                        expected: "the name of the variable the server sets to the \
-                                   authenticated pusher (REMOTE_USER, GL_USER, ...)",
-                    })
-                }
-                Some(var) => Identity::Env(var),
-                None => Identity::None,
-            },
-            Some(other) => {
-                return Err(crate::Error::Config {
-                    key: "lease.identity".into(),
-                    value: other.to_owned(),
-                    expected: "push-cert or env",
-                })
-            }
-        };
-        // One identity per value, taken whole and exactly as written: "Ops Team" is one
-        // identity, not two, and "ops " is not "ops". An empty value names nobody.
-        let admins = store
-            .config_strings("lease.admins")
-            .into_iter()
-            .filter(|a| !a.is_empty())
-            .collect();
-        let require_token = crate::config::boolean(
-            "lease.requireToken",
-            store.config_flag("lease.requireToken").as_deref(),
-        )?
-        .unwrap_or(false);
-        let fences = store.config_strings("lease.fence");
-        if let Some(bad) = fences.iter().find(|g| g.matches('*').count() != 1) {
-            return Err(crate::Error::Config {
-                key: "lease.fence".into(),
-                value: bad.clone(),
-                expected: "a glob with exactly one `*`, which matches the issue id",
-            });
-        }
-        let signers = crate::ledger::signers::required(store)?;
-        Ok(Policy {
-            max_skew,
-            identity,
-            admins,
-            fences,
-            require_token,
-            signers,
-        })
-    }
-}
-
-/// Establishes the pusher from the hook's environment under `identity`.
-///
-/// The value is the identity exactly as the server set it, never trimmed or otherwise
-/// normalised: `"ops "` is not the administrator `ops`, and `" alice"` is not `alice`. An empty
-/// (or unset) value is no identity.
-pub fn pusher_from_env(identity: &Identity) -> Pusher {
-    match identity {
-        Identity::None => Pusher::Unknown,
-        Identity::PushCert => {
-            let status = std::env::var("GIT_PUSH_CERT_STATUS").unwrap_or_default();
-            if status != "G" {
-                return Pusher::Unauthenticated(if status.is_empty() {
-                    "the push is not signed (use git push --signed)".into()
-                } else {
-                    format!("the push certificate's status is {status}, not G (good)")
-                });
-            }
-            match std::env::var("GIT_PUSH_CERT_SIGNER") {
-                Ok(signer) if !signer.is_empty() => Pusher::Known(signer),
-                Ok(_) | Err(std::env::VarError::NotPresent) => Pusher::Unauthenticated(
-                    "the push certificate's key is not in the allowed signers".into(),
-                ),
-                Err(std::env::VarError::NotUnicode(_)) => Pusher::Unauthenticated(
-                    "the push certificate's signer is not valid UTF-8".into(),
-                ),
-            }
-        }
-        Identity::Env(var) => match std::env::var(var) {
-            Ok(v) if !v.is_empty() => Pusher::Known(v),
-            Ok(_) | Err(std::env::VarError::NotPresent) => {
-                Pusher::Unauthenticated(format!("the server did not set {var}"))
-            }
-            Err(std::env::VarError::NotUnicode(_)) => {
-                Pusher::Unauthenticated(format!("the server set {var} to text that is not UTF-8"))
-            }
-        },
-    }
 }
 
 /// One ref update of a push.
@@ -711,12 +571,12 @@ fn check_fenced_update(
         },
         None if policy.require_token && push_options.is_none() => refuse(
             "fence",
-            "lease.requireToken needs the pre-receive hook: git never gives push options to the update hook (run git lease install-hook)".into(),
+            "a fenced push needs its token (lease.requireToken), which git never gives the update hook: run git lease install-hook (pre-receive)".into(),
         ),
         None if policy.require_token => refuse(
             "fence",
             format!(
-                "a push to {} must carry -o lease-token=<N> (lease.requireToken); use git lease push",
+                "a push to {} must carry the live token, -o lease-token=<N> (lease.requireToken); use git lease push, to a server that takes push options",
                 update.name
             ),
         ),

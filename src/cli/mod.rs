@@ -6,6 +6,7 @@ mod commands;
 mod completion;
 mod exit;
 mod gc;
+mod guard;
 mod manual;
 mod mcp;
 mod output;

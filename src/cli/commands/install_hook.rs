@@ -46,3 +46,22 @@ pub(crate) fn run(ctx: &Context, args: Args, out: &mut dyn Write) -> Result<u8, 
     }
     crate::cli::server::install_hook(ctx, binary.as_deref(), allow_hooks_path, out)
 }
+
+/// The policy the server hook was installed with, for `install-hook --json` (docs/JSON.md).
+pub(crate) fn policy_json(policy: &git_lease::hook::Policy) -> serde_json::Value {
+    use git_lease::hook::{Identity, Source};
+    let (identity, pusher_env) = match &policy.identity {
+        Identity::None => ("none", None),
+        Identity::PushCert => ("push-cert", None),
+        Identity::Env(var) => ("env", Some(var.as_str())),
+    };
+    serde_json::json!({
+        "identity": identity,
+        "pusher_env": pusher_env,
+        "fences": policy.fences,
+        "fences_default": policy.fences_from == Source::Default,
+        "require_token": policy.require_token,
+        "require_token_default": policy.token_from == Source::Default,
+        "admins": policy.admins,
+    })
+}
