@@ -15,16 +15,17 @@ use chrono::{DateTime, Utc};
 use gix::ObjectId;
 
 use crate::issue::{IssueId, REF_PREFIX};
-use crate::lease::Lease;
 use crate::liveness::LocalHost;
 use crate::probe::{ProbeReport, PROBE_PREFIX};
-use crate::rules::is_live;
 pub use crate::step::Pusher;
 use crate::step::{Arrival, Judgement};
-
-mod policy;
 use crate::store::{Store, ARCHIVE_REF};
 use crate::verify;
+
+mod fence;
+mod policy;
+pub use fence::{check_transaction, fenced_issue, forget_approvals, FENCE_APPROVALS_DIR};
+use fence::{record_approvals, Approval};
 pub use policy::{fence_globs, pusher_from_env, Identity, Policy, Source, DEFAULT_FENCE};
 
 /// How every refusal line of the hook begins ([`Refusal`]'s `Display`): the mark by which a
@@ -137,8 +138,7 @@ pub fn check_push(
         } else if update.name.starts_with(REF_PREFIX) {
             check_lease_update(store, policy, pusher, update, now, &mut refusals);
         } else if let Some(issue) = fenced_issue(&policy.fences, &update.name) {
-            let before = refusals.len();
-            let token = check_fenced_update(
+            match fence::check_fenced_update(
                 store,
                 policy,
                 pusher,
@@ -146,17 +146,16 @@ pub fn check_push(
                 update,
                 &issue,
                 now,
-                &mut refusals,
-            );
-            if let Some(token) = token.filter(|_| refusals.len() == before) {
-                approvals.push(Approval {
+            ) {
+                Ok(token) => approvals.push(Approval {
                     update: update.clone(),
                     token,
                     pusher: match pusher {
                         Pusher::Known(who) => Some(who.clone()),
                         _ => None,
                     },
-                });
+                }),
+                Err(refusal) => refusals.push(refusal),
             }
         }
     }
@@ -192,150 +191,6 @@ pub fn probe_report(
         .iter()
         .any(|u| u.name.starts_with(PROBE_PREFIX))
         .then(|| ProbeReport::of(policy, pusher, store.ref_format(), now))
-}
-
-/// Where, in the served repository's git dir, the push check leaves one file per fenced
-/// update it approved, for the ref transaction that lands it ([`check_transaction`]).
-pub const FENCE_APPROVALS_DIR: &str = "lease-fence-approvals";
-
-/// How long an approval no transaction took stays (a push refused after the check, by
-/// another hook or a lost connection, leaves its approvals behind).
-const APPROVAL_LIFETIME: std::time::Duration = std::time::Duration::from_secs(24 * 3600);
-
-/// A fenced update the push check accepted: in the tenure of `token`, by `pusher`.
-#[derive(Clone, Debug, PartialEq, Eq)]
-struct Approval {
-    update: RefUpdate,
-    token: u64,
-    pusher: Option<String>,
-}
-
-/// The file of `update`'s approval: named by the SHA-256 of the update, so that no other
-/// update can be made to share it (and overwrite or remove it).
-fn approval_path(store: &Store, update: &RefUpdate) -> std::path::PathBuf {
-    let key = format!("{} {} {}", update.name, update.old, update.new);
-    let mut hasher = gix::hash::hasher(gix::hash::Kind::Sha256);
-    hasher.update(key.as_bytes());
-    let name = hasher
-        .try_finalize()
-        .map(|id| id.to_string())
-        .unwrap_or_else(|_| format!("{:016x}", crate::cache::fnv1a(key.as_bytes())));
-    store.git_dir().join(FENCE_APPROVALS_DIR).join(name)
-}
-
-fn record_approvals(store: &Store, approvals: &[Approval]) -> std::io::Result<()> {
-    if approvals.is_empty() {
-        return Ok(());
-    }
-    let dir = store.git_dir().join(FENCE_APPROVALS_DIR);
-    std::fs::create_dir_all(&dir)?;
-    // Forget approvals no transaction took.
-    if let Ok(entries) = std::fs::read_dir(&dir) {
-        for entry in entries.flatten() {
-            let old = entry
-                .metadata()
-                .and_then(|m| m.modified())
-                .ok()
-                .and_then(|t| t.elapsed().ok())
-                .is_some_and(|age| age > APPROVAL_LIFETIME);
-            if old {
-                let _ = std::fs::remove_file(entry.path());
-            }
-        }
-    }
-    for a in approvals {
-        let text = format!(
-            "{} {} {}\n{}\n{}\n",
-            a.update.name,
-            a.update.old,
-            a.update.new,
-            a.token,
-            a.pusher.as_deref().unwrap_or("")
-        );
-        let mut tmp = tempfile::NamedTempFile::new_in(&dir)?;
-        std::io::Write::write_all(&mut tmp, text.as_bytes())?;
-        tmp.persist(approval_path(store, &a.update))
-            .map_err(|e| e.error)?;
-    }
-    Ok(())
-}
-
-fn read_approval(store: &Store, update: &RefUpdate) -> Option<Approval> {
-    let text = std::fs::read_to_string(approval_path(store, update)).ok()?;
-    let mut lines = text.lines();
-    let head = lines.next()?;
-    if head != format!("{} {} {}", update.name, update.old, update.new) {
-        return None;
-    }
-    let token = lines.next()?.parse().ok()?;
-    let pusher = lines.next().filter(|p| !p.is_empty()).map(str::to_owned);
-    Some(Approval {
-        update: update.clone(),
-        token,
-        pusher,
-    })
-}
-
-/// Checks, as the ref transaction that lands a push is prepared (git's
-/// `reference-transaction` hook, state `prepared`: every ref locked, nothing written yet),
-/// every fenced update the push check approved, again, at `now`: the issue must still be in
-/// the very tenure approved (its token), held by the same pusher, and live. A takeover or a
-/// revoke that landed while the rest of the push was being checked refuses the stale work.
-/// Updates without an approval (a transaction of the server's own, not a push) pass.
-pub fn check_transaction(
-    store: &Store,
-    policy: &Policy,
-    updates: &[RefUpdate],
-    now: DateTime<Utc>,
-) -> Vec<Refusal> {
-    let mut refusals = Vec::new();
-    for update in updates {
-        if update.name.starts_with(PROBE_PREFIX) {
-            continue;
-        }
-        let Some(issue) = fenced_issue(&policy.fences, &update.name) else {
-            continue;
-        };
-        let Some(approval) = read_approval(store, update) else {
-            continue;
-        };
-        let current = fenced_entry(store, &issue);
-        let problem = match live_lease(current.as_ref(), now) {
-            None => Some(format!(
-                "issue {issue} is no longer held (it was in tenure {} when this push was checked); the work was not landed",
-                approval.token
-            )),
-            Some(lease) if lease.token != approval.token => Some(format!(
-                "issue {issue} moved to tenure {} held by {} while this push was checked (in tenure {}); the work was not landed",
-                lease.token,
-                lease.holder.as_deref().unwrap_or("nobody"),
-                approval.token
-            )),
-            Some(lease) => match &approval.pusher {
-                Some(who) if lease.holder.as_deref() != Some(who.as_str()) => Some(format!(
-                    "issue {issue} is held by {} now, not by {who}",
-                    lease.holder.as_deref().unwrap_or("nobody")
-                )),
-                _ => None,
-            },
-        };
-        if let Some(detail) = problem {
-            refusals.push(Refusal {
-                name: update.name.clone(),
-                commit: update.new.to_string(),
-                rule: "fence".into(),
-                detail,
-            });
-        }
-    }
-    refusals
-}
-
-/// Forgets the approvals of `updates` once their transaction is over (committed or aborted).
-pub fn forget_approvals(store: &Store, updates: &[RefUpdate]) {
-    for update in updates {
-        let _ = std::fs::remove_file(approval_path(store, update));
-    }
 }
 
 fn check_lease_update(
@@ -465,126 +320,6 @@ pub fn check_revivals(store: &Store, updates: &[RefUpdate]) -> Vec<Refusal> {
     refusals
 }
 
-/// Returns the newest entry of the issue a fenced ref belongs to (`None`: never leased, or
-/// not a valid id).
-fn fenced_entry(store: &Store, issue: &str) -> Option<crate::store::Entry> {
-    IssueId::new(issue)
-        .ok()
-        .and_then(|id| store.current(&id).ok().flatten())
-}
-
-/// Returns the lease of `current` if it is live at `now`.
-fn live_lease(current: Option<&crate::store::Entry>, now: DateTime<Utc>) -> Option<&Lease> {
-    current
-        .filter(|e| is_live(e.current(), now))
-        .map(|e| &e.lease)
-}
-
-/// Returns the issue a fenced ref belongs to: what the `*` of the first matching glob of
-/// `fences` matched, slashes included (`refs/heads/issue/*` makes `refs/heads/issue/gh/123`
-/// a branch of issue `gh/123`).
-pub fn fenced_issue(fences: &[String], name: &str) -> Option<String> {
-    fences.iter().find_map(|glob| star_match(glob, name))
-}
-
-/// Returns what the one `*` of `glob` matches in `text`, if `text` matches `glob`.
-fn star_match(glob: &str, text: &str) -> Option<String> {
-    let (head, tail) = glob.split_once('*')?;
-    let rest = text.strip_prefix(head)?.strip_suffix(tail)?;
-    (!rest.is_empty()).then(|| rest.to_owned())
-}
-
-#[allow(clippy::too_many_arguments)]
-fn check_fenced_update(
-    store: &Store,
-    policy: &Policy,
-    pusher: &Pusher,
-    push_options: Option<&[String]>,
-    update: &RefUpdate,
-    issue: &str,
-    now: DateTime<Utc>,
-    refusals: &mut Vec<Refusal>,
-) -> Option<u64> {
-    let commit = if update.new.is_null() {
-        update.old
-    } else {
-        update.new
-    };
-    let mut refuse = |rule: &str, detail: String| {
-        refusals.push(Refusal {
-            name: update.name.clone(),
-            commit: commit.to_string(),
-            rule: rule.to_owned(),
-            detail,
-        })
-    };
-    let current = fenced_entry(store, issue);
-    let Some(lease) = live_lease(current.as_ref(), now) else {
-        refuse(
-            "fence",
-            format!(
-                "nobody holds issue {issue} (last token {}); acquire it before pushing {}",
-                current
-                    .as_ref()
-                    .map(|e| e.lease.token.to_string())
-                    .unwrap_or_else(|| "none".into()),
-                update.name
-            ),
-        );
-        return None;
-    };
-    let holder = lease.holder.as_deref().unwrap_or_default();
-    match pusher {
-        Pusher::Unauthenticated(why) => {
-            refuse("identity", why.clone());
-            return None;
-        }
-        Pusher::Known(who) if who != holder => {
-            refuse(
-                "fence",
-                format!(
-                    "issue {issue} is held by {holder} (token {}), not by {who}",
-                    lease.token
-                ),
-            );
-            return None;
-        }
-        _ => {}
-    }
-    let token = push_options.and_then(|opts| {
-        opts.iter()
-            .rev()
-            .find_map(|o| o.strip_prefix(TOKEN_OPTION))
-            .map(str::to_owned)
-    });
-    match token {
-        Some(text) => match text.parse::<u64>() {
-            Ok(n) if n == lease.token => {}
-            Ok(n) => refuse(
-                "fence",
-                format!(
-                    "token {n} is stale: issue {issue} is in tenure {} held by {holder}",
-                    lease.token
-                ),
-            ),
-            Err(_) => refuse("fence", format!("push option lease-token={text} is not a number")),
-        },
-        None if policy.require_token && push_options.is_none() => refuse(
-            "fence",
-            "a fenced push needs its token (lease.requireToken), which git never gives the update hook: run git lease install-hook (pre-receive)".into(),
-        ),
-        None if policy.require_token => refuse(
-            "fence",
-            format!(
-                "a push to {} must carry the live token, -o lease-token=<N> (lease.requireToken); use git lease push, to a server that takes push options",
-                update.name
-            ),
-        ),
-        None => {}
-    }
-    Some(lease.token)
-}
-
 /// Reads the push options git gives a pre-receive hook (`GIT_PUSH_OPTION_COUNT`,
 /// `GIT_PUSH_OPTION_<i>`); empty when the client sent none.
 pub fn push_options_from_env() -> Vec<String> {
@@ -595,24 +330,4 @@ pub fn push_options_from_env() -> Vec<String> {
     (0..count)
         .filter_map(|i| std::env::var(format!("GIT_PUSH_OPTION_{i}")).ok())
         .collect()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_fence_glob_names_the_issue_its_star_matched() {
-        let fences = vec![
-            "refs/heads/issue/*".to_owned(),
-            "refs/heads/*-wip".to_owned(),
-        ];
-        let issue = |name| fenced_issue(&fences, name);
-        assert_eq!(issue("refs/heads/issue/7").as_deref(), Some("7"));
-        assert_eq!(issue("refs/heads/issue/gh/123").as_deref(), Some("gh/123"));
-        assert_eq!(issue("refs/heads/x/9-wip").as_deref(), Some("x/9"));
-        assert_eq!(issue("refs/heads/main"), None);
-        assert_eq!(issue("refs/heads/issue/"), None);
-        assert_eq!(issue("refs/heads/issue"), None);
-    }
 }

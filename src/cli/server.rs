@@ -191,6 +191,7 @@ pub(crate) fn install_hook(
     allow_hooks_path: bool,
     out: &mut dyn Write,
 ) -> Result<u8, Failure> {
+    use super::commands::install_hook as command;
     // `--repo` was opened as the context's repository.
     let store = ctx.ledger.store();
     let exe = hook_binary(binary)?;
@@ -248,56 +249,26 @@ pub(crate) fn install_hook(
             owner.name()
         ));
     }
-    if policy.identity == hook::Identity::None {
-        warnings.push(
-            "no identity is configured (lease.pusherEnv, or lease.identity=push-cert): the hook \
-             cannot tell who pushed, so anyone can act as anyone (renew, release or revoke in \
-             another's name; a fenced branch holds by the token alone); see docs/SERVER.md"
-                .to_owned(),
-        );
-    }
-    warnings.extend(policy.open_fences());
+    warnings.extend(command::policy_warnings(&policy));
     warnings.extend(hook::never_run_by(store));
-    let advertised = git_lease::git::command(git_dir.path())
-        .args(["config", "--bool", "--get", "receive.advertisePushOptions"])
-        .stderr(Stdio::null())
-        .output()
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim() == "true")
-        .unwrap_or(false);
+    let advertised = command::push_options_advertised(git_dir.path());
     if !advertised {
-        warnings.push(
-            "receive.advertisePushOptions is still not true for this repository (a setting \
-             elsewhere overrides it?): pushes with -o lease-token=N will fail"
-                .to_owned(),
-        );
+        warnings.push(command::PUSH_OPTIONS_OFF.to_owned());
     }
-    // Each said once: on stderr, or with --json in the answer's `warnings`.
-    if ctx.json {
-        let value = serde_json::json!({
-            "hook": hook_path.display().to_string(),
-            "chained": chained.as_ref().map(|c| c.display().to_string()),
-            "binary": exe.display().to_string(),
-            "owner": owner.name(),
-            "push_options": advertised,
-            "policy": super::commands::install_hook::policy_json(&policy),
-            "warnings": warnings,
-        });
-        super::output::json::json_line(out, &value)?;
-    } else {
-        writeln!(
-            out,
-            "installed {}{note}; receive.advertisePushOptions enabled; it runs {}",
-            hook_path.display(),
-            exe.display()
-        )?;
-        for line in policy.summary() {
-            writeln!(out, "  {line}")?;
-        }
-        out.flush()?;
-        for w in &warnings {
-            super::output::said::warning(w);
-        }
-    }
+    command::report(
+        ctx.json,
+        out,
+        &command::ServerInstall {
+            hook: &hook_path,
+            chained: chained.as_deref(),
+            note: &note,
+            binary: &exe,
+            owner: owner.name(),
+            push_options: advertised,
+            policy: &policy,
+            warnings: &warnings,
+        },
+    )?;
     Ok(exit::OK)
 }
 
@@ -743,19 +714,7 @@ pub(crate) fn push(
     );
     // What is pushed, to settle an answer that gets lost.
     let pushing = ctx.ledger.store().tip_of(&full)?;
-    let mut pushed = push_branch(ctx, &remote_name, &branch, token, true, &shown)?;
-    let mut stderr = redact_urls(&String::from_utf8_lossy(&pushed.stderr));
-    if !pushed.status.success() && stderr.contains(git_lease::guard::NO_PUSH_OPTIONS) {
-        // A server that takes no push options runs no hook that could read the token: the
-        // branch goes without it (this repository's guard checks the token itself).
-        eprintln!(
-            "git lease: {} takes no push options: pushing {branch} without -o {}{token}",
-            redact_url(&remote_name),
-            hook::TOKEN_OPTION
-        );
-        pushed = push_branch(ctx, &remote_name, &branch, token, false, &shown)?;
-        stderr = redact_urls(&String::from_utf8_lossy(&pushed.stderr));
-    }
+    let (pushed, stderr) = push_with_token(ctx, &remote_name, &branch, token, &shown)?;
     if pushed.status.success() {
         eprint!("{stderr}");
         return answer("pushed", Some(token), None, exit::OK);
@@ -823,6 +782,32 @@ pub(crate) fn push(
         },
     }
     .into())
+}
+
+/// Pushes `branch` to `remote` with the holder's `token` as a push option; a server that takes
+/// no push options runs no hook that could read it, so the branch goes there again without it
+/// (this repository's guard checks the token itself), which is said on stderr. Returns git's
+/// answer and its stderr, without any URL's credentials.
+fn push_with_token(
+    ctx: &Context,
+    remote: &str,
+    branch: &str,
+    token: u64,
+    shown: &str,
+) -> Result<(std::process::Output, String), Error> {
+    let pushed = push_branch(ctx, remote, branch, token, true, shown)?;
+    let stderr = redact_urls(&String::from_utf8_lossy(&pushed.stderr));
+    if pushed.status.success() || !stderr.contains(git_lease::guard::NO_PUSH_OPTIONS) {
+        return Ok((pushed, stderr));
+    }
+    eprintln!(
+        "git lease: {} takes no push options: pushing {branch} without -o {}{token}",
+        redact_url(remote),
+        hook::TOKEN_OPTION
+    );
+    let pushed = push_branch(ctx, remote, branch, token, false, shown)?;
+    let stderr = redact_urls(&String::from_utf8_lossy(&pushed.stderr));
+    Ok((pushed, stderr))
 }
 
 /// Runs `git push` of `branch` to `remote` for `git lease push`, with the holder's `token` as

@@ -258,3 +258,46 @@ pub fn pusher_from_env(identity: &Identity) -> Pusher {
         },
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn policy(identity: Identity, fences: &[&str], require_token: bool) -> Policy {
+        Policy {
+            max_skew: Duration::minutes(5),
+            identity,
+            admins: Vec::new(),
+            fences: fences.iter().map(|f| (*f).to_owned()).collect(),
+            fences_from: Source::Configured,
+            require_token,
+            token_from: Source::Configured,
+            signers: None,
+        }
+    }
+
+    #[test]
+    fn a_fence_is_open_without_globs_or_without_both_identity_and_token() {
+        let env = || Identity::Env("REMOTE_USER".into());
+        assert!(policy(Identity::None, &[DEFAULT_FENCE], true)
+            .open_fences()
+            .is_empty());
+        assert!(policy(env(), &[DEFAULT_FENCE], false)
+            .open_fences()
+            .is_empty());
+        let open = policy(Identity::None, &[DEFAULT_FENCE], false).open_fences();
+        assert!(open[0].contains("lease.requireToken=false"), "{open:?}");
+        let open = policy(env(), &[], true).open_fences();
+        assert!(open[0].contains("no work branch is fenced"), "{open:?}");
+    }
+
+    #[test]
+    fn the_summary_names_identity_fence_token_and_admins() {
+        let lines = policy(Identity::PushCert, &["refs/heads/wip/*"], true).summary();
+        assert_eq!(lines.len(), 4, "{lines:?}");
+        assert!(lines[0].starts_with("identity: signed pushes"));
+        assert!(lines[1].contains("refs/heads/wip/* (lease.fence)"));
+        assert!(lines[2].contains("required on a fenced push (lease.requireToken)"));
+        assert_eq!(lines[3], "admins: none (lease.admins)");
+    }
+}
