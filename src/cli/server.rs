@@ -304,7 +304,7 @@ const CLIENT_HOOKS: [HookSpec; 2] = [
             "pre-push.before-git-lease",
             "pre-push.git-lease-tmp",
         ],
-        what: "Refuses a push to a fenced branch (lease.fence) without this holder's live token.",
+        what: "Refuses a push to a fenced branch (lease.fence) unless this holder holds its live tenure.",
         run: "hook pre-push \"$@\"",
     },
     HookSpec {

@@ -2,6 +2,8 @@
 //! pre-push hook refuses a push to a fenced branch unless it carries this holder's live token,
 //! and its pre-commit hook refuses a commit on a fenced branch whose lease is lost. The server
 //! here is a hookless `git daemon` (where the guard is all there is); `--no-verify` skips it.
+//! Against a plain bare repository, which takes no push options, the guard checks the holder
+//! itself: the live holder pushes, plainly or with `git lease push`, and a stale one is refused.
 
 use crate::env::{at, Run, TestRepo};
 use crate::server::Server;

@@ -24,8 +24,8 @@ pub(crate) struct Args {
     #[arg(long)]
     pub(crate) allow_hooks_path: bool,
     /// Install the guard of a working repository instead: a pre-push hook that refuses a
-    /// push to a fenced branch without this holder's live token, and a pre-commit hook that
-    /// refuses a commit on one whose lease is lost (a courtesy: --no-verify skips both)
+    /// push to a fenced branch unless this holder holds its live tenure, and a pre-commit hook
+    /// that refuses a commit on one whose lease is lost (a courtesy: --no-verify skips both)
     #[arg(long)]
     pub(crate) client: bool,
 }
