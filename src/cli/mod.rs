@@ -6,6 +6,7 @@ mod commands;
 mod completion;
 mod exit;
 mod gc;
+mod guard;
 mod manual;
 mod mcp;
 mod output;
@@ -198,7 +199,7 @@ pub(crate) enum HookKind {
         state: String,
     },
     /// git's pre-push hook in a working repository (install-hook --client): refuse a push to
-    /// a fenced branch without this holder's live token
+    /// a fenced branch unless this holder holds its live tenure
     PrePush {
         /// The remote's name (or URL)
         remote: String,

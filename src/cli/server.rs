@@ -123,8 +123,10 @@ pub(crate) fn hook(ctx: &Context, kind: &HookKind) -> Result<u8, Failure> {
         HookKind::Update { refname, old, new } => (vec![ref_update(refname, old, new)?], None),
         HookKind::PreReceive => (stdin_updates()?, Some(hook::push_options_from_env())),
         HookKind::ReferenceTransaction { state } => return reference_transaction(ctx, state),
-        HookKind::PrePush { .. } => return pre_push(ctx),
-        HookKind::PreCommit => return pre_commit(ctx),
+        HookKind::PrePush { remote, url } => {
+            return super::guard::pre_push(ctx, url.as_deref().unwrap_or(remote))
+        }
+        HookKind::PreCommit => return super::guard::pre_commit(ctx),
     };
     let store = ctx.ledger.store();
     let policy = Policy::from_config(store)?;
@@ -189,6 +191,7 @@ pub(crate) fn install_hook(
     allow_hooks_path: bool,
     out: &mut dyn Write,
 ) -> Result<u8, Failure> {
+    use super::commands::install_hook as command;
     // `--repo` was opened as the context's repository.
     let store = ctx.ledger.store();
     let exe = hook_binary(binary)?;
@@ -246,51 +249,26 @@ pub(crate) fn install_hook(
             owner.name()
         ));
     }
-    if policy.identity == hook::Identity::None {
-        warnings.push(
-            "no identity is configured (lease.pusherEnv, or lease.identity=push-cert): the hook \
-             cannot tell who pushed, so anyone can act as anyone (renew, release or revoke in \
-             another's name, push to another's fenced branch); see docs/SERVER.md"
-                .to_owned(),
-        );
-    }
+    warnings.extend(command::policy_warnings(&policy));
     warnings.extend(hook::never_run_by(store));
-    let advertised = git_lease::git::command(git_dir.path())
-        .args(["config", "--bool", "--get", "receive.advertisePushOptions"])
-        .stderr(Stdio::null())
-        .output()
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim() == "true")
-        .unwrap_or(false);
+    let advertised = command::push_options_advertised(git_dir.path());
     if !advertised {
-        warnings.push(
-            "receive.advertisePushOptions is still not true for this repository (a setting \
-             elsewhere overrides it?): pushes with -o lease-token=N will fail"
-                .to_owned(),
-        );
+        warnings.push(command::PUSH_OPTIONS_OFF.to_owned());
     }
-    // Each said once: on stderr, or with --json in the answer's `warnings`.
-    if ctx.json {
-        let value = serde_json::json!({
-            "hook": hook_path.display().to_string(),
-            "chained": chained.as_ref().map(|c| c.display().to_string()),
-            "binary": exe.display().to_string(),
-            "owner": owner.name(),
-            "push_options": advertised,
-            "warnings": warnings,
-        });
-        super::output::json::json_line(out, &value)?;
-    } else {
-        writeln!(
-            out,
-            "installed {}{note}; receive.advertisePushOptions enabled; it runs {}",
-            hook_path.display(),
-            exe.display()
-        )?;
-        out.flush()?;
-        for w in &warnings {
-            super::output::said::warning(w);
-        }
-    }
+    command::report(
+        ctx.json,
+        out,
+        &command::ServerInstall {
+            hook: &hook_path,
+            chained: chained.as_deref(),
+            note: &note,
+            binary: &exe,
+            owner: owner.name(),
+            push_options: advertised,
+            policy: &policy,
+            warnings: &warnings,
+        },
+    )?;
     Ok(exit::OK)
 }
 
@@ -326,7 +304,7 @@ const CLIENT_HOOKS: [HookSpec; 2] = [
             "pre-push.before-git-lease",
             "pre-push.git-lease-tmp",
         ],
-        what: "Refuses a push to a fenced branch (lease.fence) without this holder's live token.",
+        what: "Refuses a push to a fenced branch (lease.fence) unless this holder holds its live tenure.",
         run: "hook pre-push \"$@\"",
     },
     HookSpec {
@@ -362,6 +340,7 @@ pub(crate) fn install_client_hooks(
             .into());
         }
     }
+    let fences = git_lease::guard::fences(store)?;
     let hooks = Hooks::open(store, &git_dir, &CLIENT_HOOKS, allow_hooks_path, None)?;
     let installed = CLIENT_HOOKS
         .iter()
@@ -380,7 +359,7 @@ pub(crate) fn install_client_hooks(
         let value = serde_json::json!({
             "hooks": hooks,
             "binary": exe.display().to_string(),
-            "fences": git_lease::guard::fences(store),
+            "fences": fences,
         });
         super::output::json::json_line(out, &value)?;
     } else {
@@ -395,138 +374,10 @@ pub(crate) fn install_client_hooks(
             out,
             "it runs {}; fenced branches: {} (a courtesy: only the server's hook is a fence)",
             exe.display(),
-            git_lease::guard::fences(store).join(", ")
+            fences.join(", ")
         )?;
     }
     Ok(exit::OK)
-}
-
-/// The holder the guard's hooks judge for: `GIT_LEASE_HOLDER` (set under `git lease run`),
-/// else the configured one.
-fn guard_holder(ctx: &Context) -> Result<git_lease::Holder, Error> {
-    ctx.me()
-}
-
-/// The token a push carries, as the pre-push hook can learn it: `GIT_LEASE_PUSH_TOKEN` (set
-/// by `git lease push`), else the `-o lease-token=N` of the `git push` that runs the hook
-/// (read from its command line in `/proc`), else a `push.pushOption` of the configuration.
-fn pushed_token(ctx: &Context) -> Option<u64> {
-    if let Some(token) = std::env::var("GIT_LEASE_PUSH_TOKEN")
-        .ok()
-        .and_then(|t| t.parse().ok())
-    {
-        return Some(token);
-    }
-    // The hook script runs this binary from a pipeline of its own: the `git push` is an
-    // ancestor a few processes up.
-    let mut pid = std::os::unix::process::parent_id();
-    for _ in 0..4 {
-        let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
-            break;
-        };
-        let args: Vec<String> = cmdline
-            .split(|b| *b == 0)
-            .map(|a| String::from_utf8_lossy(a).into_owned())
-            .collect();
-        if args.iter().any(|a| a == "push") {
-            if let Some(token) = git_lease::guard::token_in_push_args(&args) {
-                return Some(token);
-            }
-            break;
-        }
-        match parent_of(pid) {
-            Some(parent) if parent > 1 => pid = parent,
-            _ => break,
-        }
-    }
-    let options: Vec<String> = ctx
-        .ledger
-        .store()
-        .config_strings("push.pushOption")
-        .into_iter()
-        .flat_map(|o| ["-o".to_owned(), o])
-        .collect();
-    git_lease::guard::token_in_push_args(&options)
-}
-
-/// The parent of process `pid`, from `/proc/<pid>/stat` (the field after the command name,
-/// which is in parentheses and may hold anything).
-fn parent_of(pid: u32) -> Option<u32> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let (_, rest) = stat.rsplit_once(')')?;
-    rest.split_whitespace().nth(1)?.parse().ok()
-}
-
-/// git's pre-push hook of the guard: each fenced ref of the push (stdin) needs this holder's
-/// live token; refusals go to stderr, one line each, and fail the push (exit 1).
-fn pre_push(ctx: &Context) -> Result<u8, Failure> {
-    let mut input = String::new();
-    std::io::Read::read_to_string(&mut std::io::stdin().lock(), &mut input).map_err(|e| {
-        Error::Io {
-            context: "cannot read the pushed refs from standard input".into(),
-            source: e,
-        }
-    })?;
-    let store = ctx.ledger.store();
-    let fences = git_lease::guard::fences(store);
-    let pushed = git_lease::guard::parse_pre_push(&input);
-    if !pushed
-        .iter()
-        .any(|p| hook::fenced_issue(&fences, &p.remote_ref).is_some())
-    {
-        return Ok(exit::OK);
-    }
-    let holder = guard_holder(ctx)?;
-    let backend = ctx.backend()?;
-    let refusals = git_lease::guard::check_push(
-        &fences,
-        &pushed,
-        &holder,
-        pushed_token(ctx),
-        |issue| backend.current(issue),
-        ctx.now,
-    )?;
-    for r in &refusals {
-        eprintln!("{r}");
-    }
-    Ok(if refusals.is_empty() {
-        exit::OK
-    } else {
-        exit::FAILURE
-    })
-}
-
-/// git's pre-commit hook of the guard: a commit on a fenced branch needs this holder's live
-/// lease (and under `git lease run`, its tenure, `GIT_LEASE_TOKEN`).
-fn pre_commit(ctx: &Context) -> Result<u8, Failure> {
-    let store = ctx.ledger.store();
-    let Some(branch) = store.head_name()? else {
-        return Ok(exit::OK);
-    };
-    let fences = git_lease::guard::fences(store);
-    if hook::fenced_issue(&fences, &branch).is_none() {
-        return Ok(exit::OK);
-    }
-    let holder = guard_holder(ctx)?;
-    let token = std::env::var("GIT_LEASE_TOKEN")
-        .ok()
-        .and_then(|t| t.parse().ok());
-    let backend = ctx.backend()?;
-    let refusal = git_lease::guard::check_commit(
-        &fences,
-        &branch,
-        &holder,
-        token,
-        |issue| backend.current(issue),
-        ctx.now,
-    )?;
-    Ok(match refusal {
-        Some(r) => {
-            eprintln!("{r}");
-            exit::FAILURE
-        }
-        None => exit::OK,
-    })
 }
 
 /// The hook script that runs `exe` with `run` (its arguments) after the hook it replaced, if
@@ -807,7 +658,7 @@ pub(crate) fn push(
         }
     };
     // The server's rule, on this repository's copy of the fence globs (or the usual one).
-    let fences = git_lease::guard::fences(ctx.ledger.store());
+    let fences = git_lease::guard::fences(ctx.ledger.store())?;
     let full = format!("refs/heads/{}", branch.trim_start_matches("refs/heads/"));
     let issue_part = hook::fenced_issue(&fences, &full).ok_or_else(|| {
         Error::InvalidInput(format!(
@@ -863,27 +714,7 @@ pub(crate) fn push(
     );
     // What is pushed, to settle an answer that gets lost.
     let pushing = ctx.ledger.store().tip_of(&full)?;
-    let child = git_lease::git::command(ctx.ledger.store().git_dir())
-        .args(["push", "-o"])
-        .arg(format!("{}{token}", hook::TOKEN_OPTION))
-        .arg("--")
-        .arg(&remote_name)
-        .arg(&branch)
-        .env("LC_ALL", "C")
-        .env("GIT_LEASE_PUSH_TOKEN", token.to_string())
-        .stdin(Stdio::inherit())
-        .stdout(Stdio::inherit())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|e| Error::Transport {
-            command: shown.clone(),
-            message: format!("cannot run git: {e}"),
-        })?;
-    let pushed = child.wait_with_output().map_err(|e| Error::Transport {
-        command: shown.clone(),
-        message: format!("cannot wait for git: {e}"),
-    })?;
-    let stderr = redact_urls(&String::from_utf8_lossy(&pushed.stderr));
+    let (pushed, stderr) = push_with_token(ctx, &remote_name, &branch, token, &shown)?;
     if pushed.status.success() {
         eprint!("{stderr}");
         return answer("pushed", Some(token), None, exit::OK);
@@ -915,12 +746,6 @@ pub(crate) fn push(
         };
     }
     let mut message = stderr.trim().to_owned();
-    if stderr.contains("does not support push options") {
-        message.push_str(
-            "\n(the server does not accept push options: run git lease install-hook there, \
-             which sets receive.advertisePushOptions=true)",
-        );
-    }
     if message.is_empty() {
         message = format!("git exited with {}", pushed.status);
     }
@@ -957,4 +782,66 @@ pub(crate) fn push(
         },
     }
     .into())
+}
+
+/// Pushes `branch` to `remote` with the holder's `token` as a push option; a server that takes
+/// no push options runs no hook that could read it, so the branch goes there again without it
+/// (this repository's guard checks the token itself), which is said on stderr. Returns git's
+/// answer and its stderr, without any URL's credentials.
+fn push_with_token(
+    ctx: &Context,
+    remote: &str,
+    branch: &str,
+    token: u64,
+    shown: &str,
+) -> Result<(std::process::Output, String), Error> {
+    let pushed = push_branch(ctx, remote, branch, token, true, shown)?;
+    let stderr = redact_urls(&String::from_utf8_lossy(&pushed.stderr));
+    if pushed.status.success() || !stderr.contains(git_lease::guard::NO_PUSH_OPTIONS) {
+        return Ok((pushed, stderr));
+    }
+    eprintln!(
+        "git lease: {} takes no push options: pushing {branch} without -o {}{token}",
+        redact_url(remote),
+        hook::TOKEN_OPTION
+    );
+    let pushed = push_branch(ctx, remote, branch, token, false, shown)?;
+    let stderr = redact_urls(&String::from_utf8_lossy(&pushed.stderr));
+    Ok((pushed, stderr))
+}
+
+/// Runs `git push` of `branch` to `remote` for `git lease push`, with the holder's `token` as
+/// a push option when `with_option`, and always in `GIT_LEASE_PUSH_TOKEN` for this
+/// repository's guard; git's stderr is captured.
+fn push_branch(
+    ctx: &Context,
+    remote: &str,
+    branch: &str,
+    token: u64,
+    with_option: bool,
+    shown: &str,
+) -> Result<std::process::Output, Error> {
+    let mut cmd = git_lease::git::command(ctx.ledger.store().git_dir());
+    cmd.arg("push");
+    if with_option {
+        cmd.arg("-o").arg(format!("{}{token}", hook::TOKEN_OPTION));
+    }
+    let child = cmd
+        .arg("--")
+        .arg(remote)
+        .arg(branch)
+        .env("LC_ALL", "C")
+        .env("GIT_LEASE_PUSH_TOKEN", token.to_string())
+        .stdin(Stdio::inherit())
+        .stdout(Stdio::inherit())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| Error::Transport {
+            command: shown.to_owned(),
+            message: format!("cannot run git: {e}"),
+        })?;
+    child.wait_with_output().map_err(|e| Error::Transport {
+        command: shown.to_owned(),
+        message: format!("cannot wait for git: {e}"),
+    })
 }

@@ -2,7 +2,8 @@
 //! clock: with `lease.fence = refs/heads/issue/*`, a push to `issue/<N>` is accepted only
 //! while issue N is held, and, when it carries `-o lease-token=<T>`, only with the live
 //! tenure's token. A worker whose lease expired and was taken over is fenced off by its stale
-//! token; `lease.requireToken` makes the token mandatory; other branches are unaffected.
+//! token; without identity the token is mandatory unless `lease.requireToken=false`; without
+//! `lease.fence` the usual glob is fenced; other branches are unaffected.
 //!
 //! The story (seconds after T0 = the server's first clock):
 //! - server clock T0: alice acquires issue 7 at -200 for 10 minutes (token 1, until +400) and
@@ -155,7 +156,7 @@ fn a_stale_holder_is_fenced_off_after_a_takeover() {
 }
 
 #[test]
-fn require_token_refuses_fenced_pushes_without_a_token() {
+fn without_identity_a_fenced_push_needs_its_token_by_default() {
     let server = fenced_server(0);
     let alice = server.client("alice");
     alice
@@ -166,28 +167,57 @@ fn require_token_refuses_fenced_pushes_without_a_token() {
         .ok();
     alice.git(&["switch", "-q", "-c", "issue/9"]);
 
-    // Without lease.requireToken the token is checked only when the push carries one: the
-    // holder's plain push goes through.
+    // git daemon knows nobody, so the token is the fence: even the holder's plain push, which
+    // carries none, is refused while lease.requireToken is unset.
     let first = work(&alice, "alice: plain push");
-    alice.git_run(&["push", "origin", "issue/9"]).ok();
-    assert_eq!(server.rev("refs/heads/issue/9"), Some(first.clone()));
-
-    // With it, a push without a token is refused, even from the holder.
-    server.config("lease.requireToken", "true");
-    work(&alice, "alice: second plain push");
     let run = alice.git_run(&["push", "origin", "issue/9"]);
     assert_fenced(&run, "issue/9", &["lease-token", "lease.requireToken"]);
-    assert_eq!(server.rev("refs/heads/issue/9"), Some(first));
+    assert_eq!(server.rev("refs/heads/issue/9"), None);
 
-    // The same commits with the token (`git lease push`) are accepted.
+    // The same commit with the token (`git lease push`) is accepted.
     lease_push(&alice, 0).ok();
-    let head = alice.git(&["rev-parse", "HEAD"]);
-    assert_eq!(server.rev("refs/heads/issue/9"), Some(head.clone()));
+    assert_eq!(server.rev("refs/heads/issue/9"), Some(first.clone()));
 
-    // Branches outside the fence still need no token.
+    // lease.requireToken=false is the explicit way out: the holder's plain push goes through.
+    server.config("lease.requireToken", "false");
+    let second = work(&alice, "alice: second plain push");
+    alice.git_run(&["push", "origin", "issue/9"]).ok();
+    assert_eq!(server.rev("refs/heads/issue/9"), Some(second.clone()));
+
+    // Branches outside the fence need no token either way.
+    server.config("lease.requireToken", "true");
     let run = alice.git_run(&["push", "origin", "HEAD:refs/heads/topic"]);
     run.ok();
-    assert_eq!(server.rev("refs/heads/topic"), Some(head));
+    assert_eq!(server.rev("refs/heads/topic"), Some(second));
+}
+
+#[test]
+fn without_lease_fence_issue_branches_are_fenced_and_an_empty_value_clears_the_fence() {
+    // The hook installed, and no lease.fence: refs/heads/issue/* is fenced all the same.
+    let mut server = Server::with_hook();
+    server.start_at(&at(0));
+    let alice = server.client("alice");
+    alice.git(&["switch", "-q", "-c", "issue/7"]);
+    work(&alice, "alice: before acquiring");
+    let run = alice.git_run(&["push", "origin", "issue/7"]);
+    assert_fenced(&run, "issue/7", &["nobody holds issue 7"]);
+    assert_eq!(server.rev("refs/heads/issue/7"), None);
+
+    // An empty value clears the globs: install-hook says that nothing is fenced, and the push
+    // lands.
+    server.config("lease.fence", "");
+    let run = server.lease(&["install-hook", "--repo", server_path(&server)]);
+    run.ok()
+        .stdout_has("fenced branches: none")
+        .stderr_has("no work branch is fenced");
+    alice.git_run(&["push", "origin", "issue/7"]).ok();
+    let head = alice.git(&["rev-parse", "HEAD"]);
+    assert_eq!(server.rev("refs/heads/issue/7"), Some(head));
+}
+
+/// The served repository's path, as text.
+fn server_path(server: &Server) -> &str {
+    server.bare().to_str().expect("a UTF-8 path")
 }
 
 #[test]

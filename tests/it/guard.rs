@@ -2,6 +2,8 @@
 //! pre-push hook refuses a push to a fenced branch unless it carries this holder's live token,
 //! and its pre-commit hook refuses a commit on a fenced branch whose lease is lost. The server
 //! here is a hookless `git daemon` (where the guard is all there is); `--no-verify` skips it.
+//! Against a plain bare repository, which takes no push options, the guard checks the holder
+//! itself: the live holder pushes, plainly or with `git lease push`, and a stale one is refused.
 
 use crate::env::{at, Run, TestRepo};
 use crate::server::Server;
@@ -250,4 +252,75 @@ fn a_commit_on_a_fenced_branch_whose_lease_is_lost_is_refused_unless_no_verify()
     )
     .ok();
     drop(server);
+}
+
+/// A client of the plain bare repository at `url` (no hook, no push options) for `holder`,
+/// claiming there (`lease.remote origin`), with the guard installed.
+fn plain_client(url: &str, holder: &str) -> TestRepo {
+    let client = TestRepo::client_of(url, holder);
+    client.git(&["config", "lease.remote", "origin"]);
+    client.git(&["commit", "-q", "--allow-empty", "-m", "base"]);
+    client.run(&["install-hook", "--client"]).ok();
+    client
+}
+
+/// What the plain bare repository `origin`'s `refname` points at, if it exists.
+fn rev_of(origin: &TestRepo, refname: &str) -> Option<String> {
+    let run = origin
+        .git_cmd()
+        .args(["rev-parse", "--verify", "--quiet", refname])
+        .run();
+    (run.code == 0).then(|| run.stdout.trim().to_owned())
+}
+
+#[test]
+fn against_a_plain_bare_repository_the_holder_pushes_and_a_stale_push_is_refused() {
+    // A bare repository reached by its path: no hook, and no push options.
+    let origin = TestRepo::bare();
+    let url = origin.path().to_str().expect("a UTF-8 path").to_owned();
+    let alice = plain_client(&url, ALICE);
+    lease_at(&alice, 0, &["acquire", "7", "--ttl", "10m"]).ok();
+    branch_with_work(&alice, "7", 1);
+
+    // The holder's plain push: the server takes no token, so the guard checks the holder.
+    git_at(&alice, 2, &["push", "-q", "origin", "issue/7"]).ok();
+    let head = alice.git(&["rev-parse", "HEAD"]);
+    assert_eq!(rev_of(&origin, "refs/heads/issue/7"), Some(head));
+    // `git lease push` pushes there without `-o`, and says so.
+    git_at(&alice, 3, &["commit", "-q", "--allow-empty", "-m", "more"]).ok();
+    lease_at(&alice, 4, &["push", "origin"])
+        .ok()
+        .stderr_has("takes no push options");
+    let head = alice.git(&["rev-parse", "HEAD"]);
+    assert_eq!(rev_of(&origin, "refs/heads/issue/7"), Some(head.clone()));
+
+    // alice commits while still live; her lease expires, and bob takes issue 7 (token 2).
+    git_at(
+        &alice,
+        500,
+        &["commit", "-q", "--allow-empty", "-m", "late"],
+    )
+    .ok();
+    let bob = plain_client(&url, BOB);
+    lease_at(&bob, 700, &["acquire", "7", "--ttl", "10m"]).ok();
+
+    // alice's stale plain push, and her `git lease push`, are refused before anything is sent.
+    let run = git_at(&alice, 701, &["push", "-q", "origin", "issue/7"]);
+    assert_ne!(run.code, 0, "{run}");
+    run.stderr_has("git-lease guard: refused refs/heads/issue/7")
+        .stderr_has("held by bob@example.com");
+    lease_at(&alice, 701, &["push", "origin"])
+        .code(3)
+        .stderr_has("held by bob@example.com");
+    assert_eq!(rev_of(&origin, "refs/heads/issue/7"), Some(head));
+
+    // bob, the live holder, pushes on top of alice's work: plainly, then with `git lease push`.
+    bob.git(&["fetch", "-q", "origin"]);
+    bob.git(&["switch", "-q", "-c", "issue/7", "origin/issue/7"]);
+    git_at(&bob, 702, &["commit", "-q", "--allow-empty", "-m", "bob"]).ok();
+    git_at(&bob, 702, &["push", "-q", "origin", "issue/7"]).ok();
+    git_at(&bob, 703, &["commit", "-q", "--allow-empty", "-m", "bob 2"]).ok();
+    lease_at(&bob, 703, &["push", "origin"]).ok();
+    let bobs = bob.git(&["rev-parse", "HEAD"]);
+    assert_eq!(rev_of(&origin, "refs/heads/issue/7"), Some(bobs));
 }

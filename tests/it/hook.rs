@@ -1039,3 +1039,53 @@ fn ids_that_look_alike_are_refused_by_the_tool_and_the_hook_alike() {
         assert_eq!(server.tip(id), None);
     }
 }
+
+#[test]
+fn install_hook_prints_the_policy_it_installed_and_warns_on_a_fence_left_open() {
+    let served = TestRepo::bare();
+    let path = served.path().to_str().expect("a UTF-8 path").to_owned();
+    let install = || served.run(&["install-hook", "--repo", &path]);
+    let set = |key: &str, value: &str| served.git(&["config", key, value]);
+
+    // Nothing configured: the default fence, and the token as the fence (nobody is known).
+    let run = install();
+    run.ok()
+        .stdout_has("identity: none")
+        .stdout_has("fenced branches: refs/heads/issue/* (the default")
+        .stdout_has("token: required on a fenced push (the default without identity")
+        .stdout_has("admins: none")
+        .stderr_has("no identity is configured");
+    assert!(!run.stderr.contains("lease.requireToken=false"), "{run}");
+
+    // Identity, a fence of its own and administrators: the holder's account is the fence.
+    set("lease.pusherEnv", "REMOTE_USER");
+    set("lease.fence", "refs/heads/wip/*");
+    set("lease.admins", "ops");
+    let run = install();
+    run.ok()
+        .stdout_has("identity: REMOTE_USER")
+        .stdout_has("fenced branches: refs/heads/wip/* (lease.fence)")
+        .stdout_has("the pusher must be the live holder (the default with identity")
+        .stdout_has("admins: ops");
+    assert!(!run.stderr.contains("warning"), "{run}");
+
+    // The token turned off where nobody is known: the fence takes anyone's push. Said, and
+    // in the JSON answer's policy too.
+    served.git(&["config", "--unset", "lease.pusherEnv"]);
+    set("lease.requireToken", "false");
+    let answer = served
+        .lease()
+        .args(["--json", "install-hook", "--repo", &path])
+        .run();
+    let answer = answer.ok().json();
+    assert_eq!(answer["policy"]["identity"], "none");
+    assert_eq!(answer["policy"]["require_token"], false);
+    assert_eq!(answer["policy"]["require_token_default"], false);
+    assert_eq!(answer["policy"]["fences"], json!(["refs/heads/wip/*"]));
+    assert_eq!(answer["policy"]["admins"], json!(["ops"]));
+    let warnings = answer["warnings"].to_string();
+    assert!(
+        warnings.contains("lease.requireToken=false without identity"),
+        "{warnings}"
+    );
+}
