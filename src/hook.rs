@@ -147,7 +147,7 @@ impl Policy {
                 expected: "a glob with exactly one `*`, which matches the issue id",
             });
         }
-        let signers = crate::ledger::signers::required(store)?;
+        let signers = crate::ledger::signers::served(store)?;
         Ok(Policy {
             max_skew,
             identity,
