@@ -352,12 +352,22 @@ impl Remote<'_> {
                 ))),
             };
         };
-        if seen == Some(tip) {
+        // What was verified before, under another allowed signers list (or none), is verified
+        // again under this one.
+        let unvouched = seen.filter(|s| {
+            self.vouched
+                .as_ref()
+                .is_some_and(|v| v.recall_one(issue) != Some(*s))
+        });
+        if seen == Some(tip) && unvouched.is_none() {
             return Ok(Ok(Some(tip)));
         }
         let reading = self.ledger.reading();
-        let check =
-            verify::verify_segment(store, issue, tip, seen, Judgement::reader(reading.as_ref()));
+        let judgement = Judgement::reader(reading.as_ref());
+        let check = match seen {
+            Some(seen) if seen == tip => verify::SegmentCheck::default(),
+            _ => verify::verify_segment(store, issue, tip, seen, judgement),
+        };
         if let Some(first) = check.findings.first() {
             let seen_text = seen.map_or_else(|| "none".to_owned(), |s| s.to_string());
             return Ok(Err(if first.rule == Rule::FastForward {
@@ -383,7 +393,32 @@ impl Remote<'_> {
                 }
             }));
         }
+        if let Some(seen) = unvouched {
+            let again = verify::verify_segment(store, issue, seen, None, judgement);
+            if let Some(first) = again.findings.first() {
+                return Ok(Err(Diverged {
+                    findings: again.findings.clone(),
+                    ..diverged(
+                        Divergence::Rewritten,
+                        format!("the history verified here before breaks a rule under the allowed signers list now: {first}"),
+                    )
+                }));
+            }
+        }
+        self.vouch(issue, tip);
         Ok(Ok(Some(tip)))
+    }
+
+    /// Records that `issue`'s ledger up to `tip` was verified whole under the allowed signers
+    /// list read now, when signatures are required (best effort).
+    fn vouch(&self, issue: &str, tip: ObjectId) {
+        let Some(vouched) = &self.vouched else {
+            return;
+        };
+        if vouched.recall_one(issue) != Some(tip) {
+            vouched.remember([(issue, tip)]);
+            vouched.forget_siblings();
+        }
     }
 
     /// Moves the tracking refs of `moves` (`(issue, new, seen)`) to what was verified. Best
