@@ -652,7 +652,12 @@ impl Forgery {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+    // The seed is the suite's (`.cargo/config.toml`); a failure is reported, not persisted.
+    #![proptest_config(ProptestConfig {
+        cases: 24,
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    })]
 
     #[test]
     fn every_forgery_whose_signer_does_not_fit_its_role_is_refused_by_verify(f in forgery()) {
