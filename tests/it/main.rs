@@ -94,6 +94,7 @@
 pub mod env;
 
 mod adversary;
+mod adversary_signed;
 mod archive;
 mod archive_forged;
 mod archive_trust;
