@@ -429,6 +429,7 @@ fn generated_signed_ledgers_are_judged_as_the_oracle_judges_them() {
         failure_persistence: None,
         rng_seed: RngSeed::Fixed(seed),
         max_shrink_iters: 200,
+        max_shrink_time: 60_000,
         ..Config::default()
     });
     let world = World::new();
