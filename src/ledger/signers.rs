@@ -8,10 +8,11 @@
 //! unset, a clone ([`required`]) reads the file `.git-lease/allowed_signers` of the remote's
 //! default branch as last fetched: the commit of the ref `refs/remotes/<remote>/HEAD` names
 //! (which `git clone` records, and `git remote set-head <remote> --auto` records again), for
-//! the remote `lease.remote` names, else `origin`. A bare repository without that ref has no
-//! checkout: its own `HEAD` is the default branch it serves or was cloned with. The server
-//! hook ([`served`]) reads the served repository's `HEAD`. The list is read from the object
-//! database, never from a working tree, so a branch checked out for review changes nothing.
+//! the configured remote `lease.remote` names, else `origin`. A bare repository without that
+//! ref has no checkout: its own `HEAD` is the default branch it serves or was cloned with. The
+//! server hook ([`served`]) reads the served repository's `HEAD`. The list is read from the
+//! object database, never from a working tree, so a branch checked out for review changes
+//! nothing.
 //!
 //! The list's version is its blob id and the edition of the rules that judge signatures
 //! ([`RULES_EDITION`]): what a clone verified under one version is verified again under
@@ -44,9 +45,10 @@ pub fn required(store: &Store) -> Result<Option<AllowedSigners>> {
     if let Some(list) = configured(store)? {
         return Ok(Some(list));
     }
+    // A `lease.remote` given as a URL has no tracking refs: `origin`'s list then.
     let remote = store
         .config_string("lease.remote")
-        .filter(|r| !r.is_empty())
+        .filter(|r| store.config_string(&format!("remote.{r}.url")).is_some())
         .unwrap_or_else(|| DEFAULT_REMOTE.to_owned());
     let head = format!("refs/remotes/{remote}/HEAD");
     if let Some(branch) = store.symbolic_target(&head)? {
