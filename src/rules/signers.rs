@@ -277,48 +277,56 @@ pub fn judge(
     list: &AllowedSigners,
     max_skew: chrono::Duration,
 ) -> Vec<Violation> {
-    let refuse = |detail: String| vec![(Rule::Signature, detail)];
     let needed = needed(prev, next);
+    match signer_lines(next, &needed, signed, list, max_skew)
+        .and_then(|(lines, fingerprint)| fits(next, &needed, &lines, &fingerprint, list))
+    {
+        Ok(()) => Vec::new(),
+        Err(detail) => vec![(Rule::Signature, detail)],
+    }
+}
+
+/// Returns the lines of `list` that allow the key that made `signed`'s good signature to sign
+/// at `next`'s own time, and its fingerprint; or why there are none.
+fn signer_lines<'l>(
+    next: &Lease,
+    needed: &Needed,
+    signed: &Signed,
+    list: &'l AllowedSigners,
+    max_skew: chrono::Duration,
+) -> Result<(Vec<&'l Signer>, String), String> {
     let who = needed.principal.as_deref().unwrap_or("nobody");
     let Some(armored) = signed.signature.as_deref() else {
-        return refuse(format!(
+        return Err(format!(
             "unsigned: a {} needs a signature by {} ({who}) with a key of {}",
             next.event,
             needed.role,
             list.source()
         ));
     };
-    let sig = match SshSig::from_pem(armored) {
-        Ok(sig) => sig,
-        Err(e) => {
-            return refuse(format!(
-                "the commit's signature is not a readable SSH signature ({e})"
-            ))
-        }
-    };
+    let sig = SshSig::from_pem(armored)
+        .map_err(|e| format!("the commit's signature is not a readable SSH signature ({e})"))?;
     if sig.namespace() != NAMESPACE {
-        return refuse(format!(
+        return Err(format!(
             "signed in the namespace {:?}, not {NAMESPACE:?}",
             sig.namespace()
         ));
     }
     let key = sig.public_key();
-    let fingerprint = key.fingerprint(HashAlg::Sha256);
+    let fingerprint = key.fingerprint(HashAlg::Sha256).to_string();
     if let Err(e) = PublicKey::from(key.clone()).verify(NAMESPACE, &signed.payload, &sig) {
-        return refuse(format!(
+        return Err(format!(
             "bad signature by {fingerprint}: it does not sign this commit ({e})"
         ));
     }
     // A key is valid or not at the event's own time: the committer time is the signer's to
     // choose, so it must agree with the event's, or git would judge the key at another time.
-    let Some(committed) = signed
+    let committed = signed
         .committed_at
         .and_then(|s| DateTime::from_timestamp(s, 0))
-    else {
-        return refuse("the signed commit has no readable committer time".into());
-    };
+        .ok_or("the signed commit has no readable committer time")?;
     if (committed - next.at).abs() > max_skew {
-        return refuse(format!(
+        return Err(format!(
             "the commit is dated {}, more than {} from its event's time {} (lease.maxClockSkew)",
             crate::time::format_instant(committed),
             crate::time::short_duration(max_skew),
@@ -327,14 +335,26 @@ pub fn judge(
     }
     let lines = list.allowing(key, next.at);
     if lines.is_empty() {
-        return refuse(format!(
+        return Err(format!(
             "signed by {fingerprint}, a key {} does not allow to sign commits at the event's time {}",
             list.source(),
             crate::time::format_instant(next.at)
         ));
     }
+    Ok((lines, fingerprint))
+}
+
+/// Returns `Ok` if one of `lines` (a signer's) names the principal `next` needs, and that
+/// principal is an administrator where a revoke needs one; or why not.
+fn fits(
+    next: &Lease,
+    needed: &Needed,
+    lines: &[&Signer],
+    fingerprint: &str,
+    list: &AllowedSigners,
+) -> Result<(), String> {
     let Some(principal) = needed.principal.as_deref() else {
-        return refuse(format!(
+        return Err(format!(
             "a {} names no one who could sign it as {}",
             next.event, needed.role
         ));
@@ -344,7 +364,7 @@ pub fn judge(
             .iter()
             .flat_map(|s| s.principals.iter().map(String::as_str))
             .collect();
-        return refuse(format!(
+        return Err(format!(
             "signed by a key not allowed for {principal} ({} needed; {fingerprint} is allowed for {}, line {})",
             needed.role,
             allowed.join(","),
@@ -352,12 +372,12 @@ pub fn judge(
         ));
     }
     if needed.admin && !list.admins().iter().any(|a| a == principal) {
-        return refuse(format!(
+        return Err(format!(
             "{principal} revoked, but is not an administrator (# {ADMINS_DIRECTIVE} in {})",
             list.source()
         ));
     }
-    Vec::new()
+    Ok(())
 }
 
 /// Returns true if `text` matches the comma-separated pattern list as ssh does: some pattern

@@ -352,13 +352,7 @@ impl Remote<'_> {
                 ))),
             };
         };
-        // What was verified before, under another allowed signers list (or none), is verified
-        // again under this one.
-        let unvouched = seen.filter(|s| {
-            self.vouched
-                .as_ref()
-                .is_some_and(|v| v.recall_one(issue) != Some(*s))
-        });
+        let unvouched = self.unvouched(issue, seen);
         if seen == Some(tip) && unvouched.is_none() {
             return Ok(Ok(Some(tip)));
         }
@@ -393,20 +387,43 @@ impl Remote<'_> {
                 }
             }));
         }
+        if let Some(refused) = self.verify_again(issue, unvouched, tip, judgement) {
+            let detail = format!(
+                "the history verified here before breaks a rule under the allowed signers list now: {}",
+                refused[0]
+            );
+            return Ok(Err(Diverged {
+                findings: refused,
+                ..diverged(Divergence::Rewritten, detail)
+            }));
+        }
+        Ok(Ok(Some(tip)))
+    }
+
+    /// Returns `seen` when signatures are required and it was verified under another allowed
+    /// signers list (or none): what was verified before is verified again under this one.
+    fn unvouched(&self, issue: &str, seen: Option<ObjectId>) -> Option<ObjectId> {
+        let vouched = self.vouched.as_ref()?;
+        seen.filter(|s| vouched.recall_one(issue) != Some(*s))
+    }
+
+    /// Verifies the history up to `unvouched` again, from the root; returns its findings if
+    /// it breaks a rule, else records `tip` as verified whole under the list read now.
+    fn verify_again(
+        &self,
+        issue: &str,
+        unvouched: Option<ObjectId>,
+        tip: ObjectId,
+        judgement: Judgement<'_>,
+    ) -> Option<Vec<verify::Finding>> {
         if let Some(seen) = unvouched {
-            let again = verify::verify_segment(store, issue, seen, None, judgement);
-            if let Some(first) = again.findings.first() {
-                return Ok(Err(Diverged {
-                    findings: again.findings.clone(),
-                    ..diverged(
-                        Divergence::Rewritten,
-                        format!("the history verified here before breaks a rule under the allowed signers list now: {first}"),
-                    )
-                }));
+            let again = verify::verify_segment(self.ledger.store(), issue, seen, None, judgement);
+            if !again.findings.is_empty() {
+                return Some(again.findings);
             }
         }
         self.vouch(issue, tip);
-        Ok(Ok(Some(tip)))
+        None
     }
 
     /// Records that `issue`'s ledger up to `tip` was verified whole under the allowed signers
