@@ -262,6 +262,14 @@ fn a_key_revoked_with_valid_before_signs_nothing_after_even_backdated() {
         run.code(1);
         assert!(said(&run).contains("from its event's time"), "{run}");
     }
+    // Backdated within the skew allowance (at 1200, committed at 950): the key is judged at
+    // the event's time, when it was no longer valid.
+    let late = acquired("42", "bob", 2, 1200, Some(600));
+    let within_skew = backdated(repo, &keys, &late, &first, "bob", 950);
+    forge::set_ledger(repo, "42", &within_skew);
+    let run = lease(&alice, 1210, &check);
+    run.code(1);
+    assert!(said(&run).contains("at the event's time"), "{run}");
     // Dated honestly, the same takeover is signed by a key no longer valid at its time.
     let honest_date = step(repo, &keys, &takeover, Some(&first), Some("bob"));
     forge::set_ledger(repo, "42", &honest_date);
