@@ -65,6 +65,13 @@ pub enum Error {
         /// What is wrong with it.
         reason: String,
     },
+    /// `lease.requireSignatures` is true, but no allowed signers list is where it is read
+    /// (docs/SECURITY.md, "Signed events").
+    #[error("lease.requireSignatures is true, but {why}; or name the list's file in lease.allowedSigners")]
+    NoAllowedSigners {
+        /// Where the list was looked for, and what to do.
+        why: String,
+    },
     /// A configuration value that is set but cannot be read.
     #[error("bad config value {value:?} for {key}: expected {expected}")]
     Config {
@@ -341,6 +348,7 @@ impl Error {
             | Error::AllowedSigners { .. }
             | Error::CommandLineConfig(_)
             | Error::ConfigMissing { .. }
+            | Error::NoAllowedSigners { .. }
             | Error::SignFormat { .. }
             | Error::SigningKey { .. }
             | Error::UnsafePath { .. }

@@ -84,7 +84,7 @@ impl Policy {
             None => (identity == Identity::None, Source::Default),
         };
         let (fences, fences_from) = fence_globs(store)?;
-        let signers = crate::ledger::signers::required(store)?;
+        let signers = crate::ledger::signers::served(store)?;
         Ok(Policy {
             max_skew,
             identity,

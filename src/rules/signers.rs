@@ -141,7 +141,8 @@ impl AllowedSigners {
 }
 
 /// The signed part of a commit: the commit object without its signature header (git's rule),
-/// the armored signature, and the committer's time (what git checks a key's validity at).
+/// the armored signature, and the committer's time (what git checks a key's validity at, which
+/// [`judge`] holds to the event's own time).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Signed {
     /// The commit object minus its `gpgsig` (and `gpgsig-sha256`) header.
@@ -266,59 +267,94 @@ pub fn needed(prev: Option<&Lease>, next: &Lease) -> Needed {
 }
 
 /// Judges the signature of `next` (recorded on top of `prev`) against `list`: empty when a
-/// key of the list allowed for the principal the step needs made a good signature over the
-/// commit in the `git` namespace.
+/// key of the list allowed for the principal the step needs, valid at the event's own time
+/// (`at`), made a good signature over the commit in the `git` namespace, and the commit's
+/// committer time (the time git checks a key's validity at) is within `max_skew` of `at`.
 pub fn judge(
     prev: Option<&Lease>,
     next: &Lease,
     signed: &Signed,
     list: &AllowedSigners,
+    max_skew: chrono::Duration,
 ) -> Vec<Violation> {
-    let refuse = |detail: String| vec![(Rule::Signature, detail)];
     let needed = needed(prev, next);
+    match signer_lines(next, &needed, signed, list, max_skew)
+        .and_then(|(lines, fingerprint)| fits(next, &needed, &lines, &fingerprint, list))
+    {
+        Ok(()) => Vec::new(),
+        Err(detail) => vec![(Rule::Signature, detail)],
+    }
+}
+
+/// Returns the lines of `list` that allow the key that made `signed`'s good signature to sign
+/// at `next`'s own time, and its fingerprint; or why there are none.
+fn signer_lines<'l>(
+    next: &Lease,
+    needed: &Needed,
+    signed: &Signed,
+    list: &'l AllowedSigners,
+    max_skew: chrono::Duration,
+) -> Result<(Vec<&'l Signer>, String), String> {
     let who = needed.principal.as_deref().unwrap_or("nobody");
     let Some(armored) = signed.signature.as_deref() else {
-        return refuse(format!(
+        return Err(format!(
             "unsigned: a {} needs a signature by {} ({who}) with a key of {}",
             next.event,
             needed.role,
             list.source()
         ));
     };
-    let sig = match SshSig::from_pem(armored) {
-        Ok(sig) => sig,
-        Err(e) => {
-            return refuse(format!(
-                "the commit's signature is not a readable SSH signature ({e})"
-            ))
-        }
-    };
+    let sig = SshSig::from_pem(armored)
+        .map_err(|e| format!("the commit's signature is not a readable SSH signature ({e})"))?;
     if sig.namespace() != NAMESPACE {
-        return refuse(format!(
+        return Err(format!(
             "signed in the namespace {:?}, not {NAMESPACE:?}",
             sig.namespace()
         ));
     }
     let key = sig.public_key();
-    let fingerprint = key.fingerprint(HashAlg::Sha256);
+    let fingerprint = key.fingerprint(HashAlg::Sha256).to_string();
     if let Err(e) = PublicKey::from(key.clone()).verify(NAMESPACE, &signed.payload, &sig) {
-        return refuse(format!(
+        return Err(format!(
             "bad signature by {fingerprint}: it does not sign this commit ({e})"
         ));
     }
-    let at = signed
+    // A key is valid or not at the event's own time: the committer time is the signer's to
+    // choose, so it must agree with the event's, or git would judge the key at another time.
+    let committed = signed
         .committed_at
         .and_then(|s| DateTime::from_timestamp(s, 0))
-        .unwrap_or(next.at);
-    let lines = list.allowing(key, at);
-    if lines.is_empty() {
-        return refuse(format!(
-            "signed by {fingerprint}, a key {} does not allow to sign commits (then)",
-            list.source()
+        .ok_or("the signed commit has no readable committer time")?;
+    if (committed - next.at).abs() > max_skew {
+        return Err(format!(
+            "the commit is dated {}, more than {} from its event's time {} (lease.maxClockSkew)",
+            crate::time::format_instant(committed),
+            crate::time::short_duration(max_skew),
+            crate::time::format_instant(next.at)
         ));
     }
+    let lines = list.allowing(key, next.at);
+    if lines.is_empty() {
+        return Err(format!(
+            "signed by {fingerprint}, a key {} does not allow to sign commits at the event's time {}",
+            list.source(),
+            crate::time::format_instant(next.at)
+        ));
+    }
+    Ok((lines, fingerprint))
+}
+
+/// Returns `Ok` if one of `lines` (a signer's) names the principal `next` needs, and that
+/// principal is an administrator where a revoke needs one; or why not.
+fn fits(
+    next: &Lease,
+    needed: &Needed,
+    lines: &[&Signer],
+    fingerprint: &str,
+    list: &AllowedSigners,
+) -> Result<(), String> {
     let Some(principal) = needed.principal.as_deref() else {
-        return refuse(format!(
+        return Err(format!(
             "a {} names no one who could sign it as {}",
             next.event, needed.role
         ));
@@ -328,7 +364,7 @@ pub fn judge(
             .iter()
             .flat_map(|s| s.principals.iter().map(String::as_str))
             .collect();
-        return refuse(format!(
+        return Err(format!(
             "signed by a key not allowed for {principal} ({} needed; {fingerprint} is allowed for {}, line {})",
             needed.role,
             allowed.join(","),
@@ -336,12 +372,12 @@ pub fn judge(
         ));
     }
     if needed.admin && !list.admins().iter().any(|a| a == principal) {
-        return refuse(format!(
+        return Err(format!(
             "{principal} revoked, but is not an administrator (# {ADMINS_DIRECTIVE} in {})",
             list.source()
         ));
     }
-    Vec::new()
+    Ok(())
 }
 
 /// Returns true if `text` matches the comma-separated pattern list as ssh does: some pattern
@@ -523,62 +559,5 @@ fn valid_time(value: &str) -> Result<DateTime<Utc>, String> {
 }
 
 #[cfg(test)]
-mod tests {
-    //! The pieces of the format that no test through git reaches exactly.
-    use super::*;
-
-    const KEY: &str =
-        "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAICRkqi2WWnA5hpf9qrUbfKDM31hJPjgVFK99n5ZdQrnx";
-
-    #[test]
-    fn patterns_match_as_ssh_matches_them() {
-        let list = |s: &str| s.split(',').map(str::to_owned).collect::<Vec<_>>();
-        assert!(matches_list("alice@x.org", &list("*@x.org")));
-        assert!(matches_list("bob", &list("b?b")));
-        assert!(!matches_list("bob", &list("b?")));
-        assert!(!matches_list("mallory@x.org", &list("*@x.org,!mallory@*")));
-        assert!(!matches_list("alice", &list("!bob")));
-        assert!(matches_list("a", &list("*")));
-    }
-
-    #[test]
-    fn options_admins_and_errors_name_their_line() {
-        let text = format!(
-            "# lease-admins: ops, root\n\nalice {KEY}\n\"bob,carol\" namespaces=\"git,file\",valid-after=20260101Z {KEY} c\n"
-        );
-        let list = AllowedSigners::parse("f", "v", text.as_bytes()).unwrap();
-        assert_eq!(list.admins(), ["ops", "root"]);
-        assert_eq!(list.signers.len(), 2);
-        assert_eq!(list.signers[1].principals, ["bob", "carol"]);
-        assert_eq!(list.signers[1].line, 4);
-        let bad = AllowedSigners::parse("f", "v", format!("a\nalice bogus=1 {KEY}\n").as_bytes())
-            .unwrap_err();
-        assert_eq!(bad.line, 1);
-        let bad =
-            AllowedSigners::parse("f", "v", format!("alice frob {KEY}\n").as_bytes()).unwrap_err();
-        assert_eq!(bad.line, 1);
-        assert!(bad.reason.contains("frob"), "{bad:?}");
-        let bad = AllowedSigners::parse(
-            "f",
-            "v",
-            format!("alice valid-after=20260101 {KEY}\n").as_bytes(),
-        )
-        .unwrap_err();
-        assert!(bad.reason.contains("Z"), "{bad:?}");
-    }
-
-    #[test]
-    fn the_payload_is_the_commit_without_its_signature_header() {
-        let commit = b"tree t\nparent p\nauthor a <a> 1 +0000\ncommitter c <c> 1700000000 +0000\ngpgsig -----BEGIN SSH SIGNATURE-----\n abc\n -----END SSH SIGNATURE-----\n\nmessage\n";
-        let signed = split_commit(commit, b"gpgsig");
-        assert_eq!(
-            signed.payload,
-            b"tree t\nparent p\nauthor a <a> 1 +0000\ncommitter c <c> 1700000000 +0000\n\nmessage\n"
-        );
-        assert_eq!(
-            signed.signature.as_deref(),
-            Some(&b"-----BEGIN SSH SIGNATURE-----\nabc\n-----END SSH SIGNATURE-----"[..])
-        );
-        assert_eq!(signed.committed_at, Some(1_700_000_000));
-    }
-}
+#[path = "signers_tests.rs"]
+mod tests;

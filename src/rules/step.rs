@@ -177,6 +177,16 @@ impl<'a> Judgement<'a> {
             Judgement::Arrival(a) => a.signers,
         }
     }
+
+    /// Returns `lease.maxClockSkew`: how far a signed commit's committer time may be from
+    /// its event's (the rules alone check no signature).
+    pub fn max_skew(&self) -> Duration {
+        match self {
+            Judgement::Recorded => Duration::zero(),
+            Judgement::Reading(Reading { max_skew, .. })
+            | Judgement::Arrival(Arrival { max_skew, .. }) => *max_skew,
+        }
+    }
 }
 
 /// Judges `next` recorded on top of `prev` as [`judge`] does and, when `judgement` requires
@@ -196,6 +206,7 @@ pub fn judge_signed(
             next,
             signed.unwrap_or(&unsigned),
             list,
+            judgement.max_skew(),
         ));
     }
     found

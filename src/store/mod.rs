@@ -418,6 +418,25 @@ impl Store {
         }
     }
 
+    /// Returns the ref the symbolic ref `name` names (`refs/remotes/origin/HEAD` names
+    /// `refs/remotes/origin/main`): `None` when `name` does not exist or is not symbolic.
+    pub fn symbolic_target(&self, name: &str) -> Result<Option<String>> {
+        if let RefDb::Git(git) = &self.refdb {
+            return Ok(match git.read(name)? {
+                Some(refdb::Target::Symbolic(to)) => Some(to),
+                _ => None,
+            });
+        }
+        let found = self
+            .repo
+            .try_find_reference(name)
+            .map_err(|e| Error::git(format!("cannot read {name}"), e))?;
+        Ok(found.and_then(|r| match r.target() {
+            gix::refs::TargetRef::Symbolic(to) => Some(to.as_bstr().to_str_lossy().into_owned()),
+            gix::refs::TargetRef::Object(_) => None,
+        }))
+    }
+
     /// Returns the repository's git dir.
     pub fn git_dir(&self) -> &Path {
         self.repo.git_dir()

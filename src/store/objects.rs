@@ -264,10 +264,23 @@ impl Store {
             Some(name) => self.tip_of(&name)?,
             None => self.tip_of("HEAD")?,
         };
-        let Some(head) = head else {
-            return Ok(None);
-        };
-        let failed = |reason: String| Error::InvalidInput(format!("HEAD's {path}: {reason}"));
+        match head {
+            Some(head) => self.file_at(head, "HEAD", path),
+            None => Ok(None),
+        }
+    }
+
+    /// Returns the blob id and content of the file at `path` (`/`-separated) in the tree of
+    /// the commit `commit` (named `shown` in messages): `None` when it is no commit or the
+    /// tree has no such file.
+    pub fn file_at(
+        &self,
+        commit: ObjectId,
+        shown: &str,
+        path: &str,
+    ) -> Result<Option<(ObjectId, Vec<u8>)>> {
+        let head = commit;
+        let failed = |reason: String| Error::InvalidInput(format!("{shown}'s {path}: {reason}"));
         let (kind, data) = self.find(head).map_err(failed)?;
         if kind != gix::object::Kind::Commit {
             return Ok(None);

@@ -61,6 +61,9 @@
 //! ref of a live tip, a takeover dated inside the tenure it took over, and every other
 //! spelling of an instant.
 //!
+//! Signed ledgers have a generated adversary of their own, [`crate::adversary_signed`]: lists,
+//! validity windows and committer times, judged by every reader requiring signatures.
+//!
 //! The counts (cases run, steps tried, accepted, refused, and the checks of each acceptance)
 //! are printed at the end (`--nocapture` shows them); a failure names the seed, the run, the
 //! step, what was pushed and what verify or the client said, and the minimal case proptest
@@ -109,7 +112,7 @@ const DROPPABLE: [&str; 8] = [
     "expires_at",
 ];
 /// The seed of the default run.
-const DEFAULT_SEED: u64 = 20261130;
+pub(crate) const DEFAULT_SEED: u64 = 20261130;
 
 // ---------------------------------------------------------------------------------------------
 // What a step is
@@ -158,7 +161,7 @@ impl Who {
 
 /// What an honest client means to do.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Action {
+pub(crate) enum Action {
     Acquire,
     Renew,
     Release,
@@ -330,7 +333,7 @@ fn who() -> impl Strategy<Value = Who> {
     ]
 }
 
-fn action() -> impl Strategy<Value = Action> {
+pub(crate) fn action() -> impl Strategy<Value = Action> {
     prop_oneof![
         4 => Just(Action::Acquire),
         2 => Just(Action::Renew),
@@ -350,7 +353,7 @@ fn clock() -> impl Strategy<Value = Clock> {
     ]
 }
 
-fn ttl() -> impl Strategy<Value = Option<i64>> {
+pub(crate) fn ttl() -> impl Strategy<Value = Option<i64>> {
     prop_oneof![
         6 => prop::sample::select(vec![60i64, 300, 600]).prop_map(Some),
         1 => Just(None),
@@ -455,7 +458,7 @@ fn step() -> impl Strategy<Value = Step> {
 // ---------------------------------------------------------------------------------------------
 
 /// The instant a record's time field holds, read as leniently as RFC 3339 allows.
-fn time(v: &Value) -> Option<DateTime<Utc>> {
+pub(crate) fn time(v: &Value) -> Option<DateTime<Utc>> {
     let text = v.as_str()?;
     DateTime::parse_from_rfc3339(text)
         .or_else(|_| DateTime::parse_from_rfc3339(&text.to_uppercase().replacen(' ', "T", 1)))
@@ -464,7 +467,7 @@ fn time(v: &Value) -> Option<DateTime<Utc>> {
 }
 
 /// `secs` seconds after T0.
-fn instant(secs: i64) -> DateTime<Utc> {
+pub(crate) fn instant(secs: i64) -> DateTime<Utc> {
     t0() + Duration::seconds(secs)
 }
 
@@ -520,7 +523,7 @@ fn remove(v: &mut Value, field: &str) {
 /// The step an honest client of `me`, whose clock reads `now`, records for `action` on top of
 /// `prev`. Where no honest client would write anything (a renew of someone else's lease, an
 /// acquire of a live lease), the record it would write if it believed it could: an attempt.
-fn honest(
+pub(crate) fn honest(
     issue: &str,
     prev: Option<&Value>,
     me: &str,

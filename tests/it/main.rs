@@ -39,6 +39,8 @@
 //! - [`forge`]: ledger history built by hand with plain git plumbing, and `lease.json` values.
 //! - [`remote`], [`mirror`], [`verify`]: claims through a remote, sync, and ledger audits.
 //! - [`sharing`]: a clone's claims are local until told otherwise; a diverged ledger adopted.
+//! - [`signers`]: where the allowed signers list comes from (what the team controls, never
+//!   the branch checked out), a change of it verifying again, validity at the event's time.
 //! - [`signing`]: ledger commits signed as git signs commits with `gpg.format=ssh`
 //!   (`commit.gpgSign`, `lease.sign`), verified by plain git and `ssh-keygen`; keys in files
 //!   and in an `ssh-agent`; a key that cannot sign writes nothing.
@@ -92,6 +94,7 @@
 pub mod env;
 
 mod adversary;
+mod adversary_signed;
 mod archive;
 mod archive_forged;
 mod archive_trust;
@@ -147,6 +150,7 @@ mod servers;
 mod session;
 mod sharing;
 mod signatures;
+mod signers;
 mod signing;
 mod snapshots;
 mod timeline;

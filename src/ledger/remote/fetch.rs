@@ -352,12 +352,16 @@ impl Remote<'_> {
                 ))),
             };
         };
-        if seen == Some(tip) {
+        let unvouched = self.unvouched(issue, seen);
+        if seen == Some(tip) && unvouched.is_none() {
             return Ok(Ok(Some(tip)));
         }
         let reading = self.ledger.reading();
-        let check =
-            verify::verify_segment(store, issue, tip, seen, Judgement::reader(reading.as_ref()));
+        let judgement = Judgement::reader(reading.as_ref());
+        let check = match seen {
+            Some(seen) if seen == tip => verify::SegmentCheck::default(),
+            _ => verify::verify_segment(store, issue, tip, seen, judgement),
+        };
         if let Some(first) = check.findings.first() {
             let seen_text = seen.map_or_else(|| "none".to_owned(), |s| s.to_string());
             return Ok(Err(if first.rule == Rule::FastForward {
@@ -383,7 +387,55 @@ impl Remote<'_> {
                 }
             }));
         }
+        if let Some(refused) = self.verify_again(issue, unvouched, tip, judgement) {
+            let detail = format!(
+                "the history verified here before breaks a rule under the allowed signers list now: {}",
+                refused[0]
+            );
+            return Ok(Err(Diverged {
+                findings: refused,
+                ..diverged(Divergence::Rewritten, detail)
+            }));
+        }
         Ok(Ok(Some(tip)))
+    }
+
+    /// Returns `seen` when signatures are required and it was verified under another allowed
+    /// signers list (or none): what was verified before is verified again under this one.
+    fn unvouched(&self, issue: &str, seen: Option<ObjectId>) -> Option<ObjectId> {
+        let vouched = self.vouched.as_ref()?;
+        seen.filter(|s| vouched.recall_one(issue) != Some(*s))
+    }
+
+    /// Verifies the history up to `unvouched` again, from the root; returns its findings if
+    /// it breaks a rule, else records `tip` as verified whole under the list read now.
+    fn verify_again(
+        &self,
+        issue: &str,
+        unvouched: Option<ObjectId>,
+        tip: ObjectId,
+        judgement: Judgement<'_>,
+    ) -> Option<Vec<verify::Finding>> {
+        if let Some(seen) = unvouched {
+            let again = verify::verify_segment(self.ledger.store(), issue, seen, None, judgement);
+            if !again.findings.is_empty() {
+                return Some(again.findings);
+            }
+        }
+        self.vouch(issue, tip);
+        None
+    }
+
+    /// Records that `issue`'s ledger up to `tip` was verified whole under the allowed signers
+    /// list read now, when signatures are required (best effort).
+    fn vouch(&self, issue: &str, tip: ObjectId) {
+        let Some(vouched) = &self.vouched else {
+            return;
+        };
+        if vouched.recall_one(issue) != Some(tip) {
+            vouched.remember([(issue, tip)]);
+            vouched.forget_siblings();
+        }
     }
 
     /// Moves the tracking refs of `moves` (`(issue, new, seen)`) to what was verified. Best

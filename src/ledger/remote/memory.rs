@@ -27,6 +27,13 @@ use crate::store::Store;
 /// The folder of the memory files, in the repository's common directory.
 pub const MEMORY_DIR: &str = "lease-memory";
 
+/// The folder of what was verified under each allowed signers list, in the repository's
+/// common directory: `lease-verified/<remote>/<list version>`, the same lines as a memory
+/// file, each tip's ledger verified whole under that list. A read requiring signatures trusts
+/// a tip verified before only when this file records it, so a change of list (or of the rules'
+/// edition) verifies every ledger again, once.
+pub const VERIFIED_DIR: &str = "lease-verified";
+
 /// The memory of one remote.
 pub(crate) struct Memory {
     path: PathBuf,
@@ -46,12 +53,50 @@ impl Memory {
         }
     }
 
+    /// Returns the record of the tips of the remote under `slug` whose ledgers were verified
+    /// whole under the allowed signers list of version `version` ([`VERIFIED_DIR`]).
+    pub(crate) fn verified_under(store: &Store, slug: &str, version: &str) -> Memory {
+        Memory {
+            path: store
+                .common_dir()
+                .join(VERIFIED_DIR)
+                .join(slug)
+                .join(version),
+            loaded: Default::default(),
+        }
+    }
+
+    /// Removes the records of every other list version beside this one, best effort: what
+    /// was verified under them is verified again under this one.
+    pub(crate) fn forget_siblings(&self) {
+        let Some(dir) = self.path.parent() else {
+            return;
+        };
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            if Some(name.as_os_str()) != self.path.file_name()
+                && !name.to_string_lossy().starts_with('.')
+            {
+                let _ = std::fs::remove_file(entry.path());
+            }
+        }
+    }
+
     /// Appends `moves` (`(issue, tip)`), best effort.
     pub(crate) fn remember<'a>(&self, moves: impl IntoIterator<Item = (&'a str, ObjectId)>) {
         let mut text = String::new();
+        let mut loaded = self.loaded.borrow_mut();
         for (issue, tip) in moves {
             text.push_str(&format!("{} {tip}\n", escape(issue)));
+            // The file as read, with these lines last: no second read of it.
+            if let Some(tips) = loaded.as_mut() {
+                tips.insert(issue.to_owned(), tip);
+            }
         }
+        drop(loaded);
         if text.is_empty() {
             return;
         }
@@ -63,7 +108,6 @@ impl Memory {
             .append(true)
             .open(&self.path)
             .and_then(|mut file| file.write_all(text.as_bytes()));
-        *self.loaded.borrow_mut() = None;
         // A clone that only ever renews never reads the memory back: compact it here too.
         if std::fs::metadata(&self.path).is_ok_and(|m| m.len() > COMPACT_ABOVE) {
             self.recall();

@@ -84,6 +84,8 @@ pub struct Remote<'a> {
     http_low_speed_unset: bool,
     /// What was verified from this remote, kept where no fetch can delete it.
     memory: memory::Memory,
+    /// With `lease.requireSignatures`: the tips verified whole under the list read now.
+    vouched: Option<memory::Memory>,
     /// The issues whose seen tip was recalled from `memory` without its commit, so without a
     /// tracking ref to move from.
     recalled: std::cell::RefCell<std::collections::HashSet<String>>,
@@ -163,6 +165,8 @@ impl<'a> Remote<'a> {
             verdict: verdict::Verdict::of(store, &push_url),
             writes_allowed: Default::default(),
             memory: memory::Memory::of(store, &slug),
+            vouched: (ledger.signers())
+                .map(|list| memory::Memory::verified_under(store, &slug, list.version())),
             recalled: Default::default(),
             local_before_push: Default::default(),
             network_timeout: (!network_timeout.is_zero()).then_some(network_timeout),
