@@ -136,6 +136,29 @@ fn a_bad_ttl_is_bad_usage() {
         .stderr_has("lease.ttl");
 }
 
+/// `--ttl 15` (a number without a unit) is refused with suggestions, and each TTL it suggests
+/// is then accepted: a newcomer who copies one from the message gets a claim.
+#[test]
+fn every_ttl_a_refusal_suggests_is_accepted() {
+    let repo = TestRepo::new();
+    let refused = repo.run_at(T0, &["acquire", "7", "--holder", "a", "--ttl", "15"]);
+    refused.code(2).stderr_has("15s, 15m, 15h or 15d");
+    assert_eq!(repo.commit_count("7"), 0);
+    // What is quoted is the input given back, not a suggestion.
+    let unquoted: String = refused.stderr.split('"').step_by(2).collect();
+    let suggested: Vec<&str> = unquoted
+        .split(|c: char| !c.is_ascii_alphanumeric())
+        .filter(|w| w.starts_with(|c: char| c.is_ascii_digit()) || *w == "never")
+        .filter(|w| w.ends_with(|c: char| c.is_ascii_alphabetic()))
+        .collect();
+    assert!(suggested.len() >= 5, "{}", refused.stderr);
+    assert!(!suggested.contains(&"15ms"), "{}", refused.stderr);
+    for ttl in suggested {
+        repo.run_at(T0, &["acquire", "7", "--holder", "a", "--ttl", ttl])
+            .ok();
+    }
+}
+
 #[test]
 fn a_bad_clock_is_bad_usage() {
     let repo = TestRepo::new();
