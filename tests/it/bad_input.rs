@@ -299,3 +299,39 @@ fn usage_errors_exit_2_and_help_exits_0() {
     repo.run_at(T0, &["--help"]).ok().stdout_has("acquire");
     repo.run_at(T0, &["--version"]).ok();
 }
+
+/// A remote name that does not exist is named as such (exit 2), with the remotes there are,
+/// never as a failed fetch of a refspec; nothing is written, here or on `origin`, and `doctor`
+/// does not advise making it `lease.remote`.
+#[test]
+fn a_remote_that_does_not_exist_is_named_as_such() {
+    let repo = TestRepo::new();
+    let origin = repo.add_bare_origin(&[]);
+    for args in [
+        &["acquire", "7", "--holder", "a", "--remote", "upstream"][..],
+        &["list", "--remote", "upstream"],
+        &["--remote", "upstream", "show", "7"],
+    ] {
+        let run = repo.run_at(T0, args);
+        run.code(2)
+            .stderr_has("no remote named upstream")
+            .stderr_has("this repository has: origin");
+        assert!(!run.stderr.contains("refspec"), "{}", run.stderr);
+        assert!(!run.stderr.contains("refs/"), "{}", run.stderr);
+    }
+    assert_eq!(repo.lease_refs(), "");
+    assert_eq!(origin.lease_refs(), "");
+    let doctor = repo.run_at(T0, &["doctor", "--remote", "nosuch"]);
+    doctor.code(2).stderr_has("no remote named nosuch");
+    assert!(!doctor.stdout.contains("lease.remote"), "{}", doctor.stdout);
+    assert!(!doctor.stderr.contains("lease.remote"), "{}", doctor.stderr);
+    // A bare word that is a path here is still a remote, as git takes it.
+    repo.git(&["init", "--quiet", "--bare", "srv.git"]);
+    repo.run_at(
+        T0,
+        &["acquire", "8", "--holder", "a", "--remote", "srv.git"],
+    )
+    .ok();
+    let served = repo.git(&["--git-dir=srv.git", "for-each-ref", "refs/leases/"]);
+    assert!(served.contains("refs/leases/8"), "{served}");
+}
