@@ -834,7 +834,7 @@ pub(crate) fn push(
             });
             super::output::json::json_line(out, &value)?;
         } else if let Some(reason) = reason {
-            eprintln!("git lease: refused: {reason}");
+            eprintln!("error: push refused: {reason}");
         }
         Ok::<u8, Failure>(code)
     };

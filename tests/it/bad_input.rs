@@ -335,3 +335,24 @@ fn a_remote_that_does_not_exist_is_named_as_such() {
     let served = repo.git(&["--git-dir=srv.git", "for-each-ref", "refs/leases/"]);
     assert!(served.contains("refs/leases/8"), "{served}");
 }
+
+/// One error prefix everywhere, git's and clap's: a usage error clap finds, an error of the
+/// library and a bad value the command line reads all start with `error: `.
+#[test]
+fn every_error_starts_with_the_one_error_prefix() {
+    let repo = TestRepo::new();
+    for (args, code) in [
+        (&["acquire", "7", "--bogus"][..], 2),
+        (&["show", "nope"], 4),
+        (&["acquire", "7", "--holder", "a", "--ttl", "15"], 2),
+        (
+            &["acquire", "7", "--holder", "a", "--remote", "upstream"],
+            2,
+        ),
+    ] {
+        let run = repo.run_at(T0, args);
+        run.code(code);
+        assert!(run.stderr.starts_with("error: "), "{run}");
+        assert!(!run.stderr.contains("git lease: "), "{run}");
+    }
+}

@@ -77,3 +77,25 @@ fn colour_follows_gits_convention() {
         "--color=always"
     ])));
 }
+
+/// A subcommand's help shows its own options before the global ones, and its exit codes:
+/// `acquire --help` says 3 when held, which a held claim then exits with.
+#[test]
+fn a_commands_help_shows_its_own_options_first_and_its_exit_codes() {
+    let repo = TestRepo::new();
+    for flag in ["--help", "-h"] {
+        let help = repo.lease().args(["acquire", flag]).run();
+        let text = &help.ok().stdout;
+        let own = text.find("--ttl").expect("--ttl is shown");
+        let global = text
+            .find("Global options:")
+            .expect("a heading for the global ones");
+        let dash_c = text.find("-C <PATH>").expect("-C is shown");
+        assert!(own < global && global < dash_c, "{text}");
+        assert!(text.contains("Exit codes: 0 acquired"), "{text}");
+        assert!(text.contains("3 held by someone else"), "{text}");
+    }
+    repo.run_at(T0, &["acquire", "7", "--holder", "alice"]).ok();
+    repo.run_at(T0, &["acquire", "7", "--holder", "bob"])
+        .code(3);
+}

@@ -188,10 +188,7 @@ where
     let mut out = Vec::new();
     let result = body(&ctx, &mut out);
     for notice in ctx.ledger.take_notices() {
-        eprintln!(
-            "git lease: warning: {}",
-            git_lease::text::printable(&notice)
-        );
+        eprintln!("warning: {}", git_lease::text::printable(&notice));
     }
     match result {
         Ok(code) => match serde_json::from_slice::<Value>(&out) {

@@ -442,7 +442,7 @@ pub(crate) fn run(ctx: &Context, args: RunArgs) -> Result<u8, Failure> {
                     );
                     return Ok(exit::LEASE_LOST);
                 }
-                Err(e) => said::line("git lease run", &format!("could not end the lease: {e}")),
+                Err(e) => said::line("error", &format!("run could not end the lease: {e}")),
             }
             Ok(code)
         }
@@ -572,7 +572,7 @@ fn not_started(
         }
     };
     said::line(
-        "git lease run",
+        "error",
         &format!("cannot start {}: {e}", output::printable(program)),
     );
     Ok(code)
@@ -640,10 +640,7 @@ fn renew_in_background(
                     let _ = events.send(Event::LeaseLost(why));
                     return;
                 }
-                Err(e) => said::line(
-                    "git lease run",
-                    &format!("renewing failed, will retry: {e}"),
-                ),
+                Err(e) => said::line("warning", &format!("renewing failed, will retry: {e}")),
             }
         }
     });
