@@ -6,6 +6,7 @@ mod commands;
 mod completion;
 mod exit;
 mod gc;
+mod interrupt;
 mod manual;
 mod mcp;
 mod output;
@@ -560,7 +561,10 @@ fn run(cli: Cli) -> Result<u8, Failure> {
     let stdout = std::io::stdout();
     // Buffered: `list` prints tens of thousands of lines.
     let mut out = std::io::BufWriter::with_capacity(64 * 1024, stdout.lock());
-    let result = dispatch(&ctx, cli.command, &mut out);
+    // `run` and `wait` handle their signals themselves.
+    let writes =
+        cli.command.writes_leases() && !matches!(cli.command, Command::Run(_) | Command::Wait(_));
+    let result = interrupt::guarded(&ctx, writes, || dispatch(&ctx, cli.command, &mut out));
     // After the answer, as git gives its advice, and only if a claim was written here.
     let _ = out.flush();
     ctx.advise_local(false);
