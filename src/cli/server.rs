@@ -936,7 +936,7 @@ pub(crate) fn push(
             if let Some(commit) = there {
                 eprint!("{stderr}");
                 eprintln!(
-                    "git lease: the server's answer was lost, but its {full} is at {commit}: \
+                    "warning: the server's answer was lost, but its {full} is at {commit}: \
                      the branch is there"
                 );
                 return answer("pushed", Some(token), None, exit::OK);
