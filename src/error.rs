@@ -289,6 +289,17 @@ pub enum Error {
         /// git's diagnostics.
         message: String,
     },
+    /// A signal (Ctrl-C) interrupted a write through a remote: its push may or may not have
+    /// reached the server, as for [`Error::OutcomeUnknown`].
+    #[error("interrupted by {signal} while writing through {remote}: the outcome is unknown: the remote may or may not have taken the push{cause}; run the same command again: it converges (a re-acquire by the holder keeps the token, a release again finds nothing held)")]
+    Interrupted {
+        /// The signal, as a user knows it.
+        signal: String,
+        /// The remote, as messages show it.
+        remote: String,
+        /// What the interrupted command failed with, as ` (…)`, or empty.
+        cause: String,
+    },
     /// No repository could be opened.
     #[error("{}", not_a_repository(path, message))]
     NotARepository {
@@ -365,6 +376,7 @@ impl Error {
             | Error::RemoteLocked { .. }
             | Error::Transport { .. }
             | Error::OutcomeUnknown { .. }
+            | Error::Interrupted { .. }
             | Error::AtomicUnsupported { .. }
             | Error::HookFailed { .. }
             | Error::RemoteDiverged { .. }

@@ -7,6 +7,7 @@ mod completion;
 mod exit;
 mod gc;
 mod guard;
+mod interrupt;
 mod manual;
 mod mcp;
 mod output;
@@ -27,6 +28,9 @@ use clap::{Args, CommandFactory, Parser, Subcommand};
 use git_lease::backend::Backend;
 use git_lease::{Ending, Error, Holder, IssueId, Ledger, Ttl};
 
+/// The heading of the options every command takes, shown after a command's own.
+const GLOBAL: &str = "Global options";
+
 /// The TTL of a claim when neither `--ttl` nor `lease.ttl` says otherwise.
 const DEFAULT_TTL: &str = "1h";
 
@@ -45,24 +49,24 @@ const DEFAULT_TTL: &str = "1h";
 )]
 struct Cli {
     /// Run as if started in <PATH> (may be repeated, as in git)
-    #[arg(short = 'C', value_name = "PATH", global = true)]
+    #[arg(short = 'C', value_name = "PATH", global = true, help_heading = GLOBAL)]
     dirs: Vec<PathBuf>,
 
     /// Print JSON: one object on stdout (an array for list, log and a several-issue acquire;
     /// a line per event for watch; on stderr for run)
-    #[arg(long, global = true)]
+    #[arg(long, global = true, help_heading = GLOBAL)]
     json: bool,
 
     /// Operate on this remote (a name or URL) instead of the local refs [config: lease.remote]
-    #[arg(long, global = true, value_name = "NAME|URL", conflicts_with = "local")]
+    #[arg(long, global = true, help_heading = GLOBAL, value_name = "NAME|URL", conflicts_with = "local")]
     remote: Option<String>,
 
     /// Operate on the local refs even if lease.remote is set
-    #[arg(long, global = true)]
+    #[arg(long, global = true, help_heading = GLOBAL)]
     local: bool,
 
     /// Colour the output: auto (on a terminal), always or never [config: color.ui; NO_COLOR]
-    #[arg(long, global = true, value_name = "WHEN", value_enum)]
+    #[arg(long, global = true, help_heading = GLOBAL, value_name = "WHEN", value_enum)]
     color: Option<color::ColorChoice>,
 
     #[command(subcommand)]
@@ -225,7 +229,11 @@ const WHERE_OPTIONS: [&str; 2] = ["remote", "local"];
 /// Returns the whole command-line interface: what parses the arguments, and what `--help`,
 /// the manual and the completions describe.
 pub(crate) fn command() -> clap::Command {
-    let mut command = Cli::command();
+    // Each command's exit codes close its help.
+    let mut command = Cli::command().mut_subcommands(|c| {
+        let codes = exit::help::of(c.get_name());
+        c.after_help(codes)
+    });
     for name in ["gc", "install-hook"] {
         command = command.mut_subcommand(name, hide_where);
     }
@@ -323,7 +331,7 @@ fn fail(json: bool, kind: &str, message: &str, code: u8) -> u8 {
     if json {
         eprintln!("{}", error_text(kind, message, code, &said::take()));
     } else {
-        eprintln!("git lease: {message}");
+        eprintln!("error: {message}");
     }
     code
 }
@@ -554,7 +562,10 @@ fn run(cli: Cli) -> Result<u8, Failure> {
     let stdout = std::io::stdout();
     // Buffered: `list` prints tens of thousands of lines.
     let mut out = std::io::BufWriter::with_capacity(64 * 1024, stdout.lock());
-    let result = dispatch(&ctx, cli.command, &mut out);
+    // `run` and `wait` handle their signals themselves.
+    let writes =
+        cli.command.writes_leases() && !matches!(cli.command, Command::Run(_) | Command::Wait(_));
+    let result = interrupt::guarded(&ctx, writes, || dispatch(&ctx, cli.command, &mut out));
     // After the answer, as git gives its advice, and only if a claim was written here.
     let _ = out.flush();
     ctx.advise_local(false);
@@ -598,31 +609,6 @@ fn dispatch(ctx: &Context, command: Command, out: &mut dyn Write) -> Result<u8, 
         // Served before stdout is locked (`run`); here it would write beside the lock.
         Command::Mcp(_) => Ok(exit::OK),
     }
-}
-
-/// Validates the ids of one claim, taking each once, and refuses ids that would clash with
-/// each other as file versus directory (`x` and `x/y`).
-pub(crate) fn distinct_issues(ids: &[String]) -> Result<Vec<IssueId>, Error> {
-    let mut out: Vec<IssueId> = Vec::with_capacity(ids.len());
-    for id in ids {
-        let issue = IssueId::new(id)?;
-        if out.contains(&issue) {
-            continue;
-        }
-        let clash = out.iter().find(|other| {
-            let (a, b) = (other.as_str(), issue.as_str());
-            a.strip_prefix(b).is_some_and(|r| r.starts_with('/'))
-                || b.strip_prefix(a).is_some_and(|r| r.starts_with('/'))
-        });
-        if let Some(other) = clash {
-            return Err(Error::RefClash {
-                issue: issue.to_string(),
-                existing: other.ref_name(),
-            });
-        }
-        out.push(issue);
-    }
-    Ok(out)
 }
 
 /// Parses a duration option (`500ms`, `10s`, `2m`).

@@ -685,7 +685,7 @@ pub(crate) fn push(
             });
             super::output::json::json_line(out, &value)?;
         } else if let Some(reason) = reason {
-            eprintln!("git lease: refused: {reason}");
+            eprintln!("error: push refused: {reason}");
         }
         Ok::<u8, Failure>(code)
     };
@@ -761,7 +761,7 @@ pub(crate) fn push(
             if let Some(commit) = there {
                 eprint!("{stderr}");
                 eprintln!(
-                    "git lease: the server's answer was lost, but its {full} is at {commit}: \
+                    "warning: the server's answer was lost, but its {full} is at {commit}: \
                      the branch is there"
                 );
                 return answer("pushed", Some(token), None, exit::OK);

@@ -181,13 +181,13 @@ pub(crate) fn watch(ctx: &Context, args: WatchArgs, out: &mut dyn Write) -> Resu
                     };
                     print(ctx, args.holder.as_deref(), &events, out)?;
                     for e in errors {
-                        said::line("git lease watch", &e.to_string());
+                        said::line("error", &e.to_string());
                     }
                 }
                 Err(_) if git_lease::git::stopping() => return Ok(exit::OK),
                 Err(e) => {
                     failures = failures.saturating_add(1);
-                    said::line("git lease watch", &e.to_string());
+                    said::line("error", &e.to_string());
                 }
             }
             next_read = Instant::now() + backoff(interval, failures);
@@ -195,7 +195,7 @@ pub(crate) fn watch(ctx: &Context, args: WatchArgs, out: &mut dyn Write) -> Resu
         let (events, errors) = follower.expire(store, clock.now());
         print(ctx, args.holder.as_deref(), &events, out)?;
         for e in errors {
-            said::line("git lease watch", &e.to_string());
+            said::line("error", &e.to_string());
         }
         out.flush()?;
     }
@@ -247,7 +247,7 @@ fn read_tips(source: &mut Source<'_>, reported: &mut Reported) -> Result<Moved, 
                 let (kept, refused) = ledger.verified_refs(refs, &mut reported.verified);
                 for (issue, tip, e) in refused {
                     if reported.diverged.insert((issue, Some(tip.to_string()))) {
-                        said::line("git lease watch", &e.to_string());
+                        said::line("error", &e.to_string());
                     }
                 }
                 kept
@@ -264,7 +264,7 @@ fn read_tips(source: &mut Source<'_>, reported: &mut Reported) -> Result<Moved, 
                     .diverged
                     .insert((d.issue.clone(), d.remote.clone()))
                 {
-                    said::line("git lease watch", &d.into_error(remote.name()).to_string());
+                    said::line("error", &d.into_error(remote.name()).to_string());
                 }
             }
             Ok(Moved::All(fetched.verified))
@@ -410,7 +410,7 @@ fn watch_refs(
         Ok(w) => Some(w),
         Err(e) => {
             said::line(
-                "git lease watch",
+                "warning",
                 &format!(
                     "no file-system notifications ({e}); reading the refs every {}",
                     humantime::format_duration(interval)

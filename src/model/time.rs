@@ -35,7 +35,7 @@ impl Ttl {
         if text.starts_with('-') {
             return Err(invalid("cannot be negative".into()));
         }
-        let std = humantime::parse_duration(text).map_err(|e| invalid(e.to_string()))?;
+        let std = humantime::parse_duration(text).map_err(|e| invalid(unreadable(&e)))?;
         if std.as_secs() == 0 {
             return Err(invalid("must be at least one second".into()));
         }
@@ -80,6 +80,36 @@ impl Ttl {
                     format_instant(latest())
                 ),
             }),
+        }
+    }
+}
+
+/// Says why `humantime` could not read a TTL in words that suggest only accepted forms: its
+/// own messages offer units (`ns`, `ms`) and values (`15ms`) that a TTL refuses.
+fn unreadable(error: &humantime::DurationError) -> String {
+    use humantime::DurationError as E;
+    match error {
+        E::UnknownUnit { unit, value, .. } if unit.is_empty() => {
+            let accepted: Vec<String> = ["s", "m", "h", "d"]
+                .iter()
+                .map(|unit| format!("{value}{unit}"))
+                .filter(|ttl| Ttl::parse(ttl).is_ok())
+                .collect();
+            match accepted.split_last() {
+                Some((last, [])) => format!("a number needs a unit: {last}"),
+                Some((last, rest)) => {
+                    format!("a number needs a unit: {} or {last}", rest.join(", "))
+                }
+                None => "is too long; use `never` for an open-ended lease".into(),
+            }
+        }
+        E::UnknownUnit { unit, .. } => {
+            format!("unknown unit {unit:?}: use s, m, h, d or w (seconds to weeks)")
+        }
+        E::NumberOverflow => "is too long; use `never` for an open-ended lease".into(),
+        E::Empty => "is empty".into(),
+        E::InvalidCharacter(_) | E::NumberExpected(_) => {
+            "is not a number followed by a unit (s, m, h, d or w)".into()
         }
     }
 }
@@ -301,6 +331,42 @@ mod tests {
         for bad in ["", "0s", "soon", "-5m", "1.5s", "15"] {
             assert!(Ttl::parse(bad).is_err(), "{bad:?} must be refused");
         }
+    }
+
+    /// Every TTL an error message suggests (a number with a unit, or `never`) is accepted.
+    #[test]
+    fn ttl_errors_suggest_only_accepted_ttls() {
+        for bad in [
+            "15",
+            "0",
+            "15x",
+            "15ms",
+            "1.5s",
+            "",
+            "soon",
+            "-5m",
+            "99999999999",
+            "2 hours min",
+        ] {
+            let message = Ttl::parse(bad).unwrap_err().to_string();
+            // What is quoted is the input given back, not a suggestion.
+            let unquoted: String = message.split('"').step_by(2).collect();
+            let suggested: Vec<&str> = unquoted
+                .split(|c: char| !c.is_ascii_alphanumeric())
+                .filter(|w| w.starts_with(|c: char| c.is_ascii_digit()) || *w == "never")
+                .filter(|w| w.ends_with(|c: char| c.is_ascii_alphabetic()))
+                .collect();
+            assert!(suggested.len() >= 5, "{bad:?}: {message}");
+            for ttl in suggested {
+                assert!(
+                    Ttl::parse(ttl).is_ok(),
+                    "{bad:?} suggests {ttl:?}: {message}"
+                );
+            }
+        }
+        let bare = Ttl::parse("15").unwrap_err().to_string();
+        assert!(bare.contains("15s, 15m, 15h or 15d"), "{bare}");
+        assert!(!bare.contains("ms"), "{bare}");
     }
 
     #[test]

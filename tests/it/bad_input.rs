@@ -136,6 +136,29 @@ fn a_bad_ttl_is_bad_usage() {
         .stderr_has("lease.ttl");
 }
 
+/// `--ttl 15` (a number without a unit) is refused with suggestions, and each TTL it suggests
+/// is then accepted: a newcomer who copies one from the message gets a claim.
+#[test]
+fn every_ttl_a_refusal_suggests_is_accepted() {
+    let repo = TestRepo::new();
+    let refused = repo.run_at(T0, &["acquire", "7", "--holder", "a", "--ttl", "15"]);
+    refused.code(2).stderr_has("15s, 15m, 15h or 15d");
+    assert_eq!(repo.commit_count("7"), 0);
+    // What is quoted is the input given back, not a suggestion.
+    let unquoted: String = refused.stderr.split('"').step_by(2).collect();
+    let suggested: Vec<&str> = unquoted
+        .split(|c: char| !c.is_ascii_alphanumeric())
+        .filter(|w| w.starts_with(|c: char| c.is_ascii_digit()) || *w == "never")
+        .filter(|w| w.ends_with(|c: char| c.is_ascii_alphabetic()))
+        .collect();
+    assert!(suggested.len() >= 5, "{}", refused.stderr);
+    assert!(!suggested.contains(&"15ms"), "{}", refused.stderr);
+    for ttl in suggested {
+        repo.run_at(T0, &["acquire", "7", "--holder", "a", "--ttl", ttl])
+            .ok();
+    }
+}
+
 #[test]
 fn a_bad_clock_is_bad_usage() {
     let repo = TestRepo::new();
@@ -275,4 +298,61 @@ fn usage_errors_exit_2_and_help_exits_0() {
     repo.run_at(T0, &["acquire", "-x", "--holder", "a"]).code(2);
     repo.run_at(T0, &["--help"]).ok().stdout_has("acquire");
     repo.run_at(T0, &["--version"]).ok();
+}
+
+/// A remote name that does not exist is named as such (exit 2), with the remotes there are,
+/// never as a failed fetch of a refspec; nothing is written, here or on `origin`, and `doctor`
+/// does not advise making it `lease.remote`.
+#[test]
+fn a_remote_that_does_not_exist_is_named_as_such() {
+    let repo = TestRepo::new();
+    let origin = repo.add_bare_origin(&[]);
+    for args in [
+        &["acquire", "7", "--holder", "a", "--remote", "upstream"][..],
+        &["list", "--remote", "upstream"],
+        &["--remote", "upstream", "show", "7"],
+    ] {
+        let run = repo.run_at(T0, args);
+        run.code(2)
+            .stderr_has("no remote named upstream")
+            .stderr_has("this repository has: origin");
+        assert!(!run.stderr.contains("refspec"), "{}", run.stderr);
+        assert!(!run.stderr.contains("refs/"), "{}", run.stderr);
+    }
+    assert_eq!(repo.lease_refs(), "");
+    assert_eq!(origin.lease_refs(), "");
+    let doctor = repo.run_at(T0, &["doctor", "--remote", "nosuch"]);
+    doctor.code(2).stderr_has("no remote named nosuch");
+    assert!(!doctor.stdout.contains("lease.remote"), "{}", doctor.stdout);
+    assert!(!doctor.stderr.contains("lease.remote"), "{}", doctor.stderr);
+    // A bare word that is a path here is still a remote, as git takes it.
+    repo.git(&["init", "--quiet", "--bare", "srv.git"]);
+    repo.run_at(
+        T0,
+        &["acquire", "8", "--holder", "a", "--remote", "srv.git"],
+    )
+    .ok();
+    let served = repo.git(&["--git-dir=srv.git", "for-each-ref", "refs/leases/"]);
+    assert!(served.contains("refs/leases/8"), "{served}");
+}
+
+/// One error prefix everywhere, git's and clap's: a usage error clap finds, an error of the
+/// library and a bad value the command line reads all start with `error: `.
+#[test]
+fn every_error_starts_with_the_one_error_prefix() {
+    let repo = TestRepo::new();
+    for (args, code) in [
+        (&["acquire", "7", "--bogus"][..], 2),
+        (&["show", "nope"], 4),
+        (&["acquire", "7", "--holder", "a", "--ttl", "15"], 2),
+        (
+            &["acquire", "7", "--holder", "a", "--remote", "upstream"],
+            2,
+        ),
+    ] {
+        let run = repo.run_at(T0, args);
+        run.code(code);
+        assert!(run.stderr.starts_with("error: "), "{run}");
+        assert!(!run.stderr.contains("git lease: "), "{run}");
+    }
 }

@@ -407,7 +407,7 @@ fn outside_a_repository_it_says_so_once() {
     assert_eq!(
         run.stderr,
         format!(
-            "git lease: not a git repository (or any of the parent directories): {}\n",
+            "error: not a git repository (or any of the parent directories): {}\n",
             elsewhere.display()
         ),
         "{run}"
@@ -433,8 +433,7 @@ fn install_hook_says_each_warning_once() {
     let served = TestRepo::bare();
     let path = served.path().to_str().expect("UTF-8");
     let run = served.run(&["install-hook", "--repo", path]);
-    run.ok()
-        .stderr_has("git lease: warning: no identity is configured");
+    run.ok().stderr_has("warning: no identity is configured");
     assert!(!run.stdout.contains("warning"), "{run}");
     assert_eq!(run.stderr.matches("no identity").count(), 1, "{run}");
     // With --json, in the answer only.

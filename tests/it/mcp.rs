@@ -142,9 +142,13 @@ fn mcp_tools_are_the_lease_commands_with_json_schemas() {
     let acquire = tools.iter().find(|t| t["name"] == "acquire").unwrap();
     let schema = &acquire["inputSchema"];
     assert_eq!(schema["type"], "object");
-    assert_eq!(schema["required"], json!(["issues"]));
+    // `issue` or `issues`: neither is required by itself.
+    assert!(
+        schema.get("required").is_none_or(|r| r == &json!([])),
+        "{schema:#}"
+    );
     for field in [
-        "issues", "any", "holder", "ttl", "note", "task", "session", "remote",
+        "issue", "issues", "any", "holder", "ttl", "note", "task", "session", "remote",
     ] {
         assert!(
             schema["properties"].get(field).is_some(),
@@ -156,6 +160,153 @@ fn mcp_tools_are_the_lease_commands_with_json_schemas() {
         check["inputSchema"]["properties"]["token"]["type"],
         "integer"
     );
+    // Every tool says what it answers and whether it changes anything.
+    for tool in tools {
+        let name = tool["name"].as_str().unwrap();
+        assert_eq!(tool["outputSchema"]["type"], "object", "{tool:#}");
+        assert!(
+            tool["outputSchema"]["properties"]["schema_version"].is_object(),
+            "{tool:#}"
+        );
+        let hints = &tool["annotations"];
+        let reads_only = ["check", "show", "list", "log"].contains(&name);
+        assert_eq!(hints["readOnlyHint"], json!(reads_only), "{tool:#}");
+        let frees = ["release", "complete", "abandon", "revoke"].contains(&name);
+        if !reads_only {
+            assert_eq!(hints["destructiveHint"], json!(frees), "{tool:#}");
+        }
+    }
+}
+
+/// `acquire` takes `issue` like every other tool, and `issues` for several; the structured
+/// result is the `--json` document (an array's items under `items`), which the SDK checks
+/// against the tool's `outputSchema` on every call of these tests.
+#[test]
+fn mcp_acquire_takes_issue_like_every_tool_and_issues_for_several() {
+    let repo = TestRepo::new();
+    let Some((answers, _)) = session(
+        &repo,
+        json!([
+            call("acquire", json!({"issue": "7", "holder": ALICE})),
+            call("acquire", json!({"issues": ["8", "9"], "holder": ALICE})),
+            call(
+                "acquire",
+                json!({"issue": "7", "issues": ["8"], "holder": ALICE})
+            ),
+            call("acquire", json!({"holder": ALICE})),
+            call("list", json!({})),
+        ]),
+    ) else {
+        return;
+    };
+    let one = result(&answers[0], 0);
+    env::assert_fields(
+        one,
+        &[("outcome", json!("acquired")), ("issue", json!("7"))],
+    );
+    assert_eq!(answers[0]["structured"], *one);
+    let several = result(&answers[1], 0);
+    assert_eq!(env::issues(several), ["8", "9"]);
+    assert_eq!(answers[1]["structured"]["items"], *several);
+    assert_eq!(answers[1]["structured"]["schema_version"], json!(1));
+    for (answer, reason) in [
+        (&answers[2], "not both"),
+        (&answers[3], "missing field `issue`"),
+    ] {
+        assert_eq!(answer["error"]["code"], json!(-32602), "{answer:#}");
+        let message = answer["error"]["message"].as_str().unwrap_or_default();
+        assert!(message.contains(reason), "{answer:#}");
+    }
+    assert_eq!(
+        env::issues(&answers[4]["structured"]["items"]),
+        ["7", "8", "9"]
+    );
+}
+
+/// Arguments the input schema refuses are a JSON-RPC error, invalid params (-32602), whose
+/// message says what is wrong; nothing runs.
+#[test]
+fn mcp_arguments_the_schema_refuses_are_invalid_params_with_the_reason() {
+    let repo = TestRepo::new();
+    let Some((answers, _)) = session(
+        &repo,
+        json!([
+            call("show", json!({})),
+            call("check", json!({"issue": "7", "token": "one"})),
+            call("list", json!({"state": "gone"})),
+            call("release", json!({"issue": "7", "bogus": 1})),
+            call("acquire", json!({"issue": 7, "holder": ALICE})),
+        ]),
+    ) else {
+        return;
+    };
+    for (answer, reason) in answers.iter().zip([
+        "missing field `issue`",
+        "invalid type: string \"one\"",
+        "unknown variant `gone`",
+        "unknown field `bogus`",
+        "invalid type: integer `7`",
+    ]) {
+        assert_eq!(answer["error"]["code"], json!(-32602), "{answer:#}");
+        let message = answer["error"]["message"].as_str().unwrap_or_default();
+        assert!(message.contains(reason), "{reason}: {answer:#}");
+    }
+    assert_eq!(repo.lease_refs(), "");
+}
+
+/// `logging/setLevel` is answered (the server declares logging), and lease events, at
+/// `info`, still arrive at that level.
+#[test]
+fn mcp_set_level_is_answered_and_info_events_arrive_at_info() {
+    let repo = TestRepo::new();
+    let Some((answers, _)) = session(
+        &repo,
+        json!([
+            {"op": "level", "level": "error"},
+            {"op": "level", "level": "info"},
+            call("acquire", json!({"issue": "7", "holder": ALICE})),
+            {"op": "event", "issue": "7", "event": "acquire"},
+        ]),
+    ) else {
+        return;
+    };
+    assert_eq!(answers[0], json!({"ok": true}));
+    assert_eq!(answers[1], json!({"ok": true}));
+    result(&answers[2], 0);
+    assert_eq!(answers[3]["holder"], json!(ALICE), "{:#}", answers[3]);
+}
+
+/// A request over the server's bound (16 MiB of note) gets an error answer, where it once got
+/// none at all; nothing is written, and the session goes on.
+#[test]
+fn mcp_an_oversized_request_gets_an_error_answer() {
+    let repo = TestRepo::new();
+    let huge = json!({
+        "op": "call",
+        "tool": "acquire",
+        "args": {"issue": "7", "holder": ALICE},
+        "pad": {"field": "note", "bytes": 16 * 1024 * 1024},
+    });
+    let Some((answers, _)) = session(
+        &repo,
+        json!([
+            huge,
+            call("acquire", json!({"issue": "8", "holder": ALICE}))
+        ]),
+    ) else {
+        return;
+    };
+    assert_eq!(
+        answers[0]["error"]["code"],
+        json!(-32600),
+        "{:#}",
+        answers[0]
+    );
+    let message = answers[0]["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("over the"), "{message}");
+    assert!(message.contains("nothing was done"), "{message}");
+    result(&answers[1], 0);
+    assert_eq!(repo.tip("7"), None);
 }
 
 #[test]

@@ -8,8 +8,15 @@ Each session starts `<binary> mcp` in the current directory with this process's 
 through the SDK's stdio client. `steps` runs the steps in order and prints a JSON array, one
 answer per step:
 
-    {"op": "tools"}                         -> [{"name", "inputSchema"}, ...]
-    {"op": "call", "tool": T, "args": {..}} -> {"isError", "meta", "text", "json"}
+    {"op": "tools"}                         -> [{"name", "inputSchema", "outputSchema",
+                                                "annotations"}, ...]
+    {"op": "call", "tool": T, "args": {..}} -> {"isError", "meta", "text", "json",
+                                                "structured"}, or {"error": {"code",
+                                                "message"}} for a JSON-RPC error answer;
+                                                with "pad": {"field": F, "bytes": N}, the
+                                                argument F is N bytes of "x"
+    {"op": "level", "level": L}             -> {"ok": true} once logging/setLevel is
+                                               answered, or {"error": {"code", "message"}}
     {"op": "event", "issue": I, "event": E} -> the data of the first logging notification
                                                that is that event of that issue (waits for it)
     {"op": "git", "args": [..]}             -> {"code", "stdout", "stderr"} of plain git run
@@ -32,6 +39,7 @@ import sys
 import anyio
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
+from mcp.shared.exceptions import McpError
 
 # A bound on any one wait, so that a broken server fails the test instead of hanging it.
 LIMIT = 120
@@ -60,7 +68,10 @@ class Client:
         )
 
     async def call(self, session, tool, args):
-        result = await session.call_tool(tool, args)
+        try:
+            result = await session.call_tool(tool, args)
+        except McpError as e:
+            return {"error": {"code": e.error.code, "message": e.error.message}}
         text = "".join(c.text for c in result.content if getattr(c, "type", "") == "text")
         self.seen.append(text)
         try:
@@ -72,6 +83,7 @@ class Client:
             "meta": result.meta,
             "text": text,
             "json": parsed,
+            "structured": result.structuredContent,
         }
 
     async def event(self, issue, event):
@@ -86,9 +98,28 @@ class Client:
         op = step["op"]
         if op == "tools":
             listed = await session.list_tools()
-            return [{"name": t.name, "inputSchema": t.inputSchema} for t in listed.tools]
+            return [
+                {
+                    "name": t.name,
+                    "inputSchema": t.inputSchema,
+                    "outputSchema": t.outputSchema,
+                    "annotations": t.annotations.model_dump(exclude_none=True) if t.annotations else None,
+                }
+                for t in listed.tools
+            ]
         if op == "call":
-            return await self.call(session, step["tool"], step.get("args", {}))
+            args = dict(step.get("args", {}))
+            pad = step.get("pad")
+            if pad:
+                args[pad["field"]] = "x" * pad["bytes"]
+            with anyio.fail_after(LIMIT):
+                return await self.call(session, step["tool"], args)
+        if op == "level":
+            try:
+                await session.set_logging_level(step["level"])
+            except McpError as e:
+                return {"error": {"code": e.error.code, "message": e.error.message}}
+            return {"ok": True}
         if op == "event":
             with anyio.fail_after(LIMIT):
                 return await self.event(step["issue"], step["event"])

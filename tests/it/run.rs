@@ -690,6 +690,11 @@ fn a_revoked_run_stops_its_child_with_sigterm_and_exits_6() {
     repo.run(&revoke("11")).ok();
     run.expect_exit(6);
     assert_child_got(&run, &marker, "TERM");
+    assert!(
+        run.output().contains("was revoked by admin: test"),
+        "run says who revoked the lease, and why\n{}",
+        run.output()
+    );
     let chain = repo.chain("11");
     let tip = &chain.last().expect("a tip").1;
     assert_eq!(
@@ -699,6 +704,37 @@ fn a_revoked_run_stops_its_child_with_sigterm_and_exits_6() {
     );
     assert_eq!(tip["by"], json!("admin"), "{tip}");
     assert_verify_clean(&repo);
+}
+
+/// A tenure taken over by another holder once expired (bob's clock two hours ahead) ends the
+/// run, whose message names the new holder, its token and the ground of the takeover.
+#[test]
+fn a_run_taken_over_says_by_whom_and_why() {
+    let repo = TestRepo::new();
+    let cmd = repo
+        .lease()
+        .args(renewing(&["12", "--holder", WORKER], "1h"));
+    let (mut run, ready, marker) = spawn_run(&repo, cmd, &trapping_child("TERM"), "run");
+    wait_held(&repo, "12", WORKER, None);
+    wait_file(&ready);
+    let later = crate::env::rfc3339(chrono::Utc::now() + chrono::Duration::hours(2));
+    // While it is live, bob is refused.
+    jrun(&repo, &["acquire", "12", "--holder", BOB]).outcome(3, "held");
+    let taken = repo
+        .lease()
+        .now(&later)
+        .args(["--json", "acquire", "12", "--holder", BOB, "--ttl", "1h"])
+        .run();
+    taken.outcome(0, "acquired");
+    run.expect_exit(6);
+    assert_child_got(&run, &marker, "TERM");
+    assert!(
+        run.output().contains(&format!(
+            "was taken over by {BOB} (token 2) once it had expired"
+        )),
+        "run says who took the lease over, and why\n{}",
+        run.output()
+    );
 }
 
 #[test]

@@ -2,10 +2,10 @@
 
 use std::io::Write;
 
-use git_lease::{rules, Claim, Error};
+use git_lease::{rules, Claim, Error, IssueId};
 
 use crate::cli::output::emit_reports;
-use crate::cli::{any, distinct_issues, Context, Failure, HolderArg, TtlArg};
+use crate::cli::{any, Context, Failure, HolderArg, TtlArg};
 
 // The arguments of `acquire`.
 #[derive(clap::Args, Debug)]
@@ -107,4 +107,29 @@ pub(crate) fn run(ctx: &Context, args: Args, out: &mut dyn Write) -> Result<u8, 
     });
     let secret = new_secret.filter(|_| started);
     emit_reports(ctx, &reports, issues.len() > 1, secret.as_deref(), out)
+}
+
+/// Validates the ids of one claim, taking each once, and refuses ids that would clash with
+/// each other as file versus directory (`x` and `x/y`).
+fn distinct_issues(ids: &[String]) -> Result<Vec<IssueId>, Error> {
+    let mut out: Vec<IssueId> = Vec::with_capacity(ids.len());
+    for id in ids {
+        let issue = IssueId::new(id)?;
+        if out.contains(&issue) {
+            continue;
+        }
+        let clash = out.iter().find(|other| {
+            let (a, b) = (other.as_str(), issue.as_str());
+            a.strip_prefix(b).is_some_and(|r| r.starts_with('/'))
+                || b.strip_prefix(a).is_some_and(|r| r.starts_with('/'))
+        });
+        if let Some(other) = clash {
+            return Err(Error::RefClash {
+                issue: issue.to_string(),
+                existing: other.ref_name(),
+            });
+        }
+        out.push(issue);
+    }
+    Ok(out)
 }

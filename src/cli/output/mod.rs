@@ -478,7 +478,7 @@ pub(crate) fn report_diverged(
         let e = d
             .clone()
             .into_error(ctx.remote.as_deref().unwrap_or("the remote"));
-        said::line("git lease", &e.to_string());
+        said::line("error", &e.to_string());
     }
     Ok(())
 }

@@ -1,5 +1,6 @@
 //! What a command says on stderr beside its answer: hints (`hint:` lines, as git's advice),
-//! warnings (`git lease: warning: …`) and other diagnostics.
+//! warnings (`warning: …`) and errors a command goes on after (`error: …`): the prefixes of
+//! git, and of the error that ends a command.
 //!
 //! In human output each is printed as it is said. With `--json`, stderr holds JSON only: what
 //! is said is kept, and goes into the one object that ends the command's stderr, as its
@@ -47,17 +48,17 @@ pub(crate) fn hint(text: &str) {
     }
 }
 
-/// Says a warning: `git lease: warning: <text>`, or with `--json` `warning: <text>`.
+/// Says a warning: `warning: <text>`, in human output and with `--json` alike.
 pub(crate) fn warning(text: &str) {
     if JSON.load(Ordering::Relaxed) {
         keep(format!("warning: {text}"));
     } else {
-        eprintln!("git lease: warning: {text}");
+        eprintln!("warning: {text}");
     }
 }
 
-/// Says a diagnostic line as it is, `prefix` before it in human output only (`git lease`,
-/// `git lease run`).
+/// Says a diagnostic line as it is, `prefix` before it in human output only (`error` for an
+/// error the command goes on after, `warning`, or `git lease run` for run's reports).
 pub(crate) fn line(prefix: &str, text: &str) {
     if JSON.load(Ordering::Relaxed) {
         keep(text.to_owned());

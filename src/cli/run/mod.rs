@@ -50,6 +50,8 @@ use git_lease::rules::{self, Claim, Credentials, Ending, Outcome, Tenure};
 use git_lease::{Error, Holder, IssueId, Ledger, Report, Ttl};
 
 mod child;
+mod lost;
+use lost::lost_reason;
 mod renewal;
 #[cfg(target_os = "linux")]
 mod tree;
@@ -435,12 +437,12 @@ pub(crate) fn run(ctx: &Context, args: RunArgs) -> Result<u8, Failure> {
                         &issue,
                         &format!(
                             "lease lost while {program} ran (it exited with {code}): {}",
-                            lost_reason(&tenure, &report, now)
+                            lost_reason(&handle, &tenure, &report, now)
                         ),
                     );
                     return Ok(exit::LEASE_LOST);
                 }
-                Err(e) => said::line("git lease run", &format!("could not end the lease: {e}")),
+                Err(e) => said::line("error", &format!("run could not end the lease: {e}")),
             }
             Ok(code)
         }
@@ -570,23 +572,10 @@ fn not_started(
         }
     };
     said::line(
-        "git lease run",
+        "error",
         &format!("cannot start {}: {e}", output::printable(program)),
     );
     Ok(code)
-}
-
-/// Returns why `tenure` is lost, from the report of a renewal or release that refused it.
-fn lost_reason(tenure: &Tenure, report: &Report, now: DateTime<Utc>) -> String {
-    let line = output::report_line(report, now);
-    match report.lease() {
-        Some(l) if l.holder.is_some() && !tenure.is_recorded_in(l) => format!(
-            "its tenure (token {}, from {}) was ended and another began: {line}",
-            tenure.token,
-            git_lease::time::format_instant(tenure.acquired_at)
-        ),
-        _ => line,
-    }
 }
 
 /// What one renewal (or, for a lease that never expires, one reading) found.
@@ -618,7 +607,7 @@ fn keep(handle: &Handle, tenure: &Tenure, ttl: Ttl, now: DateTime<Utc>) -> Resul
     };
     Ok(match report.outcome {
         Outcome::Renewed => Kept::Yes(report.lease().and_then(|l| l.expires_at)),
-        _ => Kept::Lost(lost_reason(tenure, &report, now)),
+        _ => Kept::Lost(lost_reason(handle, tenure, &report, now)),
     })
 }
 
@@ -651,10 +640,7 @@ fn renew_in_background(
                     let _ = events.send(Event::LeaseLost(why));
                     return;
                 }
-                Err(e) => said::line(
-                    "git lease run",
-                    &format!("renewing failed, will retry: {e}"),
-                ),
+                Err(e) => said::line("warning", &format!("renewing failed, will retry: {e}")),
             }
         }
     });

@@ -26,6 +26,7 @@ mod archive;
 mod fetch;
 mod index;
 mod memory;
+mod name;
 mod push;
 pub mod refusal;
 mod verdict;
@@ -130,6 +131,7 @@ impl<'a> Remote<'a> {
         let configured = store
             .config_string(&format!("remote.{remote}.url"))
             .is_some();
+        name::check_exists(store, remote, configured)?;
         let slug = if configured && IssueId::new(remote).is_ok() && !remote.contains('/') {
             remote.to_owned()
         } else {

@@ -55,7 +55,7 @@ fn a_binary_the_serving_account_cannot_run_is_warned_about_and_reported_as_a_ser
             "install-hook should warn that no identity is configured\n{run}"
         );
     }
-    run.stderr_has("git lease: warning: ");
+    run.stderr_has("warning: ");
     // What root wrote stays the repository owner's.
     for file in ["hooks/pre-receive", "config"] {
         let meta = std::fs::metadata(server.bare().join(file)).expect("stat");
