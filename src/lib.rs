@@ -80,7 +80,7 @@ pub mod watch;
 // groups existed (`git_lease::remote`, `git_lease::time`, ...).
 pub(crate) use ledger::cas;
 pub use ledger::{any, archive, backend, batch, listing, mirror, remote, verify};
-pub use model::{holder, issue, lease, liveness, session, time};
+pub use model::{holder, issue, lease, liveness, remark, session, time};
 pub use rules::step;
 pub use store::durability;
 pub(crate) use store::{loose, pack};
@@ -90,6 +90,7 @@ pub use holder::Holder;
 pub use issue::IssueId;
 pub use lease::{Event, Lease, FORMAT_VERSION};
 pub use ledger::{Ledger, Report};
+pub use remark::{Remark, RemarkKind};
 pub use remote::Remote;
 pub use rules::{is_live, Claim, Credentials, Ending, FenceFailure, Outcome};
 pub use store::{Entry, Store};

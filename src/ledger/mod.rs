@@ -292,7 +292,7 @@ impl Ledger {
         &self,
         issue: &IssueId,
         by: &Holder,
-        reason: &str,
+        reason: &crate::remark::Remark,
         now: DateTime<Utc>,
     ) -> Result<Report> {
         self.apply(issue, |current| {
