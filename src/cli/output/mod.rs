@@ -483,6 +483,23 @@ pub(crate) fn report_diverged(
     Ok(())
 }
 
+/// Says, on stderr, which ledgers were left out of an answer because their tip cannot be read
+/// as a lease (every other one is in it).
+pub(crate) fn report_unreadable(
+    unreadable: &[git_lease::listing::Unreadable],
+    out: &mut dyn Write,
+) -> Result<(), Failure> {
+    out.flush()?;
+    for u in unreadable {
+        let e = u.clone().into_error();
+        said::line(
+            "git lease",
+            &format!("{e}; it is left out, every other ledger is listed"),
+        );
+    }
+    Ok(())
+}
+
 /// Who a ledger event names, escaped ([`printable`]) in one place for the lines of `log` and
 /// `watch`: the texts a ledger's writers chose.
 pub(crate) struct Parties<'a> {
