@@ -127,6 +127,7 @@ mod model;
 mod multi_acquire;
 mod oldgit;
 mod output;
+mod oversize;
 mod perf;
 mod prefixes;
 mod proxy;

@@ -89,7 +89,7 @@ fn client_at(
 }
 
 /// Runs `steps` in one session; returns the answers and everything the client saw.
-fn session(repo: &TestRepo, steps: Value) -> Option<(Vec<Value>, Vec<String>)> {
+pub(crate) fn session(repo: &TestRepo, steps: Value) -> Option<(Vec<Value>, Vec<String>)> {
     session_at(repo, steps, None)
 }
 
@@ -111,13 +111,13 @@ fn session_at(
     Some((answers, seen))
 }
 
-fn call(tool: &str, args: Value) -> Value {
+pub(crate) fn call(tool: &str, args: Value) -> Value {
     json!({"op": "call", "tool": tool, "args": args})
 }
 
 /// Asserts a tool result's exit code (and so `isError`), and returns its JSON document.
 #[track_caller]
-fn result(answer: &Value, code: u64) -> &Value {
+pub(crate) fn result(answer: &Value, code: u64) -> &Value {
     assert_eq!(answer["meta"]["exit_code"], json!(code), "{answer:#}");
     assert_eq!(answer["isError"], json!(code != 0), "{answer:#}");
     &answer["json"]
