@@ -69,6 +69,7 @@ pub mod hook;
 pub mod ledger;
 pub mod model;
 pub mod probe;
+pub mod redact;
 pub mod rules;
 pub mod sign;
 pub mod store;

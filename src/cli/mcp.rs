@@ -78,6 +78,10 @@ enum Answer {
     Failed(Failure),
 }
 
+/// What a command answered, and what it said beside it (`--json`'s `hints`), credentials
+/// removed: carried to the client, never logged on the server's stderr.
+struct Said(Answer, Vec<String>);
+
 #[derive(Clone)]
 struct Server {
     state: Arc<State>,
@@ -467,7 +471,8 @@ impl Server {
 
     /// Turns what a command said into the tool's result, keeping any session secret in this
     /// server's memory, out of the result.
-    fn answer(&self, answer: Answer) -> CallToolResult {
+    fn answer(&self, Said(answer, said): Said) -> CallToolResult {
+        let done = matches!(answer, Answer::Done(..));
         let (code, text) = match answer {
             Answer::Done(code, printed, mut value) => {
                 let kept = self.keep_secrets(&mut value);
@@ -486,7 +491,7 @@ impl Server {
                 let code = exit::for_error(e.kind());
                 (
                     code,
-                    error_text(exit::kind_name(e.kind()), &e.chain(), code, &[]),
+                    error_text(exit::kind_name(e.kind()), &e.chain(), code, &said),
                 )
             }
             Answer::Failed(Failure::Io(e)) => (
@@ -495,11 +500,17 @@ impl Server {
                     "failure",
                     &format!("cannot answer: {e}"),
                     exit::FAILURE,
-                    &[],
+                    &said,
                 ),
             ),
         };
-        let content = vec![ContentBlock::text(text)];
+        let mut content = vec![ContentBlock::text(text)];
+        // Why a listing answered with fewer ledgers (one a remote went back on, one that
+        // cannot be read), as the command line's stderr says it.
+        if done && !said.is_empty() {
+            let hints = serde_json::json!({ "hints": said });
+            content.push(ContentBlock::text(json_text(&hints).unwrap_or_default()));
+        }
         let mut result = if code == exit::OK {
             CallToolResult::success(content)
         } else {
@@ -566,22 +577,30 @@ fn open(state: &State, remote: Option<String>) -> Result<Context, Error> {
     })
 }
 
-fn run_command<F>(state: &State, remote: Option<String>, body: F) -> Answer
+fn run_command<F>(state: &State, remote: Option<String>, body: F) -> Said
 where
     F: FnOnce(&Context, &mut Vec<u8>) -> Result<u8, Failure>,
 {
-    let ctx = match open(state, remote) {
-        Ok(ctx) => ctx,
-        Err(e) => return Answer::Failed(e.into()),
-    };
-    let mut out = Vec::new();
-    let result = body(&ctx, &mut out);
-    for notice in ctx.ledger.take_notices() {
+    let ((answer, notices), said) = super::output::said::captured(|| {
+        let ctx = match open(state, remote) {
+            Ok(ctx) => ctx,
+            Err(e) => return (Answer::Failed(e.into()), Vec::new()),
+        };
+        let mut out = Vec::new();
+        let result = body(&ctx, &mut out);
+        (done_or_failed(result, out), ctx.ledger.take_notices())
+    });
+    for notice in notices {
         eprintln!(
             "git lease: warning: {}",
-            git_lease::text::printable(&notice)
+            git_lease::redact::urls(&git_lease::text::printable(&notice))
         );
     }
+    Said(answer, said)
+}
+
+/// The answer of a command that printed `out` and returned `result`.
+fn done_or_failed(result: Result<u8, Failure>, out: Vec<u8>) -> Answer {
     match result {
         Ok(code) => match serde_json::from_slice::<Value>(&out) {
             Ok(value) => Answer::Done(code, String::from_utf8_lossy(&out).trim_end().into(), value),
@@ -679,7 +698,8 @@ fn start_watch(
                 Failure::Io(e) => e.to_string(),
             };
             let _ = notices.send(Notice::Warning(format!(
-                "lease events will not be notified: {message}"
+                "lease events will not be notified: {}",
+                git_lease::redact::urls(&message)
             )));
         }
         // Tool calls no longer wait for it.

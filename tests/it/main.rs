@@ -76,6 +76,8 @@
 //! - [`oversize`]: a note, task or reason over its bound refused before anything is written
 //!   (command line, MCP), the hook against an over-size record, and readers that name one
 //!   unreadable ledger and list every other.
+//! - [`credentials`]: a remote URL with a password through every output (human, JSON, the
+//!   timeline page, errors, MCP's answers and stderr) never shows it.
 //! - [`odd_ids`]: ids git carries but no ref path may hold, through the command line, the hook
 //!   and a mirror.
 //! - [`signatures`]: signed ledger events: with `lease.requireSignatures` every reader (and a
@@ -105,6 +107,7 @@ mod bad_input;
 mod cgi;
 mod completion;
 mod conventions;
+mod credentials;
 mod daemon;
 mod descriptors;
 mod doctor;

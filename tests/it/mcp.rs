@@ -25,10 +25,10 @@ const CAROL: &str = "carol@example.com";
 /// The Python MCP SDK release the tests use.
 const MCP_SDK: &str = "1.30.0";
 /// The client script.
-const CLIENT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/it/mcp_client.py");
+pub(crate) const CLIENT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/it/mcp_client.py");
 
 /// Returns the Python of the SDK's environment, or records the skip (fails with `CI=true`).
-fn python() -> Option<PathBuf> {
+pub(crate) fn python() -> Option<PathBuf> {
     let tools = std::env::var_os("GIT_LEASE_TEST_TOOLS")
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from(DEFAULT_TOOLS));

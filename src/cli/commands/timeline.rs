@@ -81,7 +81,7 @@ pub(crate) fn run(ctx: &Context, args: Args, out: &mut dyn Write) -> Result<u8, 
         } else {
             let options = html::Options {
                 limit: args.limit,
-                source: ctx.remote.clone(),
+                source: ctx.remote.as_deref().map(git_lease::redact::url),
             };
             html::render(&timeline, &options, sink)
         }

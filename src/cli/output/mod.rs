@@ -475,9 +475,10 @@ pub(crate) fn report_diverged(
     }
     out.flush()?;
     for d in diverged {
+        let remote = ctx.remote.as_deref().map(git_lease::redact::url);
         let e = d
             .clone()
-            .into_error(ctx.remote.as_deref().unwrap_or("the remote"));
+            .into_error(remote.as_deref().unwrap_or("the remote"));
         said::line("git lease", &e.to_string());
     }
     Ok(())
