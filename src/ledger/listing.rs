@@ -6,6 +6,7 @@ use gix::ObjectId;
 
 use crate::cache::{ListCache, RecordMatcher, Snapshot};
 use crate::error::{Error, Result};
+use crate::issue::IssueId;
 use crate::step::Judgement;
 use crate::store::{Entry, Store};
 use crate::verify;
@@ -22,7 +23,8 @@ pub fn rewrite_threshold(refs: usize) -> usize {
 }
 
 /// A ledger a listing set aside: its tip cannot be read as a lease (a corrupt record, one
-/// over the size every reader accepts), so it is named, and every other ledger still listed.
+/// over the size every reader accepts) or its ref names an invalid id, so it is named, and
+/// every other ledger still listed.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Unreadable {
     /// The issue.
@@ -119,8 +121,9 @@ pub fn list_namespace(
 /// returns them; names relative to `namespace`), answering from the cache where it can and
 /// decoding the rest from objects; rewrites the cache when the misses were many.
 ///
-/// A ledger that cannot be decoded is an error, exactly as without the cache. A cache that
-/// cannot be written is not: the listing is still right, only the next one is slower.
+/// A ledger that cannot be decoded (or whose ref names an invalid id, decoded from objects) is
+/// left out and named in [`ListStats::unreadable`]. A cache that cannot be written is not an
+/// error: the listing is still right, only the next one is slower.
 ///
 /// When `judgement` requires signatures ([`Judgement::signers`]), every listed ledger must
 /// also be legitimate and signed as needed ([`verify::require_legitimate`], the first refused
@@ -340,7 +343,7 @@ fn merge(
             },
         };
         stats.misses += 1;
-        match store.entry(&issue, tip) {
+        match invalid_id(&issue, tip).map_or_else(|| store.entry(&issue, tip), Err) {
             Ok(entry) => sink(entry),
             Err(e) => stats.unreadable.push(Unreadable::from_error(e)?),
         }
@@ -348,21 +351,33 @@ fn merge(
     Ok(())
 }
 
+/// Returns the error of a ledger whose ref names an invalid id ([`IssueId::new`]): none is
+/// written by git-lease, and readers set it aside as they set aside a corrupt one.
+pub(crate) fn invalid_id(issue: &str, tip: ObjectId) -> Option<Error> {
+    IssueId::new(issue).err().map(|e| Error::Corrupt {
+        issue: issue.to_owned(),
+        commit: tip.to_string(),
+        reason: e.to_string(),
+    })
+}
+
 /// The entries of `refs` by `read`, in order, but for the ledgers whose tip cannot be read as
-/// a lease, which go to `unreadable`: one bad ledger costs the listing only itself. `read`
-/// takes them all at once; only when that fails are they read again one by one.
+/// a lease, or whose id is invalid, which go to `unreadable`: one bad ledger costs the listing
+/// only itself. `read` takes them all at once; only when one is bad are they read one by one.
 fn set_aside_unreadable(
     refs: &[(String, ObjectId)],
     read: impl Fn(&[(String, ObjectId)]) -> Result<Vec<Entry>>,
     unreadable: &mut Vec<Unreadable>,
 ) -> Result<Vec<Entry>> {
-    match read(refs) {
-        Err(Error::Corrupt { .. }) => {}
-        answer => return answer,
+    if refs.iter().all(|(issue, _)| IssueId::new(issue).is_ok()) {
+        match read(refs) {
+            Err(Error::Corrupt { .. }) => {}
+            answer => return answer,
+        }
     }
     let mut entries = Vec::with_capacity(refs.len());
     for one in refs.chunks(1) {
-        match read(one) {
+        match invalid_id(&one[0].0, one[0].1).map_or_else(|| read(one), Err) {
             Ok(mut entry) => entries.append(&mut entry),
             Err(e) => unreadable.push(Unreadable::from_error(e)?),
         }

@@ -380,7 +380,9 @@ pub fn build(
     // Each ledger on its own: only its tenures are kept, never its whole chain.
     // One ledger that cannot be read is set aside and named; every other one is drawn.
     let read = store.per_ref(&chosen, |store, issue, tip| {
-        let mut chain = match store.history(issue, Some(tip)) {
+        let read = crate::listing::invalid_id(issue, tip)
+            .map_or_else(|| store.history(issue, Some(tip)), Err);
+        let mut chain = match read {
             Ok(chain) => chain,
             Err(e) => return Unreadable::from_error(e).map(Err),
         };

@@ -116,3 +116,26 @@ fn a_mirror_skips_odd_ids_and_syncs_every_other_ledger_run_after_run() {
     mirror.json_at(T0, 0, &["list"]);
     mirror.json_at(T0, 0, &["acquire", "mine", "--holder", "m"]);
 }
+
+#[test]
+fn a_local_ledger_under_an_odd_id_is_named_and_every_other_still_listed() {
+    let repo = TestRepo::new();
+    repo.json_at(T0, 0, &["acquire", "ok", "--holder", "alice"]);
+    // Made with plain git, as an older git-lease or anyone could have.
+    for (id, _) in ODD_IDS {
+        let forged = build_chain(&repo, &[acquired(id, "mallory", 1, 0, 60)]);
+        set_ledger(&repo, id, &forged[0]);
+    }
+    let listed = repo.json_at(T0, 1, &["list"]);
+    assert_eq!(crate::env::issues(&listed), ["ok"]);
+    let run = repo.run_at(T0, &["list"]);
+    run.code(1).stderr_has("invalid issue id \"a\\\"b\"");
+    let drawn = repo.json_at(T0, 1, &["timeline"]);
+    assert_eq!(
+        drawn["issues"].as_array().expect("rows").len(),
+        1,
+        "{drawn}"
+    );
+    repo.run_at(T0, &["timeline", "--json"])
+        .stderr_has("Windows device name");
+}
