@@ -592,18 +592,14 @@ const HOSTILE_TEXT: &[&str] = &[
     "x",
 ];
 
-/// Pieces an issue id may hold (a ref name: no controls, spaces or `~^:?*[\`), as hostile as
-/// git allows.
+/// Pieces an issue id may hold (a ref name: no controls, spaces or `~^:?*[\`, and no
+/// `" < > |`, which no ref path may hold: `odd_ids::*`), as hostile as an id may be.
 const HOSTILE_ID: &[&str] = &[
-    "\"",
     "'",
     "$(touch${IFS}pwned)",
     "`touch${IFS}pwned`",
     ";",
-    "|",
     "&",
-    "<",
-    ">",
     "{",
     "}",
     ",",
