@@ -121,6 +121,18 @@ pub enum Error {
         /// What is wrong with it, and what to do.
         reason: String,
     },
+    /// A remark (a note, a task, a reason) longer than its field's bound
+    /// ([`crate::remark::RemarkKind::max_bytes`]), so that its record would pass the size every
+    /// reader accepts.
+    #[error("the {field} is {bytes} bytes as lease.json stores it (JSON escaping included), more than the {max} allowed, so that every record stays within the 64 KiB every reader accepts (docs/FORMAT.md, \"lease.json\"); shorten it; nothing was written")]
+    TooLong {
+        /// The field (`note`, `task`, `reason`).
+        field: &'static str,
+        /// Its length as stored.
+        bytes: usize,
+        /// Its bound.
+        max: usize,
+    },
     /// Some other invalid input, described in full.
     #[error("{0}")]
     InvalidInput(String),
@@ -355,6 +367,7 @@ impl Error {
             | Error::InvalidTtl { .. }
             | Error::InvalidTime { .. }
             | Error::InvalidInput(_)
+            | Error::TooLong { .. }
             | Error::Config { .. }
             | Error::AllowedSigners { .. }
             | Error::CommandLineConfig(_)

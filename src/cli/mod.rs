@@ -328,6 +328,7 @@ pub fn main(args: Vec<std::ffi::OsString>) -> u8 {
 /// (`{"schema_version", "error": {"kind", "message", "exit_code"}, "hints"}`, docs/JSON.md,
 /// with what the command said before it failed), and returns its exit code.
 fn fail(json: bool, kind: &str, message: &str, code: u8) -> u8 {
+    let message = &git_lease::redact::urls(message);
     if json {
         eprintln!("{}", error_text(kind, message, code, &said::take()));
     } else {

@@ -12,6 +12,7 @@ use crate::any::{AnyReport, Order};
 use crate::error::Result;
 use crate::issue::IssueId;
 use crate::ledger::{Ledger, Report};
+use crate::listing::Unreadable;
 use crate::liveness::Current;
 use crate::remote::{Diverged, Remote};
 use crate::rules::{Claim, Transition};
@@ -25,6 +26,8 @@ pub struct Listing {
     pub entries: Vec<Entry>,
     /// The ledgers a remote went back on.
     pub diverged: Vec<Diverged>,
+    /// The ledgers whose tip cannot be read as a lease (left out of the entries).
+    pub unreadable: Vec<Unreadable>,
 }
 
 /// Every ledger's tip, `(issue, tip)`, with the remote ledgers refused as rewound or rewritten.
@@ -91,15 +94,14 @@ impl Backend for &Ledger {
         Ledger::current(self, issue)
     }
     fn list(&self) -> Result<Listing> {
-        Ok(Listing {
-            entries: Ledger::list(self)?,
-            diverged: Vec::new(),
-        })
+        self.list_then(&mut |_, _| {})
     }
     fn list_then(&self, show: &mut dyn FnMut(&[Entry], &[Diverged])) -> Result<Listing> {
+        let (entries, unreadable) = Ledger::list_then(self, &mut |entries| show(entries, &[]))?;
         Ok(Listing {
-            entries: Ledger::list_then(self, &mut |entries| show(entries, &[]))?,
+            entries,
             diverged: Vec::new(),
+            unreadable,
         })
     }
     fn archived(&self) -> Result<Vec<Entry>> {

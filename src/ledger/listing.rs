@@ -5,7 +5,8 @@
 use gix::ObjectId;
 
 use crate::cache::{ListCache, RecordMatcher, Snapshot};
-use crate::error::Result;
+use crate::error::{Error, Result};
+use crate::issue::IssueId;
 use crate::step::Judgement;
 use crate::store::{Entry, Store};
 use crate::verify;
@@ -21,8 +22,48 @@ pub fn rewrite_threshold(refs: usize) -> usize {
     MIN_REWRITE_MISSES.max(refs / REWRITE_DIVISOR)
 }
 
+/// A ledger a listing set aside: its tip cannot be read as a lease (a corrupt record, one
+/// over the size every reader accepts) or its ref names an invalid id, so it is named, and
+/// every other ledger still listed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Unreadable {
+    /// The issue.
+    pub issue: String,
+    /// The commit that cannot be read.
+    pub commit: String,
+    /// Why.
+    pub reason: String,
+}
+
+impl Unreadable {
+    /// Returns the error a command that needs this ledger fails with ([`Error::Corrupt`]).
+    pub fn into_error(self) -> Error {
+        Error::Corrupt {
+            issue: self.issue,
+            commit: self.commit,
+            reason: self.reason,
+        }
+    }
+
+    /// Returns the ledger a corrupt ledger's error names, or gives the error back.
+    pub(crate) fn from_error(error: Error) -> std::result::Result<Unreadable, Error> {
+        match error {
+            Error::Corrupt {
+                issue,
+                commit,
+                reason,
+            } => Ok(Unreadable {
+                issue,
+                commit,
+                reason,
+            }),
+            other => Err(other),
+        }
+    }
+}
+
 /// What one listing did with the cache.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ListStats {
     /// Refs listed.
     pub refs: usize,
@@ -35,6 +76,8 @@ pub struct ListStats {
     /// Ledgers verified (`lease.requireSignatures`) because no verified record vouched for
     /// their tip.
     pub verified: usize,
+    /// Ledgers left out of the listing because their tip cannot be read as a lease.
+    pub unreadable: Vec<Unreadable>,
 }
 
 /// Returns the id of every ledger (`refs/leases/*`) in natural order
@@ -78,8 +121,9 @@ pub fn list_namespace(
 /// returns them; names relative to `namespace`), answering from the cache where it can and
 /// decoding the rest from objects; rewrites the cache when the misses were many.
 ///
-/// A ledger that cannot be decoded is an error, exactly as without the cache. A cache that
-/// cannot be written is not: the listing is still right, only the next one is slower.
+/// A ledger that cannot be decoded (or whose ref names an invalid id, decoded from objects) is
+/// left out and named in [`ListStats::unreadable`]. A cache that cannot be written is not an
+/// error: the listing is still right, only the next one is slower.
 ///
 /// When `judgement` requires signatures ([`Judgement::signers`]), every listed ledger must
 /// also be legitimate and signed as needed ([`verify::require_legitimate`], the first refused
@@ -117,7 +161,7 @@ pub fn each(
     let Some(unrecorded) = unrecorded.filter(|u| u.len() <= rewrite_threshold(refs.len())) else {
         let (entries, stats) = list_from(store, &cache, snapshot, refs, Judgement::Recorded, None)?;
         entries.into_iter().for_each(sink);
-        return Ok(stats);
+        return every_one_read(stats);
     };
     let mut stats = ListStats {
         refs: refs.len(),
@@ -133,7 +177,16 @@ pub fn each(
         &mut stats,
         &mut sink,
     )?;
-    Ok(stats)
+    every_one_read(stats)
+}
+
+/// `stats`, or the error of the first ledger it set aside: [`each`] gives every ref it is
+/// given, or fails.
+fn every_one_read(stats: ListStats) -> Result<ListStats> {
+    match stats.unreadable.first() {
+        Some(first) => Err(first.clone().into_error()),
+        None => Ok(stats),
+    }
 }
 
 /// The refs of `refs` that `snapshot` holds no record of their exact tip for.
@@ -155,9 +208,13 @@ fn list_from(
     then: Option<Then<'_>>,
 ) -> Result<(Vec<Entry>, ListStats)> {
     let signers = judgement.signers();
-    let decode = |refs: &[(String, ObjectId)]| match signers {
-        Some(_) => store.entries_of_commits(refs),
-        None => store.entries(refs),
+    let mut unreadable = Vec::new();
+    let mut decode = |refs: &[(String, ObjectId)]| {
+        let read = |refs: &[(String, ObjectId)]| match signers {
+            Some(_) => store.entries_of_commits(refs),
+            None => store.entries(refs),
+        };
+        set_aside_unreadable(refs, read, &mut unreadable)
     };
     // With signatures required, a record vouches for its tip only in a file verified under
     // this very list: then the refs to verify are exactly those without a record.
@@ -195,6 +252,7 @@ fn list_from(
             out
         }
     };
+    stats.unreadable.append(&mut unreadable);
     drop(snapshot);
     let rewrite = stats.misses.max(stats.verified) > rewrite_threshold(stats.refs);
     let verified = signers.map(|l| l.version().to_owned());
@@ -285,7 +343,44 @@ fn merge(
             },
         };
         stats.misses += 1;
-        sink(store.entry(&issue, tip)?);
+        match invalid_id(&issue, tip).map_or_else(|| store.entry(&issue, tip), Err) {
+            Ok(entry) => sink(entry),
+            Err(e) => stats.unreadable.push(Unreadable::from_error(e)?),
+        }
     }
     Ok(())
+}
+
+/// Returns the error of a ledger whose ref names an invalid id ([`IssueId::new`]): none is
+/// written by git-lease, and readers set it aside as they set aside a corrupt one.
+pub(crate) fn invalid_id(issue: &str, tip: ObjectId) -> Option<Error> {
+    IssueId::new(issue).err().map(|e| Error::Corrupt {
+        issue: issue.to_owned(),
+        commit: tip.to_string(),
+        reason: e.to_string(),
+    })
+}
+
+/// The entries of `refs` by `read`, in order, but for the ledgers whose tip cannot be read as
+/// a lease, or whose id is invalid, which go to `unreadable`: one bad ledger costs the listing
+/// only itself. `read` takes them all at once; only when one is bad are they read one by one.
+fn set_aside_unreadable(
+    refs: &[(String, ObjectId)],
+    read: impl Fn(&[(String, ObjectId)]) -> Result<Vec<Entry>>,
+    unreadable: &mut Vec<Unreadable>,
+) -> Result<Vec<Entry>> {
+    if refs.iter().all(|(issue, _)| IssueId::new(issue).is_ok()) {
+        match read(refs) {
+            Err(Error::Corrupt { .. }) => {}
+            answer => return answer,
+        }
+    }
+    let mut entries = Vec::with_capacity(refs.len());
+    for one in refs.chunks(1) {
+        match invalid_id(&one[0].0, one[0].1).map_or_else(|| read(one), Err) {
+            Ok(mut entry) => entries.append(&mut entry),
+            Err(e) => unreadable.push(Unreadable::from_error(e)?),
+        }
+    }
+    Ok(entries)
 }

@@ -56,6 +56,10 @@ pub struct SyncReport {
     pub unchanged: usize,
     /// Ledgers that were refused.
     pub refused: Vec<Refused>,
+    /// Ledgers whose ref names an id that is not valid ([`IssueId::new`]): no git-lease writes
+    /// one, and none can be kept here, so each is reported and left alone, run after run,
+    /// without failing the sync.
+    pub skipped: Vec<Refused>,
     /// Diverged local ledgers replaced by the remote's (`--adopt`), each kept under another
     /// ref.
     pub adopted: Vec<Adopted>,
@@ -186,12 +190,15 @@ pub fn sync(
             report.unchanged += 1;
             continue;
         }
-        let Ok(id) = IssueId::new(issue) else {
-            report.refused.push(refuse(
-                format!("{issue:?} is not a valid issue id"),
-                Vec::new(),
-            ));
-            continue;
+        let id = match IssueId::new(issue) {
+            Ok(id) => id,
+            Err(e) => {
+                report.skipped.push(refuse(
+                    format!("{e}; no git-lease writes such a ledger, it is left alone"),
+                    Vec::new(),
+                ));
+                continue;
+            }
         };
         // The remote went back on what this clone verified from it before.
         if let Some(d) = fetched.diverged.iter().find(|d| &d.issue == issue) {
@@ -304,6 +311,7 @@ pub fn sync(
     report.updated.sort_by(|a, b| by_issue(&a.issue, &b.issue));
     report.new.sort_by(|a, b| by_issue(&a.issue, &b.issue));
     report.refused.sort_by(|a, b| by_issue(&a.issue, &b.issue));
+    report.skipped.sort_by(|a, b| by_issue(&a.issue, &b.issue));
     report.adopted.sort_by(|a, b| by_issue(&a.issue, &b.issue));
     report.archived.sort_by(|a, b| by_issue(a, b));
     Ok(report)

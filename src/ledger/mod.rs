@@ -85,6 +85,9 @@ impl Report {
 /// ([`Ledger::verified_refs`]).
 pub type Refused = (String, gix::ObjectId, Error);
 
+/// A listing's entries, with the ledgers it set aside because their tip cannot be read.
+pub type Listed = (Vec<Entry>, Vec<crate::listing::Unreadable>);
+
 /// A repository's tenure ledgers.
 ///
 /// ```no_run
@@ -292,7 +295,7 @@ impl Ledger {
         &self,
         issue: &IssueId,
         by: &Holder,
-        reason: &str,
+        reason: &crate::remark::Remark,
         now: DateTime<Utc>,
     ) -> Result<Report> {
         self.apply(issue, |current| {
@@ -381,15 +384,20 @@ impl Ledger {
 
     /// Returns the newest entry of every ledger, sorted by issue. Filter with
     /// [`rules::is_live`] for the live ones.
+    /// A ledger whose tip cannot be read as a lease is the error.
     pub fn list(&self) -> Result<Vec<Entry>> {
-        let mut entries = self.listed(None)?;
+        let (mut entries, unreadable) = self.listed(None)?;
+        if let Some(first) = unreadable.into_iter().next() {
+            return Err(first.into_error());
+        }
         entries.iter_mut().for_each(|e| self.observe_in_place(e));
         Ok(entries)
     }
 
     /// [`Ledger::list`], `show` given the entries on this thread while another rewrites the
-    /// list cache (when this listing rewrites it); returns them after.
-    pub fn list_then(&self, show: &mut dyn FnMut(&[Entry])) -> Result<Vec<Entry>> {
+    /// list cache (when this listing rewrites it); returns them after, with the ledgers set
+    /// aside as unreadable (every other one still listed).
+    pub fn list_then(&self, show: &mut dyn FnMut(&[Entry])) -> Result<Listed> {
         self.listed(Some(crate::listing::Then {
             prepare: &|e| self.observe_in_place(e),
             show,
@@ -398,15 +406,15 @@ impl Ledger {
 
     /// The ledgers' newest entries as this ledger's reader judges them, `then` done to them
     /// beside the cache's rewrite ([`crate::listing::list_namespace`]).
-    fn listed(&self, then: Option<crate::listing::Then<'_>>) -> Result<Vec<Entry>> {
+    fn listed(&self, then: Option<crate::listing::Then<'_>>) -> Result<Listed> {
         let reading = self.reading();
-        let (entries, _) = crate::listing::list_namespace(
+        let (entries, stats) = crate::listing::list_namespace(
             &self.store,
             crate::issue::REF_PREFIX,
             crate::step::Judgement::reader(reading.as_ref()),
             then,
         )?;
-        Ok(entries)
+        Ok((entries, stats.unreadable))
     }
 
     /// Resolves an issue id or a unique prefix of one against the existing lease refs.

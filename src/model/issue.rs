@@ -2,7 +2,10 @@
 //!
 //! An id must be usable as ref name components, so it is checked against git's
 //! `check-ref-format` rules up front, and every refusal names the rule it broke. `/` is allowed
-//! inside an id for namespaces (`gh/123`), where git allows it.
+//! inside an id for namespaces (`gh/123`), where git allows it. Each part must also name a file
+//! on every system git runs on (no `" < > |`, no Windows device name): git's files backend
+//! keeps a ref as a file, and gix refuses any other in a ref's path. This is the one
+//! definition the command line, the hook, `sync` and every reader use.
 
 use std::cmp::Ordering;
 
@@ -63,6 +66,12 @@ impl IssueId {
         if id.contains(['~', '^', ':', '?', '*', '[', '\\']) {
             return Err(refuse("an issue id must not contain any of ~ ^ : ? * [ \\"));
         }
+        // git carries these in ref names, but they cannot name a file where git's files
+        // backend keeps a ref on Windows, and gix, which reads every ref here, refuses them in
+        // a ref's path (tests/it/odd_ids.rs).
+        if id.contains(['"', '<', '>', '|']) {
+            return Err(refuse("an issue id must not contain any of \" < > |"));
+        }
         if id.contains("..") {
             return Err(refuse("an issue id must not contain '..'"));
         }
@@ -90,6 +99,18 @@ impl IssueId {
             if component.ends_with(".lock") {
                 return Err(refuse(
                     "an issue id (and each '/'-separated part) must not end with '.lock'",
+                ));
+            }
+            if gix::validate::path::component_is_windows_device(component.into()) {
+                return Err(refuse(
+                    "an issue id (and each '/'-separated part) must not be a Windows device name (CON, PRN, AUX, NUL, COM1 to COM9, LPT0 to LPT9, CONIN$, CONOUT$, in any case, alone or before a '.')",
+                ));
+            }
+            // What gix checks of every path component of a ref it reads or lists.
+            let options = gix::validate::path::component::Options::default();
+            if gix::validate::path::component(component.into(), None, options).is_err() {
+                return Err(refuse(
+                    "an issue id (and each '/'-separated part) must be a file name on every system git runs on",
                 ));
             }
         }
@@ -246,6 +267,13 @@ mod tests {
             "a/b/c",
             "é",
             "caf\u{e9}",
+            "CONx",
+            "a/com0",
+            "lpt",
+            "a%b",
+            "a{b}",
+            "a'b",
+            "a&b",
         ] {
             assert!(IssueId::new(ok).is_ok(), "{ok:?} must be accepted");
         }
@@ -279,6 +307,16 @@ mod tests {
             ("a\u{200b}b", "invisible"),
             ("a\u{202e}b", "bidirectional"),
             ("\u{feff}a", "invisible"),
+            ("a\"b", "\" < > |"),
+            ("a<b", "\" < > |"),
+            ("a>b", "\" < > |"),
+            ("a|b", "\" < > |"),
+            ("CON", "Windows device"),
+            ("gh/nul", "Windows device"),
+            ("aux.txt", "Windows device"),
+            ("com1", "Windows device"),
+            ("lpt0", "Windows device"),
+            ("conin$", "Windows device"),
         ];
         for (id, rule) in cases {
             match IssueId::new(id) {

@@ -6,5 +6,6 @@ pub mod holder;
 pub mod issue;
 pub mod lease;
 pub mod liveness;
+pub mod remark;
 pub mod session;
 pub mod time;

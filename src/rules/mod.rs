@@ -17,6 +17,7 @@ use crate::holder::Holder;
 use crate::issue::IssueId;
 use crate::lease::{Event, Lease, Takeover};
 pub use crate::liveness::{Current, Observation};
+use crate::remark::Remark;
 use crate::time::Ttl;
 
 /// Returns true if and only if the lease has a holder, has not expired at `now`, and its
@@ -127,10 +128,10 @@ pub struct Claim {
     pub holder: Holder,
     /// How long the claim lasts from now.
     pub ttl: Ttl,
-    /// Free text stored with the claim.
-    pub note: Option<String>,
-    /// An external task id stored with the claim.
-    pub task: Option<String>,
+    /// Free text stored with the claim, within its bound.
+    pub note: Option<Remark>,
+    /// An external task id stored with the claim, within its bound.
+    pub task: Option<Remark>,
     /// For a new tenure: the hash of a new session secret (see [`crate::session`]).
     pub session: Option<String>,
     /// The secret of the session that already holds the lease, for an idempotent re-acquire.
@@ -458,7 +459,7 @@ pub fn revoke(
     issue: &IssueId,
     current: Option<Current<'_>>,
     by: &Holder,
-    reason: &str,
+    reason: &Remark,
     now: DateTime<Utc>,
 ) -> Transition {
     let now = ledger_time(current, now);
@@ -471,7 +472,7 @@ pub fn revoke(
     let mut next = Lease::freed(issue, Event::Revoke, now, lease.token);
     next.previous_holder = Some(previous.into());
     next.by = Some(by.to_string().into());
-    next.reason = Some(reason.into());
+    next.reason = Some(reason.as_str().into());
     Transition::write(Outcome::Revoked, current, next)
 }
 

@@ -694,9 +694,15 @@ mod tests {
             [Rule::Identity]
         );
         let revoke = |by: &str| {
-            rules::revoke(&id(), rec(&prev), &h(by), "r", t(5))
-                .next
-                .unwrap()
+            rules::revoke(
+                &id(),
+                rec(&prev),
+                &h(by),
+                &crate::Remark::new(crate::RemarkKind::Reason, "r").unwrap(),
+                t(5),
+            )
+            .next
+            .unwrap()
         };
         assert_eq!(rules_at(&prev, &revoke("ops"), 5, "ops"), []);
         assert_eq!(rules_at(&prev, &revoke("ops"), 5, "bob"), [Rule::Admin]);

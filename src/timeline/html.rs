@@ -120,7 +120,7 @@ fn head(page: &mut String, t: &Timeline, options: &Options) {
     );
     if let Some(source) = &options.source {
         page.push_str(" · from ");
-        escape(page, source);
+        escape(page, &crate::redact::url(source));
     }
     page.push_str("</p>\n</header>\n");
     let s = &t.summary;

@@ -19,6 +19,7 @@ use serde::Serialize;
 use crate::error::Result;
 use crate::issue::natural_cmp;
 use crate::lease::{Event, Takeover};
+use crate::listing::Unreadable;
 use crate::rules;
 use crate::store::{Entry, Store};
 use crate::time::rfc3339;
@@ -337,6 +338,10 @@ pub struct Timeline {
     pub summary: Summary,
     /// One row per issue with a tenure in the window.
     pub issues: Vec<Row>,
+    /// The ledgers left out because a commit of theirs cannot be read as a lease (a corrupt
+    /// record, one over the size every reader accepts); not part of the document.
+    #[serde(skip)]
+    pub unreadable: Vec<Unreadable>,
 }
 
 /// Builds the timeline of the ledgers `refs` (`(issue, tip)`, as [`Store::lease_refs`] or a
@@ -373,17 +378,25 @@ pub fn build(
             )
     };
     // Each ledger on its own: only its tenures are kept, never its whole chain.
+    // One ledger that cannot be read is set aside and named; every other one is drawn.
     let read = store.per_ref(&chosen, |store, issue, tip| {
-        let mut chain = store.history(issue, Some(tip))?;
+        let read = crate::listing::invalid_id(issue, tip)
+            .map_or_else(|| store.history(issue, Some(tip)), Err);
+        let mut chain = match read {
+            Ok(chain) => chain,
+            Err(e) => return Unreadable::from_error(e).map(Err),
+        };
         chain.reverse();
         let (closed, open) = closed_tenures(&chain);
         let closed: Vec<Tenure> = closed.into_iter().filter(|t| keep(t)).collect();
         let open = open.map(|t| (t, chain.pop()));
-        Ok((closed, open))
+        Ok(Ok((closed, open)))
     })?;
+    let mut unreadable = Vec::new();
     let rows = chosen
         .iter()
         .zip(read)
+        .filter_map(|(row, read)| read.map_err(|u| unreadable.push(u)).ok().map(|r| (row, r)))
         .map(|((issue, _), (mut tenures, open))| {
             if let Some((t, Some(tip))) = open {
                 let live = rules::is_live(observe(tip).current(), now);
@@ -423,6 +436,7 @@ pub fn build(
         order,
         summary,
         issues,
+        unreadable,
     })
 }
 

@@ -75,6 +75,13 @@
 //!   and paused clients and a moving hook clock, checked for linearizability and fencing.
 //! - [`unknown_outcome`]: a push whose answer was lost says so, and running it again converges.
 //! - [`output`]: human output escapes control characters and invisible Unicode from ledgers.
+//! - [`oversize`]: a note, task or reason over its bound refused before anything is written
+//!   (command line, MCP), the hook against an over-size record, and readers that name one
+//!   unreadable ledger and list every other.
+//! - [`credentials`]: a remote URL with a password through every output (human, JSON, the
+//!   timeline page, errors, MCP's answers and stderr) never shows it.
+//! - [`odd_ids`]: ids git carries but no ref path may hold, through the command line, the hook
+//!   and a mirror.
 //! - [`signatures`]: signed ledger events: with `lease.requireSignatures` every reader (and a
 //!   hook requiring them) refuses a step not signed by a key allowed for the one it needs;
 //!   `git verify-commit` agrees on every signature.
@@ -103,6 +110,7 @@ mod bad_input;
 mod cgi;
 mod completion;
 mod conventions;
+mod credentials;
 mod daemon;
 mod descriptors;
 mod doctor;
@@ -128,8 +136,10 @@ mod mcp;
 mod mirror;
 mod model;
 mod multi_acquire;
+mod odd_ids;
 mod oldgit;
 mod output;
+mod oversize;
 mod perf;
 mod prefixes;
 mod proxy;

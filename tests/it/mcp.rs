@@ -25,10 +25,10 @@ const CAROL: &str = "carol@example.com";
 /// The Python MCP SDK release the tests use.
 const MCP_SDK: &str = "1.30.0";
 /// The client script.
-const CLIENT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/it/mcp_client.py");
+pub(crate) const CLIENT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/it/mcp_client.py");
 
 /// Returns the Python of the SDK's environment, or records the skip (fails with `CI=true`).
-fn python() -> Option<PathBuf> {
+pub(crate) fn python() -> Option<PathBuf> {
     let tools = std::env::var_os("GIT_LEASE_TEST_TOOLS")
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from(DEFAULT_TOOLS));
@@ -89,7 +89,7 @@ fn client_at(
 }
 
 /// Runs `steps` in one session; returns the answers and everything the client saw.
-fn session(repo: &TestRepo, steps: Value) -> Option<(Vec<Value>, Vec<String>)> {
+pub(crate) fn session(repo: &TestRepo, steps: Value) -> Option<(Vec<Value>, Vec<String>)> {
     session_at(repo, steps, None)
 }
 
@@ -111,13 +111,13 @@ fn session_at(
     Some((answers, seen))
 }
 
-fn call(tool: &str, args: Value) -> Value {
+pub(crate) fn call(tool: &str, args: Value) -> Value {
     json!({"op": "call", "tool": tool, "args": args})
 }
 
 /// Asserts a tool result's exit code (and so `isError`), and returns its JSON document.
 #[track_caller]
-fn result(answer: &Value, code: u64) -> &Value {
+pub(crate) fn result(answer: &Value, code: u64) -> &Value {
     assert_eq!(answer["meta"]["exit_code"], json!(code), "{answer:#}");
     assert_eq!(answer["isError"], json!(code != 0), "{answer:#}");
     &answer["json"]
@@ -743,18 +743,14 @@ const HOSTILE_TEXT: &[&str] = &[
     "x",
 ];
 
-/// Pieces an issue id may hold (a ref name: no controls, spaces or `~^:?*[\`), as hostile as
-/// git allows.
+/// Pieces an issue id may hold (a ref name: no controls, spaces or `~^:?*[\`, and no
+/// `" < > |`, which no ref path may hold: `odd_ids::*`), as hostile as an id may be.
 const HOSTILE_ID: &[&str] = &[
-    "\"",
     "'",
     "$(touch${IFS}pwned)",
     "`touch${IFS}pwned`",
     ";",
-    "|",
     "&",
-    "<",
-    ">",
     "{",
     "}",
     ",",

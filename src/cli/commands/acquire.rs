@@ -2,7 +2,7 @@
 
 use std::io::Write;
 
-use git_lease::{rules, Claim, Error, IssueId};
+use git_lease::{rules, Claim, Error, IssueId, Remark, RemarkKind};
 
 use crate::cli::output::emit_reports;
 use crate::cli::{any, Context, Failure, HolderArg, TtlArg};
@@ -54,6 +54,9 @@ pub(crate) fn run(ctx: &Context, args: Args, out: &mut dyn Write) -> Result<u8, 
         ordered,
     } = args;
     let now = ctx.now;
+    // Each remark within its bound before anything is read or written.
+    let note = Remark::optional(RemarkKind::Note, note)?;
+    let task = Remark::optional(RemarkKind::Task, task)?;
     let target = ctx.backend()?;
     let issues = if any {
         any::candidates(&issues)?

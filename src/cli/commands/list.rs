@@ -69,8 +69,13 @@ pub(crate) fn run(ctx: &Context, args: Args, out: &mut dyn Write) -> Result<u8, 
     })?;
     // The process exits right after printing: letting the OS reclaim 100k entries at exit is
     // cheaper than freeing them one by one.
+    output::report_unreadable(&listing.unreadable, out)?;
+    let unreadable = !listing.unreadable.is_empty();
     let _ = std::mem::ManuallyDrop::new(listing);
-    shown
+    match shown {
+        Ok(_) if unreadable => Ok(exit::FAILURE),
+        shown => shown,
+    }
 }
 
 /// Which leases `list` shows.

@@ -2,7 +2,7 @@
 
 use std::io::Write;
 
-use git_lease::{rules, IssueId};
+use git_lease::{rules, IssueId, Remark, RemarkKind};
 
 use crate::cli::output::emit_reports;
 use crate::cli::{Context, Failure, HolderArg};
@@ -28,6 +28,7 @@ pub(crate) fn run(ctx: &Context, args: Args, out: &mut dyn Write) -> Result<u8, 
         holder,
     } = args;
     let now = ctx.now;
+    let reason = Remark::new(RemarkKind::Reason, reason)?;
     let target = ctx.backend()?;
     let by = ctx.holder(&holder.name)?;
     // Exact ids only: freeing someone else's lease is never a guess.

@@ -94,11 +94,23 @@ fn sync(
                 r.remote.as_deref().unwrap_or("none")
             )?;
         }
+        for r in &report.skipped {
+            writeln!(
+                out,
+                "skipped  {}: {} (remote {})",
+                output::printable(&r.issue),
+                output::printable(&r.reason),
+                r.remote.as_deref().unwrap_or("none")
+            )?;
+        }
         let mut adopted = if report.adopted.is_empty() {
             String::new()
         } else {
             format!(", {} adopted", report.adopted.len())
         };
+        if !report.skipped.is_empty() {
+            adopted.push_str(&format!(", {} skipped", report.skipped.len()));
+        }
         if !report.archived.is_empty() {
             adopted.push_str(&format!(", {} archived", report.archived.len()));
         }

@@ -8,7 +8,7 @@ use chrono::{DateTime, Utc};
 use git_lease::timeline::{self, html, Filter, Order};
 use git_lease::Error;
 
-use crate::cli::output::report_diverged;
+use crate::cli::output::{self, report_diverged};
 use crate::cli::{exit, Context, Failure};
 
 // The arguments of `timeline`.
@@ -81,7 +81,7 @@ pub(crate) fn run(ctx: &Context, args: Args, out: &mut dyn Write) -> Result<u8, 
         } else {
             let options = html::Options {
                 limit: args.limit,
-                source: ctx.remote.clone(),
+                source: ctx.remote.as_deref().map(git_lease::redact::url),
             };
             html::render(&timeline, &options, sink)
         }
@@ -120,7 +120,8 @@ pub(crate) fn run(ctx: &Context, args: Args, out: &mut dyn Write) -> Result<u8, 
         }
     }
     report_diverged(ctx, &diverged, out)?;
-    Ok(if diverged.is_empty() {
+    output::report_unreadable(&timeline.unreadable, out)?;
+    Ok(if diverged.is_empty() && timeline.unreadable.is_empty() {
         exit::OK
     } else {
         exit::FAILURE

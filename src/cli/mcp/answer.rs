@@ -9,7 +9,7 @@ use serde_json::Value;
 use git_lease::{Ending, Error, Ledger};
 
 use super::inputs::EndInput;
-use super::{holder_arg, schema, with_secret, Answer, Server, State};
+use super::{holder_arg, schema, with_secret, Answer, Said, Server, State};
 use crate::cli::output::json::{error_text, json_text};
 use crate::cli::{commands, exit, Context, Failure};
 
@@ -74,8 +74,9 @@ impl Server {
 
     /// Turns what a command said into the tool's result, keeping any session secret in this
     /// server's memory, out of the result.
-    fn answer(&self, answer: Answer) -> CallToolResult {
+    fn answer(&self, Said(answer, said): Said) -> CallToolResult {
         let mut structured = None;
+        let done = matches!(answer, Answer::Done(..));
         let (code, text) = match answer {
             Answer::Done(code, printed, mut value) => {
                 let kept = self.keep_secrets(&mut value);
@@ -95,7 +96,7 @@ impl Server {
                 let code = exit::for_error(e.kind());
                 (
                     code,
-                    error_text(exit::kind_name(e.kind()), &e.chain(), code, &[]),
+                    error_text(exit::kind_name(e.kind()), &e.chain(), code, &said),
                 )
             }
             Answer::Failed(Failure::Io(e)) => (
@@ -104,11 +105,17 @@ impl Server {
                     "failure",
                     &format!("cannot answer: {e}"),
                     exit::FAILURE,
-                    &[],
+                    &said,
                 ),
             ),
         };
-        let content = vec![ContentBlock::text(text)];
+        let mut content = vec![ContentBlock::text(text)];
+        // Why a listing answered with fewer ledgers (one a remote went back on, one that
+        // cannot be read), as the command line's stderr says it.
+        if done && !said.is_empty() {
+            let hints = serde_json::json!({ "hints": said });
+            content.push(ContentBlock::text(json_text(&hints).unwrap_or_default()));
+        }
         let mut result = if code == exit::OK {
             CallToolResult::success(content)
         } else {
@@ -177,19 +184,30 @@ pub(super) fn open(state: &State, remote: Option<String>) -> Result<Context, Err
     })
 }
 
-fn run_command<F>(state: &State, remote: Option<String>, body: F) -> Answer
+fn run_command<F>(state: &State, remote: Option<String>, body: F) -> Said
 where
     F: FnOnce(&Context, &mut Vec<u8>) -> Result<u8, Failure>,
 {
-    let ctx = match open(state, remote) {
-        Ok(ctx) => ctx,
-        Err(e) => return Answer::Failed(e.into()),
-    };
-    let mut out = Vec::new();
-    let result = body(&ctx, &mut out);
-    for notice in ctx.ledger.take_notices() {
-        eprintln!("warning: {}", git_lease::text::printable(&notice));
+    let ((answer, notices), said) = crate::cli::output::said::captured(|| {
+        let ctx = match open(state, remote) {
+            Ok(ctx) => ctx,
+            Err(e) => return (Answer::Failed(e.into()), Vec::new()),
+        };
+        let mut out = Vec::new();
+        let result = body(&ctx, &mut out);
+        (done_or_failed(result, out), ctx.ledger.take_notices())
+    });
+    for notice in notices {
+        eprintln!(
+            "warning: {}",
+            git_lease::redact::urls(&git_lease::text::printable(&notice))
+        );
     }
+    Said(answer, said)
+}
+
+/// The answer of a command that printed `out` and returned `result`.
+fn done_or_failed(result: Result<u8, Failure>, out: Vec<u8>) -> Answer {
     match result {
         Ok(code) => match serde_json::from_slice::<Value>(&out) {
             Ok(value) => Answer::Done(code, String::from_utf8_lossy(&out).trim_end().into(), value),

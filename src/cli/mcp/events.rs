@@ -74,7 +74,8 @@ pub(super) fn start_watch(
                 Failure::Io(e) => e.to_string(),
             };
             let _ = notices.send(Notice::Warning(format!(
-                "lease events will not be notified: {message}"
+                "lease events will not be notified: {}",
+                git_lease::redact::urls(&message)
             )));
         }
         // Tool calls no longer wait for it.

@@ -89,6 +89,10 @@ enum Answer {
     Failed(Failure),
 }
 
+/// What a command answered, and what it said beside it (`--json`'s `hints`), credentials
+/// removed: carried to the client, never logged on the server's stderr.
+struct Said(Answer, Vec<String>);
+
 #[derive(Clone)]
 struct Server {
     state: Arc<State>,

@@ -244,8 +244,9 @@ pub(crate) fn json_text(value: &impl serde::Serialize) -> serde_json::Result<Str
 /// `{"schema_version", "error": {"kind", "message", "exit_code"}, "hints"}`, with `hints`
 /// what the command said before it failed.
 pub(crate) fn error_text(kind: &str, message: &str, code: u8, hints: &[String]) -> String {
+    let hints: Vec<String> = hints.iter().map(|h| git_lease::redact::urls(h)).collect();
     let error = serde_json::json!({
-        "error": {"kind": kind, "message": message, "exit_code": code},
+        "error": {"kind": kind, "message": git_lease::redact::urls(message), "exit_code": code},
         "hints": hints,
     });
     json_text(&error).unwrap_or_default()

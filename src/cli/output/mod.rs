@@ -475,10 +475,28 @@ pub(crate) fn report_diverged(
     }
     out.flush()?;
     for d in diverged {
+        let remote = ctx.remote.as_deref().map(git_lease::redact::url);
         let e = d
             .clone()
-            .into_error(ctx.remote.as_deref().unwrap_or("the remote"));
+            .into_error(remote.as_deref().unwrap_or("the remote"));
         said::line("error", &e.to_string());
+    }
+    Ok(())
+}
+
+/// Says, on stderr, which ledgers were left out of an answer because their tip cannot be read
+/// as a lease (every other one is in it).
+pub(crate) fn report_unreadable(
+    unreadable: &[git_lease::listing::Unreadable],
+    out: &mut dyn Write,
+) -> Result<(), Failure> {
+    out.flush()?;
+    for u in unreadable {
+        let e = u.clone().into_error();
+        said::line(
+            "error",
+            &format!("{e}; it is left out, every other ledger is listed"),
+        );
     }
     Ok(())
 }

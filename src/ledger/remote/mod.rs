@@ -328,7 +328,7 @@ impl Backend for Remote<'_> {
     /// issue, with the ledgers the remote rewound or rewrote (left out of the entries).
     fn list(&self) -> Result<Listing> {
         let fetched = self.fetch_all()?;
-        let (entries, _) = crate::listing::list(
+        let (entries, stats) = crate::listing::list(
             self.ledger.store(),
             &self.tracking,
             fetched.verified,
@@ -342,6 +342,7 @@ impl Backend for Remote<'_> {
         Ok(Listing {
             entries,
             diverged: fetched.diverged,
+            unreadable: stats.unreadable,
         })
     }
 

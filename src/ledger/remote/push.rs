@@ -42,40 +42,14 @@ pub(super) fn run(
     Ok(out)
 }
 
-/// Returns `url` without credentials, as git shows remotes: `https://alice:secret@host/r`
-/// becomes `https://host/r`. Anything that is not a URL with credentials is returned as is.
+/// Returns `url` without credentials ([`crate::redact::url`]).
 pub fn redact_url(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return url.to_owned();
-    };
-    let authority_end = rest.find('/').unwrap_or(rest.len());
-    match rest[..authority_end].rfind('@') {
-        Some(at) => format!("{scheme}://{}", &rest[at + 1..]),
-        None => url.to_owned(),
-    }
+    crate::redact::url(url)
 }
 
-/// Removes the credentials of every URL in `text` ([`redact_url`] applied word by word).
+/// Removes the credentials of every URL in `text` ([`crate::redact::urls`]).
 pub fn redact_urls(text: &str) -> String {
-    if !text.contains("://") {
-        return text.to_owned();
-    }
-    let mut out = String::with_capacity(text.len());
-    let mut word = String::new();
-    let flush = |word: &mut String, out: &mut String| {
-        out.push_str(&redact_url(word));
-        word.clear();
-    };
-    for c in text.chars() {
-        if c.is_whitespace() || matches!(c, '\'' | '"' | '<' | '>') {
-            flush(&mut word, &mut out);
-            out.push(c);
-        } else {
-            word.push(c);
-        }
-    }
-    flush(&mut word, &mut out);
-    out
+    crate::redact::urls(text)
 }
 
 /// What one push told us.
