@@ -33,7 +33,11 @@ fn a_revived_ledger_whose_newer_tip_the_archive_lacks_cannot_be_deleted() {
         .stderr_has("not ")
         .stderr_has(&revived);
     assert_eq!(server.tip("7").as_deref(), Some(revived.as_str()));
-    assert_eq!(server.rev("refs/lease-archive"), archive, "the archive moved");
+    assert_eq!(
+        server.rev("refs/lease-archive"),
+        archive,
+        "the archive moved"
+    );
 
     let carol = server.client("carol");
     lease(&carol, 220, &["acquire", "7", "--remote", "origin"])

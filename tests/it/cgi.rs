@@ -140,7 +140,9 @@ fn serve(site: &Site, stream: TcpStream) -> std::io::Result<()> {
     } else {
         None
     };
-    let length = whole.as_ref().map_or_else(|| content_length(&headers), Vec::len);
+    let length = whole
+        .as_ref()
+        .map_or_else(|| content_length(&headers), Vec::len);
     let (path, query) = target.split_once('?').unwrap_or((target, ""));
     let mut cmd = Command::new(site.exec_path.join("git-http-backend"));
     env::hermetic(&mut cmd, &site.home, &site.home);

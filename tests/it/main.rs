@@ -78,6 +78,8 @@
 //!   hook requiring them) refuses a step not signed by a key allowed for the one it needs;
 //!   `git verify-commit` agrees on every signature.
 //! - [`rewound`]: a hookless remote that rewinds, rewrites or deletes a ledger.
+//! - [`hookless_remedy`]: what git's own `receive.*` settings guard of `refs/leases/*` on a
+//!   server without the hook, and the `pre-receive` docs/SECURITY.md gives instead.
 //! - [`trust`]: nothing outside a ledger's objects changes what it means, and what the hook
 //!   accepts every reader accepts: replacement refs, backdated and non-canonical times, steps
 //!   dated ahead of the reader, configured refspecs, silent remotes.
@@ -115,6 +117,7 @@ mod gc_race;
 mod guard;
 mod histories;
 mod hook;
+mod hookless_remedy;
 mod http;
 mod human;
 mod install_root;
