@@ -250,7 +250,7 @@ fn read_body(
             reader.read_exact(&mut crlf)?;
         }
     }
-    body.resize(content_length(&headers), 0);
+    body.resize(content_length(headers), 0);
     reader.read_exact(&mut body)?;
     Ok(body)
 }
