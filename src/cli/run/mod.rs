@@ -10,7 +10,8 @@
 //! taken again between two renewals, even under the same holder name, is lost (exit 6), and a
 //! tenure that was lost by the time the child ended is reported so (exit 6) instead of
 //! passing the child's code through. A lease that never expires is not renewed but read every
-//! `--every` (10s by default), and lost the same way once it is no longer this tenure.
+//! `--every` (10s by default) and, in a local ledger, whenever a ref moves ([`follow`]), and
+//! lost the same way once it is no longer this tenure.
 //!
 //! The child never outlives `run`, nor does anything it started ([`tree`]): it runs in a
 //! process group of its own, which receives every signal `run` forwards, and where one can be
@@ -33,11 +34,12 @@
 //! with expiry `E` is stopped from `E - (T - 1s) / 3` (the renew deadline, two thirds of that
 //! life after the renewal), and SIGKILL follows after `--grace` but no later than
 //! `E - (T - 1s) / 6`, halfway through the reserve, so the child is gone before `E`. `--every`
-//! must be shorter than that renew deadline. [`StopWindow`] is the one place this is
-//! computed.
+//! must be shorter than that renew deadline. [`StopWindow`](renewal::StopWindow) is the one
+//! place this is computed.
 //!
-//! Here: the lease's side (acquire, renew, end) and the loop that waits on child and lease;
-//! [`child`] the child's process group and signals; [`tree`] everything the child starts;
+//! Here: the lease's side (acquire, renew, end) and the run itself; [`follow`] the renewals
+//! and the wait on child and lease; [`child`] the child's process group and signals; [`tree`]
+//! everything the child starts;
 //! [`renewal`] the renew interval and the stop window; [`wait`](mod@wait) `git lease wait`.
 
 use std::path::PathBuf;
