@@ -377,6 +377,32 @@ fn watch_refs(
     wake: mpsc::Sender<Wake>,
     interval: Duration,
 ) -> Option<notify::RecommendedWatcher> {
+    let started = notify_ref_changes(common_dir, move || {
+        let _ = wake.send(Wake::Changed);
+    });
+    match started {
+        Ok(w) => Some(w),
+        Err(e) => {
+            said::line(
+                "warning",
+                &format!(
+                    "no file-system notifications ({e}); reading the refs every {}",
+                    humantime::format_duration(interval)
+                ),
+            );
+            None
+        }
+    }
+}
+
+/// Calls `on_change` for every change to a ref of the repository whose common directory is
+/// `common_dir` (or a notification error): the refs directory (recursively), the directory
+/// itself (for `packed-refs`) and, in a reftable repository, `reftable/`, watched for as long
+/// as the returned watcher lives.
+pub(super) fn notify_ref_changes(
+    common_dir: &Path,
+    on_change: impl Fn() + Send + 'static,
+) -> notify::Result<notify::RecommendedWatcher> {
     use notify::{RecursiveMode, Watcher};
     let refs = common_dir.join("refs");
     let refs_for_filter = refs.clone();
@@ -395,28 +421,14 @@ fn watch_refs(
             Err(_) => true,
         };
         if relevant {
-            let _ = wake.send(Wake::Changed);
+            on_change();
         }
     };
-    let started = notify::recommended_watcher(handler).and_then(|mut w| {
-        w.watch(&refs, RecursiveMode::Recursive)?;
-        w.watch(common_dir, RecursiveMode::NonRecursive)?;
-        if tables.is_dir() {
-            w.watch(&tables, RecursiveMode::NonRecursive)?;
-        }
-        Ok(w)
-    });
-    match started {
-        Ok(w) => Some(w),
-        Err(e) => {
-            said::line(
-                "warning",
-                &format!(
-                    "no file-system notifications ({e}); reading the refs every {}",
-                    humantime::format_duration(interval)
-                ),
-            );
-            None
-        }
+    let mut watcher = notify::recommended_watcher(handler)?;
+    watcher.watch(&refs, RecursiveMode::Recursive)?;
+    watcher.watch(common_dir, RecursiveMode::NonRecursive)?;
+    if tables.is_dir() {
+        watcher.watch(&tables, RecursiveMode::NonRecursive)?;
     }
+    Ok(watcher)
 }

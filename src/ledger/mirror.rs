@@ -162,6 +162,8 @@ pub fn sync(
 ) -> Result<SyncReport> {
     let store = ledger.store();
     let reading = ledger.reading();
+    // What this clone had verified from the remote before this fetch (see the ahead case).
+    let verified_before = remote.seen_all()?;
     let fetched = remote.fetch_all()?;
     let remote_refs = &fetched.remote;
     let local_refs = store.lease_refs()?;
@@ -225,9 +227,25 @@ pub fn sync(
                     continue;
                 }
                 // Ahead of the remote, the commits beyond it were never verified from it
-                // (the memory would have refused a rewind): made here, or copied with plain
-                // git from somewhere the remote then went back on.
-                let how = if verify::descends_from(store, l, *remote_tip) {
+                // (the memory would have refused a rewind). With nothing of this ledger ever
+                // verified from the remote, it was copied here by plain git, not claimed
+                // here: the remote went back. Otherwise they were made here, most likely.
+                let ahead = verify::descends_from(store, l, *remote_tip);
+                if ahead
+                    && verified_before
+                        .binary_search_by(|(n, _)| n.cmp(issue))
+                        .is_err()
+                {
+                    report.refused.push(refuse(
+                        format!(
+                            "remote ledger rewound: {}'s is at {remote_tip}, behind this clone's {l}, whose newer commits were copied here without git-lease",
+                            remote.name()
+                        ),
+                        Vec::new(),
+                    ));
+                    continue;
+                }
+                let how = if ahead {
                     "it is ahead of the remote's, with commits this clone never verified from the remote: claims made here, or a rewind of history copied here without git-lease"
                 } else {
                     "it has commits the remote never had (claims made here)"

@@ -3,8 +3,10 @@
 //! and Rust. It keeps what the hook depends on: the backend runs as CGI with `REMOTE_USER` set
 //! to the authenticated user (and `REMOTE_PORT` to the client's port, as web servers set it),
 //! and a request without valid credentials gets `401` with a
-//! `WWW-Authenticate` challenge, as a web server's basic auth does. One connection is one
-//! request (`Connection: close`).
+//! `WWW-Authenticate` challenge, as a web server's basic auth does. A body of known length
+//! streams to the backend as it arrives, as lighttpd passes it, so a receive-pack killed while
+//! it reads a push ([`crate::proxy`]) is one here too. One connection is one request
+//! (`Connection: close`).
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -110,7 +112,6 @@ fn serve(site: &Site, stream: TcpStream) -> std::io::Result<()> {
             headers.insert(name.trim().to_ascii_lowercase(), value.trim().to_owned());
         }
     }
-    let body = read_body(&mut reader, &headers)?;
     let user = headers
         .get("authorization")
         .and_then(|a| a.strip_prefix("Basic "))
@@ -121,12 +122,27 @@ fn serve(site: &Site, stream: TcpStream) -> std::io::Result<()> {
         });
     log(site, &format!("{method} {target} user={user:?}"));
     let Some(user) = user else {
+        read_body(&mut reader, &headers)?;
         out.write_all(
             b"HTTP/1.1 401 Unauthorized\r\nWWW-Authenticate: Basic realm=\"git\"\r\n\
               Content-Length: 0\r\nConnection: close\r\n\r\n",
         )?;
         return out.shutdown(Shutdown::Both);
     };
+    // A body of a known length streams to the backend as it comes, as web servers pass it
+    // (the backend, and its receive-pack, run while the push is still arriving); a chunked one
+    // is read whole first, to learn its length.
+    let chunked = headers
+        .get("transfer-encoding")
+        .is_some_and(|t| t.eq_ignore_ascii_case("chunked"));
+    let whole = if chunked {
+        Some(read_body(&mut reader, &headers)?)
+    } else {
+        None
+    };
+    let length = whole
+        .as_ref()
+        .map_or_else(|| content_length(&headers), Vec::len);
     let (path, query) = target.split_once('?').unwrap_or((target, ""));
     let mut cmd = Command::new(site.exec_path.join("git-http-backend"));
     env::hermetic(&mut cmd, &site.home, &site.home);
@@ -144,7 +160,7 @@ fn serve(site: &Site, stream: TcpStream) -> std::io::Result<()> {
         .env("REMOTE_PORT", port.to_string())
         .env("REMOTE_USER", &user)
         .env("AUTH_TYPE", "Basic")
-        .env("CONTENT_LENGTH", body.len().to_string())
+        .env("CONTENT_LENGTH", length.to_string())
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::null());
@@ -160,7 +176,10 @@ fn serve(site: &Site, stream: TcpStream) -> std::io::Result<()> {
     let mut child = cmd.spawn()?;
     let mut stdin = child.stdin.take().expect("stdin is piped");
     let writer = std::thread::spawn(move || {
-        let _ = stdin.write_all(&body);
+        let _ = match whole {
+            Some(body) => stdin.write_all(&body),
+            None => std::io::copy(&mut reader.take(length as u64), &mut stdin).map(drop),
+        };
     });
     let mut output = Vec::new();
     child
@@ -168,7 +187,6 @@ fn serve(site: &Site, stream: TcpStream) -> std::io::Result<()> {
         .take()
         .expect("stdout is piped")
         .read_to_end(&mut output)?;
-    let _ = writer.join();
     child.wait()?;
     // A CGI response: headers (one may be `Status:`), a blank line, the body.
     let split = find(&output, b"\r\n\r\n")
@@ -197,7 +215,11 @@ fn serve(site: &Site, stream: TcpStream) -> std::io::Result<()> {
     )?;
     out.write_all(body)?;
     out.flush()?;
-    out.shutdown(Shutdown::Both)
+    let closed = out.shutdown(Shutdown::Both);
+    // A backend that ended before it read the whole body (killed) leaves the writer reading
+    // the socket: closing it ends the writer too.
+    let _ = writer.join();
+    closed
 }
 
 /// Reads a request body of `Content-Length` bytes, or in chunks (`Transfer-Encoding:
@@ -228,13 +250,17 @@ fn read_body(
             reader.read_exact(&mut crlf)?;
         }
     }
-    let length: usize = headers
-        .get("content-length")
-        .and_then(|l| l.parse().ok())
-        .unwrap_or(0);
-    body.resize(length, 0);
+    body.resize(content_length(headers), 0);
     reader.read_exact(&mut body)?;
     Ok(body)
+}
+
+/// The request's `Content-Length` (0 when it gives none).
+fn content_length(headers: &HashMap<String, String>) -> usize {
+    headers
+        .get("content-length")
+        .and_then(|l| l.parse().ok())
+        .unwrap_or(0)
 }
 
 fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {

@@ -365,6 +365,88 @@ fn a_fenced_push_is_judged_again_when_its_ref_lands() {
     );
 }
 
+/// The boundary of the fence (docs/SECURITY.md, "Fences are judged when the ref lands"): the
+/// judgment when the push's ref transaction is prepared is the last one. A receive-pack that
+/// stops after it (here a wrapper around the lease hook waits for a gate once it approved)
+/// lands work approved while alice's tenure was live: with files refs after bob took the
+/// issue over meanwhile; with reftable, whose one lock guards every ref, bob's takeover waits.
+#[test]
+fn work_approved_when_its_ref_transaction_was_prepared_lands_after_a_later_takeover() {
+    let server = fenced_server(0);
+    let alice = server.client("alice");
+    let bob = server.client("bob");
+    alice
+        .run_at(
+            &at(-200),
+            &["--remote", "origin", "acquire", "7", "--ttl", "10m"],
+        )
+        .ok();
+    let (reached, gate) = (server.root().join("reached"), server.root().join("gate"));
+    let hooks = server.bare().join("hooks");
+    std::fs::rename(
+        hooks.join("reference-transaction"),
+        hooks.join("reference-transaction.judge"),
+    )
+    .expect("move the lease hook aside");
+    crate::env::write_program(
+        &hooks.join("reference-transaction"),
+        &format!(
+            "#!/bin/sh
+input=$(cat)
+             printf '%s\n' \"$input\" | \"$0.judge\" \"$@\" || exit $?
+             case \"$1 $input\" in prepared*refs/heads/issue/*)
+             \ttouch '{}'
+             \ti=0
+             \twhile [ ! -e '{}' ] && [ $i -lt 1200 ]; do sleep 0.05; i=$((i+1)); done
+             esac
+exit 0
+",
+            reached.display(),
+            gate.display()
+        ),
+        0o755,
+    );
+    alice.git(&["switch", "-q", "-c", "issue/7"]);
+    let late = work(&alice, "alice: approved, then held");
+    let pushing = alice
+        .lease()
+        .now(&at(390))
+        .args(["push"])
+        .command()
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start alice's push");
+    wait_for(
+        &reached,
+        "alice's push approved in its prepared transaction",
+    );
+    server.config("lease.hookNow", &at(1000));
+    let takeover = bob.run_at(&at(1000), &["--remote", "origin", "acquire", "7"]);
+    if crate::env::reftable() {
+        // One lock guards every ref of a reftable repository: no takeover lands meanwhile.
+        takeover.code(1).stderr_has("lock");
+    } else {
+        takeover.ok().stdout_has("token 2");
+    }
+    std::fs::write(&gate, "").expect("open the gate");
+    let run = Run::from_output(
+        "git lease push (alice, token 1)",
+        pushing.wait_with_output().expect("alice's push ends"),
+    );
+    run.ok();
+    assert_eq!(
+        server.rev("refs/heads/issue/7").as_deref(),
+        Some(late.as_str()),
+        "work approved while the tenure was live lands"
+    );
+    if crate::env::reftable() {
+        bob.run_at(&at(1001), &["--remote", "origin", "acquire", "7"])
+            .ok()
+            .stdout_has("token 2");
+    }
+}
+
 #[test]
 fn a_symbolic_ref_moved_in_a_fenced_repository_is_no_business_of_the_hook() {
     // `git symbolic-ref HEAD refs/heads/main` on the server: git passes the transaction to the

@@ -324,3 +324,43 @@ fn against_a_plain_bare_repository_the_holder_pushes_and_a_stale_push_is_refused
     let bobs = bob.git(&["rev-parse", "HEAD"]);
     assert_eq!(rev_of(&origin, "refs/heads/issue/7"), Some(bobs));
 }
+
+/// Alice's own tenure taken again (token 2) does not make her old token good: her push with
+/// token 1, from work done under the tenure she released, is refused by her own repository.
+/// Catches the mutant of `guard::check_push` that ignores the pushed token whenever the live
+/// tenure is the pusher's own (`not_holding(.., None, ..)`): it let that push through.
+#[test]
+fn a_push_with_the_token_of_the_holders_own_earlier_tenure_is_refused_locally() {
+    let (server, alice) = guarded(ALICE);
+    lease_at(&alice, 0, &["acquire", "7", "--ttl", "10m"])
+        .ok()
+        .stdout_has("(token 1)");
+    branch_with_work(&alice, "7", 1);
+    lease_at(&alice, 2, &["release", "7"]).ok();
+    lease_at(&alice, 3, &["acquire", "7", "--ttl", "10m"])
+        .ok()
+        .stdout_has("(token 2)");
+
+    let run = git_at(
+        &alice,
+        4,
+        &["push", "-q", "-o", "lease-token=1", "origin", "issue/7"],
+    );
+    assert_ne!(run.code, 0, "{run}");
+    run.stderr_has("git-lease guard: refused refs/heads/issue/7")
+        .stderr_has("token 1 is stale");
+    assert_eq!(
+        server.rev("refs/heads/issue/7"),
+        None,
+        "it reached the server"
+    );
+
+    // Her live token passes.
+    git_at(
+        &alice,
+        5,
+        &["push", "-q", "-o", "lease-token=2", "origin", "issue/7"],
+    )
+    .ok();
+    assert!(server.rev("refs/heads/issue/7").is_some());
+}

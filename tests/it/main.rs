@@ -48,8 +48,9 @@
 //! - [`doctor`]: `git lease doctor` against healthy, hookless, identity-less and broken
 //!   servers (dulwich's HTTP server ignores expected old values), and its verdict remembered.
 //! - [`hook`], [`fence`]: the server hook against forged pushes, and fenced work branches.
-//! - [`archive`], [`archive_forged`]: the archive of quiet ledgers (folds, revivals, mirrors),
-//!   and generated forged folds against the server hook.
+//! - [`archive`], [`archive_forged`], [`archive_deletion`]: the archive of quiet ledgers
+//!   (folds, revivals, mirrors), generated forged folds against the server hook, and the
+//!   deletion of a lease ref only at the tip the archive records.
 //! - [`guard`]: the guard on the client (`install-hook --client`): pre-push and pre-commit.
 //! - [`http`]: the hook behind a web server, judging the authenticated pusher.
 //! - [`install_root`]: `install-hook` as root in a hostile repository another account owns,
@@ -86,6 +87,8 @@
 //!   hook requiring them) refuses a step not signed by a key allowed for the one it needs;
 //!   `git verify-commit` agrees on every signature.
 //! - [`rewound`]: a hookless remote that rewinds, rewrites or deletes a ledger.
+//! - [`hookless_remedy`]: what git's own `receive.*` settings guard of `refs/leases/*` on a
+//!   server without the hook, and the `pre-receive` docs/SECURITY.md gives instead.
 //! - [`trust`]: nothing outside a ledger's objects changes what it means, and what the hook
 //!   accepts every reader accepts: replacement refs, backdated and non-canonical times, steps
 //!   dated ahead of the reader, configured refspecs, silent remotes.
@@ -103,6 +106,7 @@ pub mod env;
 mod adversary;
 mod adversary_signed;
 mod archive;
+mod archive_deletion;
 mod archive_forged;
 mod archive_trust;
 mod attack;
@@ -124,6 +128,7 @@ mod gc_race;
 mod guard;
 mod histories;
 mod hook;
+mod hookless_remedy;
 mod http;
 mod human;
 mod install_root;

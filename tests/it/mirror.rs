@@ -344,3 +344,30 @@ fn plain_git_fetch_without_plus_refuses_a_rewritten_ledger() {
     assert_eq!(run.code, 0, "{run}");
     assert_eq!(plain.tip("p").as_deref(), Some(forged.as_str()));
 }
+
+/// A mirror filled by plain git (`git fetch` of `refs/leases/*`), whose remote then went back
+/// to an ancestor of what it copied: `sync` reports the remote's ledger rewound, not claims
+/// made here, and keeps the copy.
+#[test]
+fn sync_reports_a_remote_gone_back_behind_a_plain_copy_as_rewound() {
+    let daemon = Server::daemon();
+    let w = daemon.client("alice@example.com");
+    jrun(&w, 0, &["acquire", "--remote", "origin", "a"]).ok();
+    jrun(&w, 1, &["release", "--remote", "origin", "a"]).ok();
+    jrun(&w, 2, &["acquire", "--remote", "origin", "a"]).ok();
+    let mirror = daemon.mirror();
+    mirror.git(&["fetch", "-q", "origin", "+refs/leases/*:refs/leases/*"]);
+    let copied = mirror.tip("a").expect("the plain copy");
+    let first = daemon.chain("a")[0].0.clone();
+    set_ledger(daemon.repo(), "a", &first);
+
+    let (run, v) = sync_json(&mirror, 1);
+    assert_eq!(issues(&v, "refused"), vec!["a"], "{run}");
+    let reason = entry(&v, "refused", "a")["reason"]
+        .as_str()
+        .unwrap_or("")
+        .to_owned();
+    assert!(reason.contains("remote ledger rewound"), "{run}");
+    assert!(!reason.contains("claims made here"), "{run}");
+    assert_eq!(mirror.tip("a"), Some(copied), "the copy is kept");
+}

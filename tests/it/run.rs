@@ -995,6 +995,32 @@ fn a_run_whose_lease_never_expires_still_stops_its_child_when_revoked() {
     assert_verify_clean(&repo);
 }
 
+/// A lease that never expires, read by `--every` only once an hour: a revoke by another
+/// process stops the child all the same, as soon as it is written, since `run` reads the lease
+/// again whenever a ref of its local ledger moves. (Before, it was found only at the next
+/// reading: an hour here, 10 s by default.)
+#[test]
+fn a_run_whose_lease_never_expires_stops_its_child_as_soon_as_it_is_revoked() {
+    let repo = TestRepo::new();
+    let cmd = repo.lease().args([
+        "run", "29", "--holder", WORKER, "--ttl", "never", "--every", "1h", "--grace", "1s",
+    ]);
+    let (mut run, ready, marker) = spawn_run(&repo, cmd, &trapping_child("TERM"), "run");
+    wait_held(&repo, "29", WORKER, None);
+    wait_file(&ready);
+    let revoked = Instant::now();
+    repo.run(&revoke("29")).ok();
+    run.expect_exit(6);
+    eprintln!(
+        "run --ttl never: exit 6 {:?} after the revoke",
+        revoked.elapsed()
+    );
+    assert_child_got(&run, &marker, "TERM");
+    assert!(run.output().contains("lease lost"), "{}", run.output());
+    assert_eq!(events(&repo.chain("29")), vec!["acquire", "revoke"]);
+    assert_verify_clean(&repo);
+}
+
 /// The parent of `pid` (field 4 of `/proc/<pid>/stat`).
 fn parent_of(pid: u32) -> Option<u32> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;

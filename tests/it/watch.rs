@@ -413,3 +413,48 @@ fn a_ledger_revived_from_the_archive_under_a_watch_is_one_claim_not_its_history_
         "{revived:?}"
     );
 }
+
+/// A takeover at the very instant a lease expires comes after that lease's `expired` event,
+/// in a replayed history and under a running watch alike. Catches the mutant of
+/// `watch::advance` that reports an expiry only when the next commit is strictly later
+/// (`expiry < entry.lease.at` for `<=`): both `expired` events were dropped.
+#[test]
+fn a_takeover_at_the_exact_instant_of_expiry_comes_after_the_expired_event() {
+    let repo = TestRepo::new();
+    let claim = |issue: &str, holder: &str, secs: i64, ttl: &str| {
+        repo.lease()
+            .now(&at(secs))
+            .args(["acquire", issue, "--holder", holder, "--ttl", ttl])
+            .run()
+            .ok();
+    };
+    // Replayed: Alice's minute on `replayed`, Bob's claim at its last instant.
+    claim("replayed", ALICE, -600, "1m");
+    claim("replayed", BOB, -540, "1h");
+    marker(&repo);
+    // Live: Alice holds `live` for an hour; the watch's clock never gets there.
+    claim("live", ALICE, -30, "1h");
+    let mut watch = Watch::spawn(&repo, watch_cmd(&repo));
+    watch.wait_event("live", "acquire");
+    claim("live", BOB, 3570, "1h");
+    let expired = watch.wait_event("live", "expired");
+    assert_eq!(expired["holder"], ALICE, "{expired}");
+    assert_eq!(expired["at"], at(3570), "{expired}");
+
+    let events = finish(&repo, &mut watch);
+    assert_eq!(
+        events,
+        pairs(&[
+            ("replayed", "acquire"),
+            ("replayed", "expired"),
+            ("replayed", "acquire"),
+            ("marker", "acquire"),
+            ("live", "acquire"),
+            ("live", "expired"),
+            ("live", "acquire"),
+            ("end", "acquire"),
+        ]),
+        "{:#?}",
+        watch.seen
+    );
+}

@@ -10,7 +10,8 @@
 //! taken again between two renewals, even under the same holder name, is lost (exit 6), and a
 //! tenure that was lost by the time the child ended is reported so (exit 6) instead of
 //! passing the child's code through. A lease that never expires is not renewed but read every
-//! `--every` (10s by default), and lost the same way once it is no longer this tenure.
+//! `--every` (10s by default) and, in a local ledger, whenever a ref moves ([`follow`]), and
+//! lost the same way once it is no longer this tenure.
 //!
 //! The child never outlives `run`, nor does anything it started ([`tree`]): it runs in a
 //! process group of its own, which receives every signal `run` forwards, and where one can be
@@ -33,11 +34,12 @@
 //! with expiry `E` is stopped from `E - (T - 1s) / 3` (the renew deadline, two thirds of that
 //! life after the renewal), and SIGKILL follows after `--grace` but no later than
 //! `E - (T - 1s) / 6`, halfway through the reserve, so the child is gone before `E`. `--every`
-//! must be shorter than that renew deadline. [`StopWindow`] is the one place this is
-//! computed.
+//! must be shorter than that renew deadline. [`StopWindow`](renewal::StopWindow) is the one
+//! place this is computed.
 //!
-//! Here: the lease's side (acquire, renew, end) and the loop that waits on child and lease;
-//! [`child`] the child's process group and signals; [`tree`] everything the child starts;
+//! Here: the lease's side (acquire, renew, end) and the run itself; [`follow`] the renewals
+//! and the wait on child and lease; [`child`] the child's process group and signals; [`tree`]
+//! everything the child starts;
 //! [`renewal`] the renew interval and the stop window; [`wait`](mod@wait) `git lease wait`.
 
 use std::path::PathBuf;
@@ -50,6 +52,7 @@ use git_lease::rules::{self, Claim, Credentials, Ending, Outcome, Tenure};
 use git_lease::{Error, Holder, IssueId, Ledger, Report, Ttl};
 
 mod child;
+mod follow;
 mod lost;
 use lost::lost_reason;
 mod renewal;
@@ -100,7 +103,8 @@ mod tree {
 use super::output::said;
 use super::{exit, output, Context, Failure};
 use child::{catch_signals, child_code, forward_signals, stop_child, supervise};
-use renewal::{renew_interval, StopWindow};
+use follow::{renew_in_background, wait_for_stop, Stop, Wake};
+use renewal::renew_interval;
 pub(crate) use wait::wait;
 
 /// What a child's end turns into.
@@ -366,6 +370,13 @@ pub(crate) fn run(ctx: &Context, args: RunArgs) -> Result<u8, Failure> {
         .env("GIT_LEASE_HOLDER", args.holder.as_str())
         .env("GIT_LEASE_SECRET", &secret);
     supervise(&mut command, tree.join_fd());
+    let (stop_renewing, renewer_wake) = mpsc::channel::<Wake>();
+    // A lease that never expires is read again whenever a ref of a local ledger moves, so a
+    // revoke is found at once; watched from before the child starts, for as long as the run.
+    let _moves = match (args.ttl, &handle.remote) {
+        (Ttl::Never, None) => follow::on_ref_moves(ctx, stop_renewing.clone()),
+        _ => None,
+    };
     let mut child = match command.spawn() {
         Ok(child) => child,
         Err(e) => return not_started(&handle, &tenure, clock, program, e),
@@ -375,7 +386,6 @@ pub(crate) fn run(ctx: &Context, args: RunArgs) -> Result<u8, Failure> {
     tree.started(group);
 
     let (events, inbox) = mpsc::channel::<Event>();
-    let (stop_renewing, renewer_stop) = mpsc::channel::<()>();
     forward_signals(signals, group);
     {
         let events = events.clone();
@@ -391,7 +401,7 @@ pub(crate) fn run(ctx: &Context, args: RunArgs) -> Result<u8, Failure> {
             args.ttl,
             clock,
             events,
-            renewer_stop,
+            renewer_wake,
         );
     }
     let ttl = match args.ttl {
@@ -399,7 +409,7 @@ pub(crate) fn run(ctx: &Context, args: RunArgs) -> Result<u8, Failure> {
         _ => None,
     };
     let stop = wait_for_stop(&inbox, ttl, lease.expires_at, clock)?;
-    let _ = stop_renewing.send(());
+    let _ = stop_renewing.send(Wake::Stop);
     match stop {
         Stop::Exited(status) => {
             // Nothing the child left running may go on once the lease is ended: the tree is
@@ -576,114 +586,4 @@ fn not_started(
         &format!("cannot start {}: {e}", output::printable(program)),
     );
     Ok(code)
-}
-
-/// What one renewal (or, for a lease that never expires, one reading) found.
-enum Kept {
-    /// Still this run's tenure; it now expires then.
-    Yes(Option<DateTime<Utc>>),
-    /// Lost, and why.
-    Lost(String),
-}
-
-/// Renews `tenure` at `now`, or for a lease that never expires reads it: still this tenure
-/// and live, or lost.
-fn keep(handle: &Handle, tenure: &Tenure, ttl: Ttl, now: DateTime<Utc>) -> Result<Kept, Error> {
-    let report = match ttl {
-        // Nothing to extend: a renewal would only write the same state again.
-        Ttl::Never => {
-            let entry = handle.current(now)?;
-            let ours = entry.as_ref().is_some_and(|e| {
-                tenure.is_recorded_in(&e.lease) && git_lease::is_live(e.current(), now)
-            });
-            if ours {
-                return Ok(Kept::Yes(None));
-            }
-            Report::unchanged(Outcome::NotHolder, &handle.issue, entry)
-        }
-        Ttl::For(_) => handle.apply(now, |cur| {
-            rules::renew_tenure(cur, tenure, handle.credentials(), ttl, now)
-        })?,
-    };
-    Ok(match report.outcome {
-        Outcome::Renewed => Kept::Yes(report.lease().and_then(|l| l.expires_at)),
-        _ => Kept::Lost(lost_reason(handle, tenure, &report, now)),
-    })
-}
-
-/// Renews the lease every `interval` on a thread of its own (reads it, for a lease that never
-/// expires), until told to stop or the lease is lost; each renewal (or the loss) is sent as an
-/// [`Event`]. Attempts start `interval` apart, however long each takes; a failed one is said
-/// on stderr and tried again.
-fn renew_in_background(
-    handle: Handle,
-    tenure: Tenure,
-    interval: Duration,
-    ttl: Ttl,
-    clock: RunningClock,
-    events: mpsc::Sender<Event>,
-    stop: mpsc::Receiver<()>,
-) {
-    std::thread::spawn(move || {
-        let mut next = after(interval);
-        loop {
-            match stop.recv_timeout(next.saturating_duration_since(Instant::now())) {
-                Err(mpsc::RecvTimeoutError::Timeout) => {}
-                _ => return,
-            }
-            next = next.checked_add(interval).unwrap_or(next);
-            match keep(&handle, &tenure, ttl, clock.now()) {
-                Ok(Kept::Yes(expires_at)) => {
-                    let _ = events.send(Event::Renewed(expires_at));
-                }
-                Ok(Kept::Lost(why)) => {
-                    let _ = events.send(Event::LeaseLost(why));
-                    return;
-                }
-                Err(e) => said::line("warning", &format!("renewing failed, will retry: {e}")),
-            }
-        }
-    });
-}
-
-/// Waits for what ends the run: the child's exit, the lease lost, or, for a lease of `ttl`
-/// that is renewed, the renew deadline of its latest expiry passing with no renewal.
-fn wait_for_stop(
-    inbox: &mpsc::Receiver<Event>,
-    ttl: Option<chrono::Duration>,
-    expires_at: Option<DateTime<Utc>>,
-    clock: RunningClock,
-) -> Result<Stop, Failure> {
-    let mut window = ttl.zip(expires_at).map(|(t, e)| StopWindow::before(e, t));
-    loop {
-        let event = match window {
-            None => inbox.recv().ok(),
-            Some(w) => match inbox.recv_timeout(clock.until(w.term_at)) {
-                Ok(event) => Some(event),
-                Err(mpsc::RecvTimeoutError::Timeout) => return Ok(Stop::Deadline(w)),
-                Err(mpsc::RecvTimeoutError::Disconnected) => None,
-            },
-        };
-        match event {
-            Some(Event::Renewed(expires_at)) => {
-                window = ttl.zip(expires_at).map(|(t, e)| StopWindow::before(e, t));
-            }
-            Some(Event::ChildExited(status)) => return Ok(Stop::Exited(status)),
-            Some(Event::LeaseLost(why)) => return Ok(Stop::Lost(why)),
-            None => {
-                return Err(Error::Io {
-                    context: "cannot wait for the command".into(),
-                    source: std::io::Error::other("the thread waiting for it ended"),
-                }
-                .into())
-            }
-        }
-    }
-}
-
-/// Why `run` stops waiting.
-enum Stop {
-    Exited(std::io::Result<ExitStatus>),
-    Lost(String),
-    Deadline(StopWindow),
 }
