@@ -58,6 +58,8 @@ enum Notice {
 struct State {
     dir: PathBuf,
     remote: Option<String>,
+    /// Without a remote: why the local refs are for reading only, when they are.
+    unshared: Option<git_lease::backend::Unshared>,
     secrets: Mutex<HashMap<String, String>>,
     watching: watch::Receiver<bool>,
 }
@@ -559,9 +561,8 @@ fn open(state: &State, remote: Option<String>) -> Result<Context, Error> {
         ledger,
         now,
         json: true,
+        unshared: remote.is_none().then(|| state.unshared.clone()).flatten(),
         remote,
-        // The local-claim hint is for a person at a terminal: a tool's answer carries none.
-        local_advice: std::cell::RefCell::new(None),
         local: false,
     })
 }
@@ -648,7 +649,7 @@ impl std::io::Write for Sink {
 /// signal or the end of the connection.
 fn start_watch(
     dir: PathBuf,
-    remote: Option<String>,
+    (remote, unshared): (Option<String>, Option<git_lease::backend::Unshared>),
     notices: mpsc::UnboundedSender<Notice>,
     started: watch::Sender<bool>,
 ) {
@@ -656,6 +657,7 @@ fn start_watch(
         let state = State {
             dir,
             remote: remote.clone(),
+            unshared,
             secrets: Mutex::default(),
             watching: started.subscribe(),
         };
@@ -720,11 +722,13 @@ pub(crate) fn serve(ctx: &Context) -> Result<u8, Failure> {
     let (started, watching) = watch::channel(false);
     let stop = CancellationToken::new();
     stop_on_signals(stop.clone())?;
-    start_watch(dir.clone(), ctx.remote.clone(), notices, started);
+    let target = (ctx.remote.clone(), ctx.unshared.clone());
+    start_watch(dir.clone(), target, notices, started);
     let server = Server {
         state: Arc::new(State {
             dir,
             remote: ctx.remote.clone(),
+            unshared: ctx.unshared.clone(),
             secrets: Mutex::default(),
             watching,
         }),

@@ -264,15 +264,24 @@ impl Handle {
         mut decide: impl FnMut(Option<rules::Current<'_>>) -> rules::Transition,
     ) -> Result<Report, Error> {
         let ledger = self.ledger(now)?;
-        let backend = git_lease::backend::open(&ledger, self.remote.as_deref())?;
+        let backend = git_lease::backend::open(&ledger, &self.target())?;
         backend.apply(&self.issue, &mut decide)
     }
 
     /// Returns the newest entry of the lease at `now` (a fetch, through a remote).
     fn current(&self, now: DateTime<Utc>) -> Result<Option<git_lease::Entry>, Error> {
         let ledger = self.ledger(now)?;
-        let backend = git_lease::backend::open(&ledger, self.remote.as_deref())?;
+        let backend = git_lease::backend::open(&ledger, &self.target())?;
         backend.current(&self.issue)
+    }
+
+    /// Where the lease is: the remote's ledgers, or the local ones (`run` is refused before
+    /// it starts where nothing says which).
+    fn target(&self) -> git_lease::backend::Target {
+        match &self.remote {
+            Some(name) => git_lease::backend::Target::Remote(name.clone()),
+            None => git_lease::backend::Target::Local,
+        }
     }
 
     fn credentials(&self) -> Credentials<'_> {
@@ -347,7 +356,6 @@ pub(crate) fn run(ctx: &Context, args: RunArgs) -> Result<u8, Failure> {
         }
     };
     tell(ctx, &report, now, None);
-    ctx.advise_local(report.wrote);
 
     // The tree is prepared before signals are caught, so that its guard starts with
     // `run`'s own dispositions.

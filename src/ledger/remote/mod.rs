@@ -28,6 +28,7 @@ mod index;
 mod memory;
 mod push;
 pub mod refusal;
+mod shares;
 mod verdict;
 
 use std::process::Command;
