@@ -194,8 +194,7 @@ impl Backend for ReadOnly<'_> {
         Backend::log(self.read(), issue)
     }
     fn resolve(&self, prefix: &str) -> Result<IssueId> {
-        // Part of every write too: no notice for it.
-        Backend::resolve(&self.ledger, prefix)
+        Backend::resolve(self.read(), prefix)
     }
     fn tips(&self) -> Result<Tips> {
         Backend::tips(self.read())

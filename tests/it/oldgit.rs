@@ -228,7 +228,7 @@ fn a_reftable_repository_under_git_2_39_is_read_and_written_in_process_and_git_w
         return;
     };
     let origin = repo.add_bare_origin(&["--ref-format=files"]);
-    repo.git(&["config", "advice.leaseLocal", "false"]);
+    repo.git(&["config", "lease.remote", "."]);
     repo.json_at(&at_min(0), 0, &["acquire", "7", "--holder", "alice"]);
     // Reads are the reftable reader's, in-process: no git is asked.
     let listed = lease(&repo, Some(&old), 1, &["list"]);
