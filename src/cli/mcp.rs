@@ -53,12 +53,12 @@ enum Notice {
     Warning(String),
 }
 
-/// What every call shares: where the repository is, where its leases are by default, the
-/// session secrets of this client's claims, and whether the watch has started.
+/// What every call shares: where the repository is, where its leases are by default (a remote,
+/// or else why the local refs are for reading only, when they are), the session secrets of this
+/// client's claims, and whether the watch has started.
 struct State {
     dir: PathBuf,
     remote: Option<String>,
-    /// Without a remote: why the local refs are for reading only, when they are.
     unshared: Option<git_lease::backend::Unshared>,
     secrets: Mutex<HashMap<String, String>>,
     watching: watch::Receiver<bool>,
@@ -722,8 +722,12 @@ pub(crate) fn serve(ctx: &Context) -> Result<u8, Failure> {
     let (started, watching) = watch::channel(false);
     let stop = CancellationToken::new();
     stop_on_signals(stop.clone())?;
-    let target = (ctx.remote.clone(), ctx.unshared.clone());
-    start_watch(dir.clone(), target, notices, started);
+    start_watch(
+        dir.clone(),
+        (ctx.remote.clone(), ctx.unshared.clone()),
+        notices,
+        started,
+    );
     let server = Server {
         state: Arc::new(State {
             dir,

@@ -39,7 +39,9 @@ pub(crate) fn cas(ledger: &Ledger, remote: &Remote, now: DateTime<Utc>) -> crate
     let commits = ledger.store().write_probe(&nonce, now)?;
     let probed = engine::probe(remote, &probe, commits, scratch.path());
     Ok(match (probed.cas, probed.refused) {
-        (Cas::Honoured, _) => Finding::Holds("it refused a push whose expected old value was stale".into()),
+        (Cas::Honoured, _) => {
+            Finding::Holds("it refused a push whose expected old value was stale".into())
+        }
         (Cas::OneAtATime(secs), _) => Finding::Holds(format!(
             "it took no second connection within {secs}s: one connection at a time"
         )),

@@ -17,8 +17,8 @@ use crate::remote::{Diverged, Remote};
 use crate::rules::{Claim, Transition};
 use crate::store::Entry;
 
-pub use super::sharing::{choose, found, stated, Target, Unshared, LOCAL_REMOTE};
 use super::sharing::ReadOnly;
+pub use super::sharing::{choose, found, stated, Target, Unshared, LOCAL_REMOTE};
 
 /// Every ledger's newest entry, with the remote ledgers refused as rewound or rewritten (left
 /// out of the entries; always empty locally).

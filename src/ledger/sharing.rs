@@ -184,7 +184,10 @@ impl Backend for ReadOnly<'_> {
     fn list(&self) -> Result<Listing> {
         Backend::list(self.read())
     }
-    fn list_then(&self, show: &mut dyn FnMut(&[Entry], &[crate::remote::Diverged])) -> Result<Listing> {
+    fn list_then(
+        &self,
+        show: &mut dyn FnMut(&[Entry], &[crate::remote::Diverged]),
+    ) -> Result<Listing> {
         Backend::list_then(self.read(), show)
     }
     fn archived(&self) -> Result<Vec<Entry>> {

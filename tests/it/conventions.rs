@@ -162,7 +162,11 @@ fn a_boolean_setting_means_what_git_reads_it_as() {
         let required = git_says.ok().stdout == "true\n";
         let run = git_lease(&repo, &["-c", setting, "lease", "list"]).run();
         assert_eq!(run.code == 2, required, "{setting}\n{run}");
-        assert_eq!(run.stderr.contains("lease.allowedSigners"), required, "{run}");
+        assert_eq!(
+            run.stderr.contains("lease.allowedSigners"),
+            required,
+            "{run}"
+        );
     }
     // What git refuses is refused.
     let setting = "lease.requireSignatures=maybe";

@@ -348,7 +348,12 @@ fn the_first_write_through_an_unjudged_server_probes_it_once_and_remembers_it() 
     // A path needs no probe: git's own receive-pack serves it.
     let local = TestRepo::new();
     let _origin = local.add_bare_origin(&[]);
-    lease(&local, 0, &["--remote", "origin", "acquire", "1", "--holder", "a"]).ok();
+    lease(
+        &local,
+        0,
+        &["--remote", "origin", "acquire", "1", "--holder", "a"],
+    )
+    .ok();
     assert!(allowed(&local).is_empty() && verdicts(&local).is_empty());
 }
 

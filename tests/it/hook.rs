@@ -1023,7 +1023,10 @@ fn ids_that_look_alike_are_refused_by_the_tool_and_the_hook_alike() {
     let composed = "caf\u{e9}";
     let decomposed = "cafe\u{301}";
     alice
-        .run_at(&at(0), &["acquire", composed, "--holder", "alice", "--local"])
+        .run_at(
+            &at(0),
+            &["acquire", composed, "--holder", "alice", "--local"],
+        )
         .ok();
     for id in [decomposed, "ca\u{200b}fe", "ab\u{202e}cd"] {
         alice

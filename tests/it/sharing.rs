@@ -35,7 +35,12 @@ fn a_fresh_clone_sees_the_servers_claims_and_is_refused_a_held_issue() {
     assert!(!listed.stdout.contains("No live leases"), "{listed}");
     assert!(!listed.stderr.contains(ALONE), "{listed}");
     lease(&carol, 1, &["show", "8"]).ok().stdout_has("bob");
-    lease(&carol, 1, &["check", "8", "--token", "1", "--holder", "bob"]).ok();
+    lease(
+        &carol,
+        1,
+        &["check", "8", "--token", "1", "--holder", "bob"],
+    )
+    .ok();
     // Its claim is refused as held on the server, and nothing is written anywhere.
     let server_tip = server.tip("8");
     lease(&carol, 1, &["acquire", "8"])
@@ -44,10 +49,14 @@ fn a_fresh_clone_sees_the_servers_claims_and_is_refused_a_held_issue() {
     assert_eq!(server.tip("8"), server_tip);
     assert_eq!(carol.tip("8"), None, "nothing claimed here");
     // A free issue is claimed on the server, where bob sees it.
-    lease(&carol, 2, &["acquire", "9"]).ok().stdout_has("token 1");
+    lease(&carol, 2, &["acquire", "9"])
+        .ok()
+        .stdout_has("token 1");
     assert!(server.tip("9").is_some(), "claimed on the server");
     let bob = server.client("bob");
-    lease(&bob, 3, &["acquire", "9"]).code(3).stdout_has("carol");
+    lease(&bob, 3, &["acquire", "9"])
+        .code(3)
+        .stdout_has("carol");
 }
 
 #[test]
@@ -57,22 +66,36 @@ fn local_claims_in_a_clone_are_asked_for_with_local_or_lease_remote_dot() {
         .ok()
         .stdout_has("token 1");
     assert!(carol.tip("8").is_some(), "claimed here");
-    assert_eq!(server.leases("8").len(), 1, "the server's ledger did not move");
+    assert_eq!(
+        server.leases("8").len(),
+        1,
+        "the server's ledger did not move"
+    );
     lease(&carol, 1, &["release", "8", "--local"]).ok();
     // `.` names this repository, as in branch.<name>.remote: the clone's own refs.
     carol.git(&["config", "lease.remote", "."]);
-    lease(&carol, 2, &["acquire", "8"]).ok().stdout_has("token 2");
+    lease(&carol, 2, &["acquire", "8"])
+        .ok()
+        .stdout_has("token 2");
     let listed = lease(&carol, 2, &["list"]);
     listed.ok().stdout_has("carol");
     assert!(!listed.stdout.contains("bob"), "{listed}");
-    assert_eq!(server.leases("8").len(), 1, "the server's ledger did not move");
+    assert_eq!(
+        server.leases("8").len(),
+        1,
+        "the server's ledger did not move"
+    );
 }
 
 #[test]
 fn a_clone_of_a_server_without_claims_is_refused_a_claim_with_the_setting_that_decides() {
     let server = Server::daemon();
     let carol = server.client("carol");
-    for args in [&["acquire", "3"][..], &["release", "3"], &["acquire", "3", "4"]] {
+    for args in [
+        &["acquire", "3"][..],
+        &["release", "3"],
+        &["acquire", "3", "4"],
+    ] {
         lease(&carol, 0, args)
             .code(2)
             .stderr_has("not claiming in this repository alone")
@@ -96,7 +119,9 @@ fn a_clone_of_a_server_without_claims_is_refused_a_claim_with_the_setting_that_d
     assert!(server.tip("3").is_some(), "claimed on the server");
     // Now the server holds lease refs, a fresh clone shares with it unasked.
     let dave = server.client("dave");
-    lease(&dave, 2, &["acquire", "3"]).code(3).stdout_has("carol");
+    lease(&dave, 2, &["acquire", "3"])
+        .code(3)
+        .stdout_has("carol");
 }
 
 #[test]
@@ -118,11 +143,21 @@ fn the_current_branchs_upstream_is_the_remote_the_team_uses() {
     let _empty = carol.add_bare_origin(&[]);
     carol.git(&["commit", "-q", "--allow-empty", "-m", "start"]);
     let branch = carol.git(&["symbolic-ref", "--short", "HEAD"]);
-    carol.git(&["config", &format!("branch.{}.remote", branch.trim()), "team"]);
-    lease(&carol, 1, &["acquire", "8"]).code(3).stdout_has("held by bob");
+    carol.git(&[
+        "config",
+        &format!("branch.{}.remote", branch.trim()),
+        "team",
+    ]);
+    lease(&carol, 1, &["acquire", "8"])
+        .code(3)
+        .stdout_has("held by bob");
     assert!(server.tip("8").is_some());
     // Without an upstream, origin is the one: it holds no claims, so a claim is refused.
-    carol.git(&["config", "--unset", &format!("branch.{}.remote", branch.trim())]);
+    carol.git(&[
+        "config",
+        "--unset",
+        &format!("branch.{}.remote", branch.trim()),
+    ]);
     lease(&carol, 1, &["acquire", "8"])
         .code(2)
         .stderr_has("git config lease.remote origin");

@@ -243,7 +243,7 @@ fn after(d: Duration) -> Instant {
 #[derive(Clone)]
 struct Handle {
     dir: PathBuf,
-    remote: Option<String>,
+    target: git_lease::backend::Target,
     issue: IssueId,
     holder: Holder,
     secret: String,
@@ -264,24 +264,15 @@ impl Handle {
         mut decide: impl FnMut(Option<rules::Current<'_>>) -> rules::Transition,
     ) -> Result<Report, Error> {
         let ledger = self.ledger(now)?;
-        let backend = git_lease::backend::open(&ledger, &self.target())?;
+        let backend = git_lease::backend::open(&ledger, &self.target)?;
         backend.apply(&self.issue, &mut decide)
     }
 
     /// Returns the newest entry of the lease at `now` (a fetch, through a remote).
     fn current(&self, now: DateTime<Utc>) -> Result<Option<git_lease::Entry>, Error> {
         let ledger = self.ledger(now)?;
-        let backend = git_lease::backend::open(&ledger, &self.target())?;
+        let backend = git_lease::backend::open(&ledger, &self.target)?;
         backend.current(&self.issue)
-    }
-
-    /// Where the lease is: the remote's ledgers, or the local ones (`run` is refused before
-    /// it starts where nothing says which).
-    fn target(&self) -> git_lease::backend::Target {
-        match &self.remote {
-            Some(name) => git_lease::backend::Target::Remote(name.clone()),
-            None => git_lease::backend::Target::Local,
-        }
     }
 
     fn credentials(&self) -> Credentials<'_> {
@@ -321,7 +312,7 @@ pub(crate) fn run(ctx: &Context, args: RunArgs) -> Result<u8, Failure> {
     };
     let handle = |issue: &IssueId| Handle {
         dir: dir.clone(),
-        remote: ctx.remote.clone(),
+        target: ctx.target(),
         issue: issue.clone(),
         holder: args.holder.clone(),
         secret: secret.clone(),

@@ -164,7 +164,10 @@ impl<'a> Remote<'a> {
             remote.to_owned()
         };
         let local_push = verdict::is_local(&push_url)
-            && !(configured && store.config_string(&format!("remote.{remote}.receivepack")).is_some());
+            && !(configured
+                && store
+                    .config_string(&format!("remote.{remote}.receivepack"))
+                    .is_some());
         Ok(Remote {
             verdict: verdict::Verdict::of(store, &push_url),
             local_push,

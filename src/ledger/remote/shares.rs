@@ -25,7 +25,13 @@ impl Remote<'_> {
         cmd.env("LC_ALL", "C")
             .env("GIT_TERMINAL_PROMPT", "0")
             .stdin(std::process::Stdio::null())
-            .args(["ls-remote", "--", &self.remote, "refs/leases/*", ARCHIVE_REF]);
+            .args([
+                "ls-remote",
+                "--",
+                &self.remote,
+                "refs/leases/*",
+                ARCHIVE_REF,
+            ]);
         let shown = format!("git ls-remote {}", self.shown);
         let out = run(cmd, &shown, self.network_timeout)?;
         if !out.status.success() {

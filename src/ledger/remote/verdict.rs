@@ -237,7 +237,13 @@ mod tests {
 
     #[test]
     fn paths_and_file_urls_are_served_here_and_the_rest_elsewhere() {
-        for url in ["/srv/r.git", "../r.git", "r.git", "file:///srv/r.git", "./a:b"] {
+        for url in [
+            "/srv/r.git",
+            "../r.git",
+            "r.git",
+            "file:///srv/r.git",
+            "./a:b",
+        ] {
             assert!(is_local(url), "{url}");
         }
         for url in [
