@@ -379,6 +379,36 @@ pub(crate) struct Context {
 }
 
 impl Context {
+    /// Returns the context of `cli`'s command on `ledger` at `now`, its ledgers where the
+    /// command line, `lease.remote` or the repository's remotes say
+    /// ([`git_lease::backend::choose`]). A claim nobody else would see is refused here, before
+    /// anything is written.
+    fn at(ledger: Ledger, now: DateTime<Utc>, cli: &Cli) -> Result<Context, Error> {
+        let stated = git_lease::backend::stated(&ledger, cli.remote.as_deref(), cli.local);
+        let local = stated == Some(Target::Local);
+        let target = match stated {
+            Some(target) => target,
+            None if cli.command.finds_its_remote() => git_lease::backend::found(&ledger)?,
+            None => Target::Local,
+        };
+        let (remote, unshared) = match target {
+            Target::Remote(name) => (Some(name), None),
+            Target::Unshared(unshared) if cli.command.writes_leases() => {
+                return Err(unshared.error())
+            }
+            Target::Unshared(unshared) => (None, Some(unshared)),
+            Target::Local => (None, None),
+        };
+        Ok(Context {
+            ledger,
+            now,
+            json: cli.json,
+            remote,
+            local,
+            unshared,
+        })
+    }
+
     /// Returns where this command's ledgers are ([`Target`]).
     pub(crate) fn target(&self) -> Target {
         match (&self.remote, &self.unshared) {
@@ -521,36 +551,12 @@ fn run(cli: Cli) -> Result<u8, Failure> {
     };
     // History from elsewhere is judged by what this reader knows too: its clock among it.
     let ledger = ledger.with_reader_clock(now)?;
-    let stated = git_lease::backend::stated(&ledger, cli.remote.as_deref(), cli.local);
-    let local = stated == Some(Target::Local);
-    let target = match stated {
-        Some(target) => target,
-        None if cli.command.finds_its_remote() => git_lease::backend::found(&ledger)?,
-        None => Target::Local,
-    };
     let color_ui = git_lease::config::color(
         "color.ui",
         ledger.store().config_flag("color.ui").as_deref(),
     )?;
     color::decide(cli.color, color_ui, cli.json);
-    // A claim nobody else would see is refused before anything is written.
-    if let (Target::Unshared(unshared), true) = (&target, cli.command.writes_leases()) {
-        return Err(unshared.error().into());
-    }
-    let ctx = Context {
-        ledger,
-        now,
-        json: cli.json,
-        local,
-        remote: match &target {
-            Target::Remote(name) => Some(name.clone()),
-            _ => None,
-        },
-        unshared: match target {
-            Target::Unshared(unshared) => Some(unshared),
-            _ => None,
-        },
-    };
+    let ctx = Context::at(ledger, now, &cli)?;
     // The MCP server writes to stdout from its own threads: never locked here.
     if let Command::Mcp(args) = cli.command {
         return commands::mcp::run(&ctx, args, &mut std::io::sink());
