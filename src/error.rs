@@ -270,10 +270,11 @@ pub enum Error {
         /// The issues of the claim.
         issues: String,
     },
-    /// `git lease doctor` found that the remote does not honour a push's expected old value,
-    /// so a write through it could win a race it lost; writes are refused until doctor finds
+    /// Doctor's compare-and-swap probe (run by `git lease doctor`, or by the first write through
+    /// the server) found that the remote does not honour a push's expected old value, so a
+    /// write through it could win a race it lost; writes are refused until doctor finds
     /// otherwise, or the user accepts the danger (`remote.<name>.leaseUnsafeCas`).
-    #[error("refusing to write through {remote}: `git lease doctor` found that it does not honour a push's expected old value ({detail}), so two claimers could both win; fix the server and run `git lease doctor --remote {remote}` again, or accept the danger with `git config {key} true`")]
+    #[error("refusing to write through {remote}: doctor's probe found that it does not honour a push's expected old value ({detail}), so two claimers could both win; fix the server and run `git lease doctor --remote {remote}` again, or accept the danger with `git config {key} true`")]
     UnsafeRemote {
         /// The remote.
         remote: String,
@@ -281,6 +282,18 @@ pub enum Error {
         key: String,
         /// What doctor recorded.
         detail: String,
+    },
+    /// A write in a repository that has remotes, where nothing says whether claims are shared
+    /// with one (no `--remote`, `--local` or `lease.remote`) and none could be chosen: the
+    /// claim would be seen here alone, so it is not made.
+    #[error("not claiming in this repository alone: it has remotes ({remotes}) and nothing says whether claims are shared; {why}. Share claims with `git config lease.remote {suggested}`, or keep them in this repository with `git config lease.remote .` (or --local once)")]
+    Unshared {
+        /// The configured remotes, comma-separated.
+        remotes: String,
+        /// Why no remote was chosen.
+        why: String,
+        /// The remote the command suggests sharing with.
+        suggested: String,
     },
     /// A git subprocess that talks to a remote (push, fetch; doctor's ls-remote) failed.
     #[error("{command} failed: {message}")]
@@ -379,6 +392,7 @@ impl Error {
             | Error::RefClash { .. }
             | Error::RefStorage { .. }
             | Error::GitTooOld { .. }
+            | Error::Unshared { .. }
             | Error::NotARepository { .. } => ErrorKind::Usage,
             Error::NoSuchLease(_) | Error::Ambiguous { .. } => ErrorKind::NotFound,
             Error::PushRefused { .. } => ErrorKind::Refused,

@@ -25,7 +25,7 @@ use crate::cli::output::json::{error_text, json_text};
 use crate::cli::output::{color, said};
 use chrono::{DateTime, Utc};
 use clap::{Args, CommandFactory, Parser, Subcommand};
-use git_lease::backend::Backend;
+use git_lease::backend::{Backend, Target, Unshared};
 use git_lease::{Ending, Error, Holder, IssueId, Ledger, Ttl};
 
 /// The heading of the options every command takes, shown after a command's own.
@@ -57,11 +57,13 @@ struct Cli {
     #[arg(long, global = true, help_heading = GLOBAL)]
     json: bool,
 
-    /// Operate on this remote (a name or URL) instead of the local refs [config: lease.remote]
+    /// Operate on this remote (a name or URL) [config: lease.remote; default: the branch's
+    /// upstream, else origin, when it holds lease refs]
     #[arg(long, global = true, help_heading = GLOBAL, value_name = "NAME|URL", conflicts_with = "local")]
     remote: Option<String>,
 
-    /// Operate on the local refs even if lease.remote is set
+    /// Operate on this repository's own lease refs, whatever lease.remote says [config:
+    /// lease.remote .]
     #[arg(long, global = true, help_heading = GLOBAL)]
     local: bool,
 
@@ -378,28 +380,57 @@ pub(crate) struct Context {
     pub(crate) ledger: Ledger,
     pub(crate) now: DateTime<Utc>,
     pub(crate) json: bool,
+    /// The remote this command's ledgers are on, if they are on one.
     pub(crate) remote: Option<String>,
-    /// The local-claim hint ([`local_advice`]), until it is given.
-    local_advice: std::cell::RefCell<Option<String>>,
     /// `--local`: the local refs, whatever `lease.remote` says.
     pub(crate) local: bool,
+    /// Without a remote: why the local refs are for reading only, when they are.
+    pub(crate) unshared: Option<Unshared>,
 }
 
 impl Context {
-    /// Gives the local-claim hint, once, if a claim was written to the local refs: by this
-    /// context's ledger, or as `wrote` says (`run` writes through a ledger of its own).
-    pub(crate) fn advise_local(&self, wrote: bool) {
-        if wrote || self.ledger.wrote() {
-            if let Some(text) = self.local_advice.borrow_mut().take() {
-                said::hint(&text);
+    /// Returns the context of `cli`'s command on `ledger` at `now`, its ledgers where the
+    /// command line, `lease.remote` or the repository's remotes say
+    /// ([`git_lease::backend::choose`]). A claim nobody else would see is refused here, before
+    /// anything is written.
+    fn at(ledger: Ledger, now: DateTime<Utc>, cli: &Cli) -> Result<Context, Error> {
+        let stated = git_lease::backend::stated(&ledger, cli.remote.as_deref(), cli.local);
+        let local = stated == Some(Target::Local);
+        let target = match stated {
+            Some(target) => target,
+            None if cli.command.finds_its_remote() => git_lease::backend::found(&ledger)?,
+            None => Target::Local,
+        };
+        let (remote, unshared) = match target {
+            Target::Remote(name) => (Some(name), None),
+            Target::Unshared(unshared) if cli.command.writes_leases() => {
+                return Err(unshared.error())
             }
+            Target::Unshared(unshared) => (None, Some(unshared)),
+            Target::Local => (None, None),
+        };
+        Ok(Context {
+            ledger,
+            now,
+            json: cli.json,
+            remote,
+            local,
+            unshared,
+        })
+    }
+
+    /// Returns where this command's ledgers are ([`Target`]).
+    pub(crate) fn target(&self) -> Target {
+        match (&self.remote, &self.unshared) {
+            (Some(name), _) => Target::Remote(name.clone()),
+            (None, Some(unshared)) => Target::Unshared(unshared.clone()),
+            (None, None) => Target::Local,
         }
     }
 
-    /// Returns where this command's ledgers are: the local refs, or the remote's (`--remote`,
-    /// else `lease.remote`).
+    /// Returns the backend of this command's ledgers ([`Context::target`]).
     pub(crate) fn backend(&self) -> Result<Box<dyn Backend + '_>, Error> {
-        git_lease::backend::open(&self.ledger, self.remote.as_deref())
+        git_lease::backend::open(&self.ledger, &self.target())
     }
 
     /// Who this command acts as where no `--holder` is given: `GIT_LEASE_HOLDER` (set under
@@ -530,32 +561,12 @@ fn run(cli: Cli) -> Result<u8, Failure> {
     };
     // History from elsewhere is judged by what this reader knows too: its clock among it.
     let ledger = ledger.with_reader_clock(now)?;
-    let remote = if cli.local {
-        None
-    } else {
-        cli.remote
-            .clone()
-            .or_else(|| ledger.store().config_string("lease.remote"))
-    };
     let color_ui = git_lease::config::color(
         "color.ui",
         ledger.store().config_flag("color.ui").as_deref(),
     )?;
     color::decide(cli.color, color_ui, cli.json);
-    // Read before anything is written, so that a bad `advice.leaseLocal` writes nothing.
-    let local_advice = if remote.is_none() && !cli.local && cli.command.writes_leases() {
-        local_advice(&ledger)?
-    } else {
-        None
-    };
-    let ctx = Context {
-        ledger,
-        now,
-        json: cli.json,
-        remote,
-        local_advice: std::cell::RefCell::new(local_advice),
-        local: cli.local,
-    };
+    let ctx = Context::at(ledger, now, &cli)?;
     // The MCP server writes to stdout from its own threads: never locked here.
     if let Command::Mcp(args) = cli.command {
         return commands::mcp::run(&ctx, args, &mut std::io::sink());
@@ -567,9 +578,7 @@ fn run(cli: Cli) -> Result<u8, Failure> {
     let writes =
         cli.command.writes_leases() && !matches!(cli.command, Command::Run(_) | Command::Wait(_));
     let result = interrupt::guarded(&ctx, writes, || dispatch(&ctx, cli.command, &mut out));
-    // After the answer, as git gives its advice, and only if a claim was written here.
     let _ = out.flush();
-    ctx.advise_local(false);
     // What an operation did beside its answer (a local history kept aside) is said even when
     // the command then failed.
     for notice in ctx.ledger.take_notices() {
@@ -624,8 +633,26 @@ pub(crate) fn parse_duration(text: &str) -> Result<std::time::Duration, Error> {
 }
 
 impl Command {
-    /// Returns true for the commands that write a claim to a ledger: those the local-claim
-    /// hint is about (`sync` copies ledgers and claims nothing).
+    /// Returns true for the commands that claim or say who holds what, whose ledgers are found
+    /// on the remote the team uses when nothing says where they are
+    /// ([`git_lease::backend::choose`]). The others act on this repository, or on the remote
+    /// given or configured.
+    fn finds_its_remote(&self) -> bool {
+        self.writes_leases()
+            || matches!(
+                self,
+                Command::Show(_)
+                    | Command::List(_)
+                    | Command::Log(_)
+                    | Command::Check(_)
+                    | Command::Wait(_)
+                    | Command::Watch(_)
+                    | Command::Mcp(_)
+            )
+    }
+
+    /// Returns true for the commands that write a claim to a ledger: those refused where
+    /// nothing says whether claims are shared (`sync` copies ledgers and claims nothing).
     fn writes_leases(&self) -> bool {
         match self {
             Command::Acquire(_)
@@ -639,30 +666,6 @@ impl Command {
             _ => false,
         }
     }
-}
-
-/// Returns the hint, given the way git's `advice.*` hints are, that a write is local to a
-/// repository that has remotes: whoever shares those remotes cannot see it, and may take the
-/// same issue with the same token. `None` when the repository has no remote or
-/// `advice.leaseLocal=false`; `lease.remote` (or `--remote`) and `--local` silence it too.
-fn local_advice(ledger: &Ledger) -> Result<Option<String>, Error> {
-    let store = ledger.store();
-    let key = "advice.leaseLocal";
-    if git_lease::config::boolean(key, store.config_flag(key).as_deref())? == Some(false) {
-        return Ok(None);
-    }
-    let remotes = store.remote_names();
-    let Some(first) = remotes.first() else {
-        return Ok(None);
-    };
-    Ok(Some(format!(
-        "this claim is local to this repository, which has remotes ({}): whoever shares\n\
-         them cannot see it, and may take the same issue with the same token.\n\
-         Share claims with `git config lease.remote {first}` (or --remote {first}); keep this\n\
-         repository's worktrees to themselves with --local.\n\
-         Disable this message with `git config advice.leaseLocal false`.",
-        remotes.join(", ")
-    )))
 }
 
 /// `GIT_LEASE_HOLDER`, when it names someone.

@@ -18,7 +18,8 @@ pub struct Example {
 
 /// The examples of each page, by subcommand (`""`: the `git lease` page itself). Each page's
 /// examples run in order in a fresh repository whose user.email is alice@example.com, with
-/// a bare repository `../origin.git` as its remote `origin`.
+/// a bare repository `../origin.git` as its remote `origin`, and `lease.remote .` (claims stay
+/// in the repository until an example says otherwise).
 pub const EXAMPLES: &[(&str, &[Example])] = &[
     (
         "",

@@ -10,6 +10,7 @@
 //! its clock, beside yours.
 
 mod engine;
+pub(crate) mod judge;
 pub mod local;
 
 use chrono::{DateTime, Utc};

@@ -18,6 +18,9 @@ use crate::remote::{Diverged, Remote};
 use crate::rules::{Claim, Transition};
 use crate::store::Entry;
 
+use super::sharing::ReadOnly;
+pub use super::sharing::{choose, found, stated, Target, Unshared, LOCAL_REMOTE};
+
 /// Every ledger's newest entry, with the remote ledgers refused as rewound or rewritten (left
 /// out of the entries; always empty locally).
 #[derive(Debug, Default)]
@@ -81,11 +84,17 @@ pub trait Backend {
     ) -> Result<AnyReport>;
 }
 
-/// Returns the backend of `ledger`'s repository: its own refs, or `remote`'s.
-pub fn open<'a>(ledger: &'a Ledger, remote: Option<&str>) -> Result<Box<dyn Backend + 'a>> {
-    Ok(match remote {
-        Some(name) => Box::new(Remote::new(ledger, name)?),
-        None => Box::new(ledger),
+/// Returns the backend of `ledger`'s repository at `target`: its own refs, a remote's, or its
+/// own refs for reading only ([`Target::Unshared`]).
+pub fn open<'a>(ledger: &'a Ledger, target: &Target) -> Result<Box<dyn Backend + 'a>> {
+    Ok(match target {
+        Target::Remote(name) => Box::new(Remote::new(ledger, name)?),
+        Target::Local => Box::new(ledger),
+        Target::Unshared(unshared) => Box::new(ReadOnly {
+            ledger,
+            unshared: unshared.clone(),
+            noted: std::cell::Cell::new(false),
+        }),
     })
 }
 

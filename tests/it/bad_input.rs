@@ -240,15 +240,15 @@ fn a_bad_config_value_is_bad_usage_naming_the_key_and_the_value() {
         ("lease.ttl", "0s"),
         ("lease.fsync", "maybe"),
         ("gc.auto", "lots"),
-        ("advice.leaseLocal", "perhaps"),
+        ("lease.trustArchive", "perhaps"),
     ] {
         let repo = TestRepo::new();
         repo.git(&["remote", "add", "origin", "/nonexistent"]);
         repo.git(&["config", key, value]);
-        let args: &[&str] = if key == "lease.pushAttempts" {
+        let args: &[&str] = if ["lease.pushAttempts", "lease.trustArchive"].contains(&key) {
             &["acquire", "1", "--holder", "a", "--remote", "origin"]
         } else {
-            &["acquire", "1", "--holder", "a"]
+            &["acquire", "1", "--holder", "a", "--local"]
         };
         repo.run_at(T0, args)
             .code(2)

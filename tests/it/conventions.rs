@@ -127,8 +127,8 @@ fn a_bad_git_c_value_is_refused_naming_the_key_and_the_value() {
         ("lease.ttl=soon", "lease.ttl", "\"soon\""),
         ("lease.ttl=-5m", "lease.ttl", "\"-5m\""),
         (
-            "advice.leaseLocal=perhaps",
-            "advice.leaseLocal",
+            "lease.maxClockSkew=perhaps",
+            "lease.maxClockSkew",
             "\"perhaps\"",
         ),
     ] {
@@ -146,42 +146,36 @@ fn a_bad_git_c_value_is_refused_naming_the_key_and_the_value() {
 
 #[test]
 fn a_boolean_setting_means_what_git_reads_it_as() {
-    let repo = clone_with_a_remote();
-    let hint = "hint: this claim is local";
-    for (n, setting) in [
-        "advice.leaseLocal=",
-        "advice.leaseLocal",
-        "advice.leaseLocal=2",
-        "advice.leaseLocal=0",
-        "advice.leaseLocal=1k",
-        "advice.leaseLocal=Off",
-        "advice.leaseLocal=yes",
-    ]
-    .into_iter()
-    .enumerate()
-    {
-        let git_says = git_lease(
-            &repo,
-            &["-c", setting, "config", "--type=bool", "advice.leaseLocal"],
-        )
-        .run();
-        let advised = git_says.ok().stdout == "true\n";
-        let issue = n.to_string();
-        let run = git_lease(&repo, &["-c", setting, "lease", "acquire", &issue]).run();
-        assert_eq!(run.ok().stderr.contains(hint), advised, "{setting}\n{run}");
+    let repo = TestRepo::new();
+    let key = "lease.requireSignatures";
+    // True, it asks for an allowed signers list, which this repository lacks: exit 2.
+    for setting in [
+        "lease.requireSignatures=",
+        "lease.requireSignatures",
+        "lease.requireSignatures=2",
+        "lease.requireSignatures=0",
+        "lease.requireSignatures=1k",
+        "lease.requireSignatures=Off",
+        "lease.requireSignatures=yes",
+    ] {
+        let git_says = git_lease(&repo, &["-c", setting, "config", "--type=bool", key]).run();
+        let required = git_says.ok().stdout == "true\n";
+        let run = git_lease(&repo, &["-c", setting, "lease", "list"]).run();
+        assert_eq!(run.code == 2, required, "{setting}\n{run}");
+        assert_eq!(
+            run.stderr.contains("lease.allowedSigners"),
+            required,
+            "{run}"
+        );
     }
     // What git refuses is refused.
-    let setting = "advice.leaseLocal=maybe";
-    let git_says = git_lease(
-        &repo,
-        &["-c", setting, "config", "--type=bool", "advice.leaseLocal"],
-    )
-    .run();
+    let setting = "lease.requireSignatures=maybe";
+    let git_says = git_lease(&repo, &["-c", setting, "config", "--type=bool", key]).run();
     assert_ne!(git_says.code, 0, "{git_says}");
-    git_lease(&repo, &["-c", setting, "lease", "acquire", "x"])
+    git_lease(&repo, &["-c", setting, "lease", "list"])
         .run()
         .code(2)
-        .stderr_has("\"maybe\" for advice.leaseLocal");
+        .stderr_has("\"maybe\" for lease.requireSignatures");
 }
 
 #[test]
@@ -273,29 +267,26 @@ fn a_json_error_is_alone_on_stderr_in_a_clone_with_a_remote() {
 }
 
 #[test]
-fn the_local_claim_hint_comes_only_after_a_local_write() {
+fn a_local_claim_in_a_clone_is_asked_for_and_then_says_nothing_more() {
     let repo = clone_with_a_remote();
-    let hint = "git config lease.remote origin";
-    // Nothing written: a usage error, a release of nothing; no hint.
-    for args in [&["acquire", ""][..], &["release", "7"], &["renew", "7"]] {
-        let run = repo.lease().now(T0).args(args).run();
-        assert!(!run.stderr.contains(hint), "{run}");
-    }
-    // A write: the hint, after the answer.
+    // Nothing says whether claims are shared (the remote cannot be asked): refused, exit 2.
+    let run = repo.lease().now(T0).args(["--json", "acquire", "7"]).run();
+    run.code(2);
+    let error = stderr_object(&run);
+    assert_eq!(error["error"]["kind"], "usage", "{run}");
+    assert!(
+        error["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("git config lease.remote .")),
+        "{run}"
+    );
+    // Asked for, a local claim says nothing beside its answer.
+    repo.git(&["config", "lease.remote", "."]);
     let run = repo.lease().now(T0).args(["acquire", "7"]).run();
-    run.ok()
-        .stderr_has(&format!("hint: Share claims with `{hint}`"));
-    // With --json, the hint is in the one object on stderr.
+    run.ok().stdout_has("token 1");
+    assert_eq!(run.stderr, "", "{run}");
     let run = repo.lease().now(T0).args(["--json", "acquire", "8"]).run();
     assert_eq!(run.ok().json()["issue"], "8");
-    let said = stderr_object(&run);
-    assert_eq!(said["schema_version"], 1);
-    let hints = said["hints"].as_array().expect("hints");
-    assert_eq!(hints.len(), 1, "{run}");
-    assert!(hints[0].as_str().is_some_and(|h| h.contains(hint)), "{run}");
-    // Nothing written with --json: stderr stays empty.
-    let run = repo.lease().now(T0).args(["--json", "release", "9"]).run();
-    run.ok();
     assert_eq!(run.stderr, "", "{run}");
 }
 

@@ -57,11 +57,22 @@ fn checks(answer: &Value) -> Vec<(String, String, String, Option<String>)> {
         .collect()
 }
 
-/// The verdicts doctor keeps in `client`'s git dir.
+/// The verdicts that a server ignores expected old values, kept in `client`'s git dir.
 fn verdicts(client: &TestRepo) -> Vec<String> {
+    records(client, false)
+}
+
+/// The records of servers found safe to write through, kept in `client`'s git dir.
+fn allowed(client: &TestRepo) -> Vec<String> {
+    records(client, true)
+}
+
+fn records(client: &TestRepo, allowed: bool) -> Vec<String> {
     match std::fs::read_dir(client.git_dir().join("lease-doctor")) {
         Ok(entries) => entries
-            .map(|e| std::fs::read_to_string(e.expect("an entry").path()).expect("a verdict"))
+            .map(|e| e.expect("an entry").path())
+            .filter(|path| path.extension().is_some_and(|x| x == "allowed") == allowed)
+            .map(|path| std::fs::read_to_string(path).expect("a verdict"))
             .collect(),
         Err(_) => Vec::new(),
     }
@@ -293,8 +304,57 @@ fn a_server_that_ignores_expected_old_values_is_remembered_and_writes_through_it
         "refused a push whose expected old value was stale",
     );
     assert!(verdicts(&alice).is_empty(), "{run}");
+    assert_eq!(allowed(&alice).len(), 1, "{run}");
     lease(&alice, 0, &["--remote", "origin", "acquire", "8"]).ok();
     assert!(fixed.tip("8").is_some());
+}
+
+/// The probe refs a served repository's `post-receive` hook saw pushed (`probes.log`).
+fn probes_seen(server: &Server) -> usize {
+    std::fs::read_to_string(server.root().join("probes.log"))
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| l.contains("refs/lease-probe/"))
+        .count()
+}
+
+#[test]
+fn the_first_write_through_an_unjudged_server_probes_it_once_and_remembers_it() {
+    let mut server = Server::with_hook();
+    let log = server.root().join("probes.log");
+    server.install_hook("post-receive", &format!("cat >> '{}'", log.display()));
+    server.start_at(&at(0));
+    let alice = server.client("alice");
+    // No doctor ran: the first claim probes the server, then claims.
+    lease(&alice, 0, &["--remote", "origin", "acquire", "7"]).ok();
+    let first = probes_seen(&server);
+    assert!(first > 0, "the first write probed the server");
+    let kept = allowed(&alice);
+    assert_eq!(kept.len(), 1, "{kept:?}");
+    assert!(kept[0].contains("refused a push whose expected old value was stale"));
+    assert!(verdicts(&alice).is_empty());
+    assert_no_probe_ref(&server.refs());
+    // Remembered: later writes of this clone push their claims alone.
+    lease(&alice, 60, &["--remote", "origin", "renew", "7"]).ok();
+    lease(&alice, 60, &["--remote", "origin", "acquire", "8", "9"]).ok();
+    assert_eq!(probes_seen(&server), first, "probed once per clone");
+    // Another clone judges for itself, once.
+    let bob = server.client("bob");
+    lease(&bob, 120, &["--remote", "origin", "acquire", "10"]).ok();
+    let second = probes_seen(&server);
+    assert!(second > first, "bob's clone probed");
+    lease(&bob, 120, &["--remote", "origin", "release", "10"]).ok();
+    assert_eq!(probes_seen(&server), second);
+    // A path needs no probe: git's own receive-pack serves it.
+    let local = TestRepo::new();
+    let _origin = local.add_bare_origin(&[]);
+    lease(
+        &local,
+        0,
+        &["--remote", "origin", "acquire", "1", "--holder", "a"],
+    )
+    .ok();
+    assert!(allowed(&local).is_empty() && verdicts(&local).is_empty());
 }
 
 #[test]

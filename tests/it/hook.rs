@@ -1023,11 +1023,14 @@ fn ids_that_look_alike_are_refused_by_the_tool_and_the_hook_alike() {
     let composed = "caf\u{e9}";
     let decomposed = "cafe\u{301}";
     alice
-        .run_at(&at(0), &["acquire", composed, "--holder", "alice"])
+        .run_at(
+            &at(0),
+            &["acquire", composed, "--holder", "alice", "--local"],
+        )
         .ok();
     for id in [decomposed, "ca\u{200b}fe", "ab\u{202e}cd"] {
         alice
-            .run_at(&at(0), &["acquire", id, "--holder", "alice"])
+            .run_at(&at(0), &["acquire", id, "--holder", "alice", "--local"])
             .code(2)
             .stderr_has("issue id");
         // A ledger under such a name, built with plain git, is refused by the server.

@@ -61,8 +61,8 @@ fn page<'a>(pages: &'a [(String, String)], key: &str) -> &'a str {
         .unwrap_or_else(|| panic!("no page {name}"))
 }
 
-/// A fresh repository for one page's examples: user.email alice@example.com, and a bare
-/// `../origin.git` as its remote `origin`.
+/// A fresh repository for one page's examples: user.email alice@example.com, a bare
+/// `../origin.git` as its remote `origin`, and `lease.remote .`.
 fn example_repo() -> TestRepo {
     let repo = TestRepo::new();
     repo.git(&["config", "user.email", "alice@example.com"]);
@@ -75,6 +75,7 @@ fn example_repo() -> TestRepo {
         origin.to_str().expect("a UTF-8 path"),
     ]);
     repo.git(&["remote", "add", "origin", "../origin.git"]);
+    repo.git(&["config", "lease.remote", "."]);
     repo
 }
 

@@ -570,7 +570,8 @@ fn mcp_works_through_a_remote_by_lease_remote_or_a_remote_argument() {
     assert_eq!(winners[0]["json"]["commit"], json!(tip));
     assert_eq!(daemon.repo().commit_count("42"), 1);
 
-    // A clone without `lease.remote` names the remote per call; locally it knows nothing.
+    // A clone without `lease.remote` shares with origin, which holds lease refs: a call sees
+    // the server's claims with or without a remote named.
     let b = daemon.client(CAROL);
     let Some((answers, _)) = session(
         &b,
@@ -587,7 +588,7 @@ fn mcp_works_through_a_remote_by_lease_remote_or_a_remote_argument() {
     ) else {
         return;
     };
-    assert_eq!(result(&answers[0], 4)["error"]["kind"], "not_found");
+    assert_eq!(result(&answers[0], 0)["commit"], json!(tip));
     assert_eq!(result(&answers[1], 0)["commit"], json!(tip));
     env::assert_fields(result(&answers[2], 3), &[("outcome", json!("held"))]);
     env::assert_fields(
@@ -597,6 +598,33 @@ fn mcp_works_through_a_remote_by_lease_remote_or_a_remote_argument() {
     // The session's secret, kept by the server, freed the lease through the remote's hook.
     env::assert_fields(result(&answers[4], 0), &[("outcome", json!("released"))]);
     assert_eq!(daemon.repo().commit_count("43"), 2);
+
+    // A clone of a server without claims, where nothing says whether they are shared: a
+    // claim is refused as on the command line (usage, exit 2), naming the setting; a read
+    // answers from the local refs.
+    let mut empty = Server::with_hook();
+    empty.start();
+    let d = empty.client("dave");
+    let Some((answers, _)) = session(
+        &d,
+        json!([
+            call("acquire", json!({"issues": ["5"]})),
+            call("list", json!({})),
+        ]),
+    ) else {
+        return;
+    };
+    let refused = result(&answers[0], 2);
+    assert_eq!(refused["error"]["kind"], "usage", "{refused}");
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("git config lease.remote origin")),
+        "{refused}"
+    );
+    assert_eq!(result(&answers[1], 0), &json!([]));
+    assert_eq!(empty.lease_refs(), "", "nothing pushed");
+    assert_eq!(d.lease_refs(), "", "nothing claimed here");
 }
 
 #[test]

@@ -228,7 +228,7 @@ fn a_reftable_repository_under_git_2_39_is_read_and_written_in_process_and_git_w
         return;
     };
     let origin = repo.add_bare_origin(&["--ref-format=files"]);
-    repo.git(&["config", "advice.leaseLocal", "false"]);
+    repo.git(&["config", "lease.remote", "."]);
     repo.json_at(&at_min(0), 0, &["acquire", "7", "--holder", "alice"]);
     // Reads are the reftable reader's, in-process: no git is asked.
     let listed = lease(&repo, Some(&old), 1, &["list"]);
@@ -370,12 +370,12 @@ fn local_work_asks_git_nothing_and_remote_work_on_reftable_needs_the_newer_of_tw
     let run = repo
         .lease()
         .path_first(&git)
-        .args(["acquire", "42", "--holder", "alice"])
+        .args(["acquire", "42", "--holder", "alice", "--local"])
         .run();
     run.code(0);
     repo.lease()
         .path_first(&git)
-        .args(["release", "42", "--holder", "alice"])
+        .args(["release", "42", "--holder", "alice", "--local"])
         .run()
         .code(0);
     assert_eq!(
@@ -396,7 +396,7 @@ fn local_work_asks_git_nothing_and_remote_work_on_reftable_needs_the_newer_of_tw
     let run = repo
         .lease()
         .path_first(&git)
-        .args(["acquire", "44", "--holder", "alice"])
+        .args(["acquire", "44", "--holder", "alice", "--local"])
         .run();
     run.code(2)
         .stderr_has("this needs git 2.45 or newer for a reftable repository (found 2.28.0)");

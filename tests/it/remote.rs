@@ -423,6 +423,8 @@ fn a_push_refused_by_a_server_hook_is_reported_and_not_retried() {
     let b = daemon.client(BOB);
     claim(&a, 0, "11").ok();
     let tip = daemon.tip("11").unwrap();
+    // B's first write probes the server, before the hook that counts pushes is there.
+    claim(&b, 0, "10").ok();
 
     let counter = daemon.root().join("hook-runs");
     daemon.install_hook(

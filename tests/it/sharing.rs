@@ -1,7 +1,9 @@
-//! Sharing by default: a clone's claims are local unless `lease.remote` (or `--remote`) says
-//! otherwise, so a local write in a repository with remotes says so, the way git's `advice.*`
-//! hints do; and a clone whose local ledger diverged from the remote's is told exactly that,
-//! and can adopt the remote's without losing its own.
+//! Sharing by default: where nothing says where claims go, a clone claims on the remote the
+//! team uses when it holds lease refs, and is refused a claim (exit 2, with the setting that
+//! decides) when it holds none, so no claim is made alone while its maker could believe it
+//! shared; its reads say when they come from its own refs alone. A repository without remotes
+//! needs no setting. A clone whose local ledger diverged from the remote's is told exactly
+//! that, and can adopt the remote's without losing its own.
 
 use serde_json::Value;
 
@@ -21,47 +23,150 @@ fn bob_holds_8_for_carol() -> (Server, TestRepo) {
     (server, carol)
 }
 
-const HINT: &str = "hint: this claim is local to this repository";
+/// What a read from the local refs alone says beside its answer.
+const ALONE: &str = "answered from this repository's own lease refs alone";
 
 #[test]
-fn a_local_claim_in_a_clone_says_it_is_local_until_told_otherwise() {
-    let (_server, carol) = bob_holds_8_for_carol();
-    // carol's clone writes locally, and is told so, with the command to share.
+fn a_fresh_clone_sees_the_servers_claims_and_is_refused_a_held_issue() {
+    let (server, carol) = bob_holds_8_for_carol();
+    // Nothing configured: the clone's reads are the server's.
+    let listed = lease(&carol, 1, &["list"]);
+    listed.ok().stdout_has("bob");
+    assert!(!listed.stdout.contains("No live leases"), "{listed}");
+    assert!(!listed.stderr.contains(ALONE), "{listed}");
+    lease(&carol, 1, &["show", "8"]).ok().stdout_has("bob");
+    lease(
+        &carol,
+        1,
+        &["check", "8", "--token", "1", "--holder", "bob"],
+    )
+    .ok();
+    // Its claim is refused as held on the server, and nothing is written anywhere.
+    let server_tip = server.tip("8");
     lease(&carol, 1, &["acquire", "8"])
-        .ok()
-        .stdout_has("token 1")
-        .stderr_has(HINT)
-        .stderr_has("git config lease.remote origin")
-        .stderr_has("advice.leaseLocal");
-    // Reads and --local are not told; nor is anyone once the advice is off.
-    assert!(!lease(&carol, 1, &["list"]).ok().stderr.contains(HINT));
-    assert!(!lease(&carol, 1, &["release", "8", "--local"])
-        .ok()
-        .stderr
-        .contains(HINT));
-    carol.git(&["config", "advice.leaseLocal", "false"]);
-    assert!(!lease(&carol, 1, &["acquire", "9"])
-        .ok()
-        .stderr
-        .contains(HINT));
-    // With lease.remote set, claims go to the remote: bob's lease is seen.
-    carol.git(&["config", "lease.remote", "origin"]);
-    lease(&carol, 2, &["acquire", "8"])
         .code(3)
-        .stdout_has("bob");
-    // A repository without remotes (worktrees sharing one repository) is never told.
-    let alone = TestRepo::new();
-    assert!(!lease(&alone, 0, &["acquire", "1", "--holder", "a"])
+        .stdout_has("held by bob");
+    assert_eq!(server.tip("8"), server_tip);
+    assert_eq!(carol.tip("8"), None, "nothing claimed here");
+    // A free issue is claimed on the server, where bob sees it.
+    lease(&carol, 2, &["acquire", "9"])
         .ok()
-        .stderr
-        .contains(HINT));
+        .stdout_has("token 1");
+    assert!(server.tip("9").is_some(), "claimed on the server");
+    let bob = server.client("bob");
+    lease(&bob, 3, &["acquire", "9"])
+        .code(3)
+        .stdout_has("carol");
+}
+
+#[test]
+fn local_claims_in_a_clone_are_asked_for_with_local_or_lease_remote_dot() {
+    let (server, carol) = bob_holds_8_for_carol();
+    lease(&carol, 1, &["acquire", "8", "--local"])
+        .ok()
+        .stdout_has("token 1");
+    assert!(carol.tip("8").is_some(), "claimed here");
+    assert_eq!(
+        server.leases("8").len(),
+        1,
+        "the server's ledger did not move"
+    );
+    lease(&carol, 1, &["release", "8", "--local"]).ok();
+    // `.` names this repository, as in branch.<name>.remote: the clone's own refs.
+    carol.git(&["config", "lease.remote", "."]);
+    lease(&carol, 2, &["acquire", "8"])
+        .ok()
+        .stdout_has("token 2");
+    let listed = lease(&carol, 2, &["list"]);
+    listed.ok().stdout_has("carol");
+    assert!(!listed.stdout.contains("bob"), "{listed}");
+    assert_eq!(
+        server.leases("8").len(),
+        1,
+        "the server's ledger did not move"
+    );
+}
+
+#[test]
+fn a_clone_of_a_server_without_claims_is_refused_a_claim_with_the_setting_that_decides() {
+    let server = Server::daemon();
+    let carol = server.client("carol");
+    for args in [
+        &["acquire", "3"][..],
+        &["release", "3"],
+        &["acquire", "3", "4"],
+    ] {
+        lease(&carol, 0, args)
+            .code(2)
+            .stderr_has("not claiming in this repository alone")
+            .stderr_has("origin holds no lease refs yet")
+            .stderr_has("git config lease.remote origin")
+            .stderr_has("git config lease.remote .");
+    }
+    let run = lease(&carol, 0, &["--json", "acquire", "3"]);
+    run.code(2);
+    let error: Value = serde_json::from_str(&run.stderr).expect("one JSON object");
+    assert_eq!(error["error"]["kind"], "usage", "{error}");
+    assert_eq!(carol.lease_refs(), "", "nothing written here");
+    assert_eq!(server.lease_refs(), "", "nothing pushed");
+    // Its reads answer from its own refs, and say so.
+    lease(&carol, 0, &["list"]).ok().stderr_has(ALONE);
+    lease(&carol, 0, &["show", "3"]).stderr_has(ALONE);
+    lease(&carol, 0, &["check", "3", "--token", "1"]).stderr_has(ALONE);
+    // Deciding once shares every claim from then on.
+    carol.git(&["config", "lease.remote", "origin"]);
+    lease(&carol, 1, &["acquire", "3"]).ok();
+    assert!(server.tip("3").is_some(), "claimed on the server");
+    // Now the server holds lease refs, a fresh clone shares with it unasked.
+    let dave = server.client("dave");
+    lease(&dave, 2, &["acquire", "3"])
+        .code(3)
+        .stdout_has("carol");
+}
+
+#[test]
+fn a_repository_without_remotes_needs_no_setting() {
+    let alone = TestRepo::new();
+    let run = lease(&alone, 0, &["acquire", "1", "--holder", "a"]);
+    run.ok().stdout_has("token 1");
+    assert_eq!(run.stderr, "", "{run}");
+    let run = lease(&alone, 0, &["list"]);
+    run.ok().stdout_has("1");
+    assert_eq!(run.stderr, "", "{run}");
+}
+
+#[test]
+fn the_current_branchs_upstream_is_the_remote_the_team_uses() {
+    let (server, carol) = bob_holds_8_for_carol();
+    // origin (an empty repository) is not the one the branch follows.
+    carol.git(&["remote", "rename", "origin", "team"]);
+    let _empty = carol.add_bare_origin(&[]);
+    carol.git(&["commit", "-q", "--allow-empty", "-m", "start"]);
+    let branch = carol.git(&["symbolic-ref", "--short", "HEAD"]);
+    carol.git(&[
+        "config",
+        &format!("branch.{}.remote", branch.trim()),
+        "team",
+    ]);
+    lease(&carol, 1, &["acquire", "8"])
+        .code(3)
+        .stdout_has("held by bob");
+    assert!(server.tip("8").is_some());
+    // Without an upstream, origin is the one: it holds no claims, so a claim is refused.
+    carol.git(&[
+        "config",
+        "--unset",
+        &format!("branch.{}.remote", branch.trim()),
+    ]);
+    lease(&carol, 1, &["acquire", "8"])
+        .code(2)
+        .stderr_has("git config lease.remote origin");
 }
 
 #[test]
 fn a_diverged_local_ledger_is_named_as_such_and_can_adopt_the_remotes() {
     let (server, carol) = bob_holds_8_for_carol();
-    carol.git(&["config", "advice.leaseLocal", "false"]);
-    lease(&carol, 1, &["acquire", "8"]).ok();
+    lease(&carol, 1, &["acquire", "8", "--local"]).ok();
     let hers = carol.tip("8").expect("carol's local ledger");
     let run = lease(&carol, 2, &["sync"]);
     run.code(1)
@@ -103,7 +208,6 @@ fn a_remote_claim_keeps_the_local_ledger_even_when_git_push_moves_it() {
 
 fn remote_claim_keeps_the_local_ledger(refspec: bool) {
     let (server, carol) = bob_holds_8_for_carol();
-    carol.git(&["config", "advice.leaseLocal", "false"]);
     if refspec {
         carol.git(&[
             "config",
@@ -113,7 +217,7 @@ fn remote_claim_keeps_the_local_ledger(refspec: bool) {
         ]);
     }
     // carol's clone has a tenure of its own that the remote never had ...
-    lease(&carol, 1, &["acquire", "8"]).ok();
+    lease(&carol, 1, &["acquire", "8", "--local"]).ok();
     let hers = carol.tip("8").expect("carol's local ledger");
     let bob = server.client("bob");
     lease(&bob, 2, &["release", "--remote", "origin", "8"]).ok();
@@ -134,7 +238,7 @@ fn remote_claim_keeps_the_local_ledger(refspec: bool) {
 #[test]
 fn adopting_never_goes_back_over_a_token_seen_here() {
     let (server, carol) = bob_holds_8_for_carol();
-    carol.git(&["config", "advice.leaseLocal", "false"]);
+    carol.git(&["config", "lease.remote", "."]);
     // Three local tenures: token 3 was issued here; the remote is at token 1.
     for (min, args) in [
         (1, &["acquire", "8"][..]),

@@ -34,8 +34,21 @@ fn through_dropping_proxy(drops: usize) -> (Server, Proxy, crate::env::TestRepo)
         }),
     );
     let client = server.client("alice");
-    client.git(&["remote", "set-url", "origin", &proxy.url()]);
+    judged_then_through(&server, &client, &proxy.url());
     (server, proxy, client)
+}
+
+/// Judges `server`'s URL as `client`'s first write would (doctor, straight to the server),
+/// then sends `client`'s traffic for that URL through the proxy at `proxy_url`: the proxy's
+/// faults meet the commands, not the probe of the first write.
+fn judged_then_through(server: &Server, client: &crate::env::TestRepo, proxy_url: &str) {
+    lease(client, 0, &["doctor"]);
+    client.git(&["config", &insteadof(proxy_url), &server.url()]);
+}
+
+/// The setting that sends traffic for a URL through the proxy at `proxy_url`.
+fn insteadof(proxy_url: &str) -> String {
+    format!("url.{proxy_url}.insteadOf")
 }
 
 /// A proxy that drops the server's reply to every push.
@@ -79,16 +92,17 @@ fn a_lost_reply_to_an_acquire_says_the_outcome_is_unknown_and_running_it_again_k
 
 #[test]
 fn a_lost_reply_to_a_release_says_the_outcome_is_unknown_and_running_it_again_finds_nothing_held() {
-    let (server, _unused, client) = through_dropping_proxy(0);
+    let (server, passing, client) = through_dropping_proxy(0);
     lease(&client, 0, &["acquire", "7", "--remote", "origin"]).ok();
     let proxy = dropping_every_reply(&server);
-    client.git(&["remote", "set-url", "origin", &proxy.url()]);
+    client.git(&["config", "--unset", &insteadof(&passing.url())]);
+    client.git(&["config", &insteadof(&proxy.url()), &server.url()]);
     lease(&client, 1, &["release", "7", "--remote", "origin"])
         .code(1)
         .stderr_has("the outcome is unknown");
     assert_eq!(server.leases("7").last().unwrap()["event"], "release");
+    client.git(&["config", "--unset", &insteadof(&proxy.url())]);
     drop(proxy);
-    client.git(&["remote", "set-url", "origin", &server.url()]);
     let again = lease(
         &client,
         2,
@@ -235,7 +249,7 @@ fn a_claim_refused_for_a_lock_a_killed_receive_pack_left_behind_says_so_and_work
             _ => Fault::Pass,
         }),
     );
-    alice.git(&["remote", "set-url", "origin", &killing.url()]);
+    judged_then_through(&server, &alice, &killing.url());
     lease(&alice, 0, &["acquire", "7", "--remote", "origin"])
         .code(1)
         .stderr_has("the outcome is unknown");
@@ -243,8 +257,8 @@ fn a_claim_refused_for_a_lock_a_killed_receive_pack_left_behind_says_so_and_work
     assert_eq!(server.tip("7"), None);
     let lock = leftover_lock(&server, "leases/7");
     assert!(lock.exists(), "no lock left at {}", lock.display());
+    alice.git(&["config", "--unset", &insteadof(&killing.url())]);
     drop(killing);
-    client_direct(&server, &alice);
     // Every attempt finds the lock in the way: a refusal that says so, not a lost race.
     let locked = lease(&alice, 1, &["--json", "acquire", "7", "--remote", "origin"]);
     locked

@@ -177,9 +177,8 @@ pub(super) fn open(state: &State, remote: Option<String>) -> Result<Context, Err
         ledger,
         now,
         json: true,
+        unshared: remote.is_none().then(|| state.unshared.clone()).flatten(),
         remote,
-        // The local-claim hint is for a person at a terminal: a tool's answer carries none.
-        local_advice: std::cell::RefCell::new(None),
         local: false,
     })
 }

@@ -43,7 +43,7 @@ impl std::io::Write for Sink {
 /// signal or the end of the connection.
 pub(super) fn start_watch(
     dir: PathBuf,
-    remote: Option<String>,
+    (remote, unshared): (Option<String>, Option<git_lease::backend::Unshared>),
     notices: mpsc::UnboundedSender<Notice>,
     started: watch::Sender<bool>,
 ) {
@@ -51,6 +51,7 @@ pub(super) fn start_watch(
         let state = State {
             dir,
             remote: remote.clone(),
+            unshared,
             secrets: Mutex::default(),
             watching: started.subscribe(),
         };

@@ -64,11 +64,13 @@ enum Notice {
     Warning(String),
 }
 
-/// What every call shares: where the repository is, where its leases are by default, the
-/// session secrets of this client's claims, and whether the watch has started.
+/// What every call shares: where the repository is, where its leases are by default (a remote,
+/// or else why the local refs are for reading only, when they are), the session secrets of this
+/// client's claims, and whether the watch has started.
 struct State {
     dir: PathBuf,
     remote: Option<String>,
+    unshared: Option<git_lease::backend::Unshared>,
     secrets: Mutex<HashMap<String, String>>,
     watching: watch::Receiver<bool>,
 }
@@ -424,13 +426,19 @@ pub(crate) fn serve(ctx: &Context) -> Result<u8, Failure> {
     let (started, watching) = watch::channel(false);
     let stop = CancellationToken::new();
     stop_on_signals(stop.clone())?;
-    events::start_watch(dir.clone(), ctx.remote.clone(), notices, started);
+    events::start_watch(
+        dir.clone(),
+        (ctx.remote.clone(), ctx.unshared.clone()),
+        notices,
+        started,
+    );
     // Until the client sets one, every notification is sent: lease events are `info`.
     let level = Arc::new(AtomicU8::new(LoggingLevel::Debug as u8));
     let server = Server {
         state: Arc::new(State {
             dir,
             remote: ctx.remote.clone(),
+            unshared: ctx.unshared.clone(),
             secrets: Mutex::default(),
             watching,
         }),

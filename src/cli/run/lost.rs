@@ -38,7 +38,7 @@ pub(super) fn lost_reason(
 /// `None` when the history cannot be read or no longer shows the tenure.
 fn ending(handle: &Handle, tenure: &Tenure, now: DateTime<Utc>) -> Option<Lease> {
     let ledger = handle.ledger(now).ok()?;
-    let backend = git_lease::backend::open(&ledger, handle.remote.as_deref()).ok()?;
+    let backend = git_lease::backend::open(&ledger, &handle.target).ok()?;
     let newest_first = backend.log(&handle.issue).ok()?;
     let last_ours = newest_first
         .iter()

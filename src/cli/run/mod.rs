@@ -249,7 +249,7 @@ fn after(d: Duration) -> Instant {
 #[derive(Clone)]
 struct Handle {
     dir: PathBuf,
-    remote: Option<String>,
+    target: git_lease::backend::Target,
     issue: IssueId,
     holder: Holder,
     secret: String,
@@ -270,14 +270,14 @@ impl Handle {
         mut decide: impl FnMut(Option<rules::Current<'_>>) -> rules::Transition,
     ) -> Result<Report, Error> {
         let ledger = self.ledger(now)?;
-        let backend = git_lease::backend::open(&ledger, self.remote.as_deref())?;
+        let backend = git_lease::backend::open(&ledger, &self.target)?;
         backend.apply(&self.issue, &mut decide)
     }
 
     /// Returns the newest entry of the lease at `now` (a fetch, through a remote).
     fn current(&self, now: DateTime<Utc>) -> Result<Option<git_lease::Entry>, Error> {
         let ledger = self.ledger(now)?;
-        let backend = git_lease::backend::open(&ledger, self.remote.as_deref())?;
+        let backend = git_lease::backend::open(&ledger, &self.target)?;
         backend.current(&self.issue)
     }
 
@@ -318,7 +318,7 @@ pub(crate) fn run(ctx: &Context, args: RunArgs) -> Result<u8, Failure> {
     };
     let handle = |issue: &IssueId| Handle {
         dir: dir.clone(),
-        remote: ctx.remote.clone(),
+        target: ctx.target(),
         issue: issue.clone(),
         holder: args.holder.clone(),
         secret: secret.clone(),
@@ -353,7 +353,6 @@ pub(crate) fn run(ctx: &Context, args: RunArgs) -> Result<u8, Failure> {
         }
     };
     tell(ctx, &report, now, None);
-    ctx.advise_local(report.wrote);
 
     // The tree is prepared before signals are caught, so that its guard starts with
     // `run`'s own dispositions.
@@ -373,8 +372,10 @@ pub(crate) fn run(ctx: &Context, args: RunArgs) -> Result<u8, Failure> {
     let (stop_renewing, renewer_wake) = mpsc::channel::<Wake>();
     // A lease that never expires is read again whenever a ref of a local ledger moves, so a
     // revoke is found at once; watched from before the child starts, for as long as the run.
-    let _moves = match (args.ttl, &handle.remote) {
-        (Ttl::Never, None) => follow::on_ref_moves(ctx, stop_renewing.clone()),
+    let _moves = match (args.ttl, &handle.target) {
+        (Ttl::Never, git_lease::backend::Target::Local) => {
+            follow::on_ref_moves(ctx, stop_renewing.clone())
+        }
         _ => None,
     };
     let mut child = match command.spawn() {

@@ -85,6 +85,11 @@ impl Memory {
         }
     }
 
+    /// Returns true when anything was ever remembered of this remote here.
+    pub(crate) fn exists(&self) -> bool {
+        self.path.exists()
+    }
+
     /// Appends `moves` (`(issue, tip)`), best effort.
     pub(crate) fn remember<'a>(&self, moves: impl IntoIterator<Item = (&'a str, ObjectId)>) {
         let mut text = String::new();

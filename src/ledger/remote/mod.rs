@@ -29,6 +29,7 @@ mod memory;
 mod name;
 mod push;
 pub mod refusal;
+mod shares;
 mod verdict;
 
 use std::process::Command;
@@ -103,6 +104,9 @@ pub struct Remote<'a> {
     indexed: std::cell::RefCell<Option<Option<std::rc::Rc<index::IndexedFold>>>>,
     /// What doctor found of the server's compare-and-swap.
     verdict: verdict::Verdict,
+    /// Whether pushes go to a repository on this machine through git's own receive-pack,
+    /// which honours expected old values: no probe is needed.
+    local_push: bool,
     /// Whether this command's writes were found allowed by that verdict (read once).
     writes_allowed: std::cell::Cell<bool>,
 }
@@ -163,8 +167,14 @@ impl<'a> Remote<'a> {
         } else {
             remote.to_owned()
         };
+        let local_push = verdict::is_local(&push_url)
+            && !(configured
+                && store
+                    .config_string(&format!("remote.{remote}.receivepack"))
+                    .is_some());
         Ok(Remote {
             verdict: verdict::Verdict::of(store, &push_url),
+            local_push,
             writes_allowed: Default::default(),
             memory: memory::Memory::of(store, &slug),
             vouched: (ledger.signers())
@@ -264,47 +274,6 @@ impl<'a> Remote<'a> {
     /// credentials: never for messages).
     pub(crate) fn target(&self) -> &str {
         &self.remote
-    }
-
-    /// Returns the setting that lets writes through this remote although doctor found it
-    /// ignores expected old values: `remote.<name>.leaseUnsafeCas`.
-    pub fn unsafe_cas_key(&self) -> String {
-        format!("remote.{}.{}", self.shown, verdict::UNSAFE_CAS_KEY)
-    }
-
-    /// Returns whether `remote.<name>.leaseUnsafeCas` is set to true.
-    pub fn unsafe_cas_allowed(&self) -> Result<bool> {
-        let key = self.unsafe_cas_key();
-        let set = self.ledger.store().config_string(&key);
-        Ok(crate::config::boolean(&key, set.as_deref())?.unwrap_or(false))
-    }
-
-    /// Records doctor's finding that the server ignores a push's expected old value (`what`
-    /// it saw, one line), or, with `None`, that it honours it.
-    pub(crate) fn record_cas(&self, ignored: Option<&str>) -> Result<()> {
-        match ignored {
-            Some(what) => self.verdict.record_ignored(what),
-            None => self.verdict.clear(),
-        }
-    }
-
-    /// Refuses a write, before its first push, through a server doctor found to ignore
-    /// expected old values, unless the user accepted that for this remote.
-    fn check_writes_allowed(&self) -> Result<()> {
-        if self.writes_allowed.get() {
-            return Ok(());
-        }
-        if let Some(detail) = self.verdict.ignored() {
-            if !self.unsafe_cas_allowed()? {
-                return Err(Error::UnsafeRemote {
-                    remote: self.shown.clone(),
-                    key: self.unsafe_cas_key(),
-                    detail,
-                });
-            }
-        }
-        self.writes_allowed.set(true);
-        Ok(())
     }
 }
 

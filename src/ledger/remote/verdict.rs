@@ -1,25 +1,34 @@
-//! What `git lease doctor` found of a remote's compare-and-swap, remembered.
+//! What doctor's probe found of a remote's compare-and-swap, remembered.
 //!
 //! A claim through a remote is a push with an expected old value: it is a compare-and-swap only
 //! if the server refuses the push when its ref is no longer at that value. A server that
 //! ignores it (and still answers "ok") lets two claimers both win. Doctor's probe tells
-//! ([`crate::doctor`]); a server found to ignore it is recorded here, and every write through
-//! it is then refused ([`crate::Error::UnsafeRemote`], exit 1) until doctor finds it honours
-//! old values again, or the user accepts the danger for that remote by name
-//! (`remote.<name>.leaseUnsafeCas = true`). Reads still work.
+//! ([`crate::doctor`]). `git lease doctor` runs it, and so does the first write through a push
+//! URL that nothing has judged yet ([`Remote::check_writes_allowed`]), once per URL per clone.
+//! A server found to ignore it is recorded here, and every write through it is then refused
+//! ([`crate::Error::UnsafeRemote`], exit 1) until doctor finds it honours old values again,
+//! or the user accepts the danger for that remote by name (`remote.<name>.leaseUnsafeCas =
+//! true`, which also spares the probe). Reads still work. A push URL that is a path or
+//! `file://` is served by this machine's git receive-pack, which honours old values: it is not
+//! probed (unless `remote.<name>.receivepack` names another program).
 //!
 //! The record is a file, `$GIT_COMMON_DIR/lease-doctor/<key>`, one per server: `<key>` is the
 //! FNV-1a hash of the URL the remote's pushes go to (`remote.<name>.pushurl`, else
 //! `remote.<name>.url`, or the URL given), without its credentials, so a remote's name and its
-//! URL share one verdict. It is an observation, not a setting: doctor alone writes and clears
-//! it, beside the remote's memory in the repository's own directory (shared by its worktrees,
-//! out of reach of any refspec), and nothing in the user's configuration changes behind them.
-//! Its presence is the verdict (a record that cannot be read still refuses); its text says
-//! what was seen, and when. A write reads it once, before its first push: a file that is
-//! normally absent, so the claim path pays one failed open.
+//! URL share one verdict. Its presence is the verdict (a record that cannot be read still
+//! refuses); its text says what was seen. A server found safe to write through is recorded as
+//! `<key>.allowed` instead, so that it is probed no more. It is an observation, not a
+//! setting: the probe alone writes and clears it, beside the remote's memory in the
+//! repository's own directory (shared by its worktrees, out of reach of any refspec). A write
+//! reads it once, before its first push: two small files, one of them absent.
 
 use std::path::PathBuf;
 
+use chrono::DateTime;
+
+use super::Remote;
+use crate::doctor::judge::{self, Finding};
+use crate::error::{Error, Result};
 use crate::store::Store;
 
 /// The folder of the verdict files, in the repository's common directory.
@@ -28,6 +37,16 @@ pub const VERDICT_DIR: &str = "lease-doctor";
 /// The setting (`remote.<name>.<KEY>`) that lets writes go through a remote doctor found to
 /// ignore expected old values.
 pub const UNSAFE_CAS_KEY: &str = "leaseUnsafeCas";
+
+/// What was judged of one server.
+pub(crate) enum Judged {
+    /// Nothing yet.
+    Never,
+    /// Writes go through it: what was seen.
+    Allowed,
+    /// It ignores expected old values: what was seen.
+    Ignored(String),
+}
 
 /// The verdict of one server.
 pub(crate) struct Verdict {
@@ -46,7 +65,21 @@ impl Verdict {
         }
     }
 
-    /// Returns what was recorded when doctor found the server ignores expected old values;
+    /// The record of a server found safe to write through.
+    fn allowed_path(&self) -> PathBuf {
+        self.path.with_extension("allowed")
+    }
+
+    /// Returns what was judged of the server.
+    pub(crate) fn read(&self) -> Judged {
+        match self.ignored() {
+            Some(detail) => Judged::Ignored(detail),
+            None if self.allowed_path().exists() => Judged::Allowed,
+            None => Judged::Never,
+        }
+    }
+
+    /// Returns what was recorded when the server was found to ignore expected old values;
     /// `None` when nothing is recorded.
     pub(crate) fn ignored(&self) -> Option<String> {
         match std::fs::read(&self.path) {
@@ -61,28 +94,167 @@ impl Verdict {
     }
 
     /// Records that the server ignores expected old values: `what`, one line.
-    pub(crate) fn record_ignored(&self, what: &str) -> crate::Result<()> {
-        let io = |source| crate::Error::Io {
-            context: format!("cannot record doctor's verdict in {}", self.path.display()),
+    pub(crate) fn record_ignored(&self, what: &str) -> Result<()> {
+        self.write(&self.path, what)?;
+        remove(&self.allowed_path())
+    }
+
+    /// Records that writes go through the server: `what` was seen, one line.
+    pub(crate) fn record_allowed(&self, what: &str) -> Result<()> {
+        remove(&self.path)?;
+        self.write(&self.allowed_path(), what)
+    }
+
+    fn write(&self, path: &std::path::Path, what: &str) -> Result<()> {
+        let io = |source| Error::Io {
+            context: format!("cannot record doctor's verdict in {}", path.display()),
             source,
         };
-        let dir = self.path.parent().unwrap_or(&self.path);
+        let dir = path.parent().unwrap_or(path);
         std::fs::create_dir_all(dir).map_err(io)?;
         let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(io)?;
         std::io::Write::write_all(&mut tmp, format!("{what}\n").as_bytes()).map_err(io)?;
-        tmp.persist(&self.path).map_err(|e| io(e.error))?;
+        tmp.persist(path).map_err(|e| io(e.error))?;
+        Ok(())
+    }
+}
+
+/// Removes a record; one already absent is fine.
+fn remove(path: &std::path::Path) -> Result<()> {
+    match std::fs::remove_file(path) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(source) => Err(Error::Io {
+            context: format!("cannot clear doctor's verdict {}", path.display()),
+            source,
+        }),
+    }
+}
+
+/// Returns true for a push URL that git serves with this machine's receive-pack: a path, or a
+/// `file://` URL.
+pub(crate) fn is_local(url: &str) -> bool {
+    if let Some((scheme, _)) = url.split_once("://") {
+        return scheme == "file";
+    }
+    if url.contains("::") {
+        return false;
+    }
+    // git's scp-like `host:path` has a colon before any slash.
+    match (url.find(':'), url.find('/')) {
+        (Some(colon), Some(slash)) => slash < colon,
+        (Some(_), None) => false,
+        _ => true,
+    }
+}
+
+impl Remote<'_> {
+    /// Returns the setting that lets writes through this remote although doctor found it
+    /// ignores expected old values: `remote.<name>.leaseUnsafeCas`.
+    pub fn unsafe_cas_key(&self) -> String {
+        format!("remote.{}.{}", self.shown, UNSAFE_CAS_KEY)
+    }
+
+    /// Returns whether `remote.<name>.leaseUnsafeCas` is set to true.
+    pub fn unsafe_cas_allowed(&self) -> Result<bool> {
+        let key = self.unsafe_cas_key();
+        let set = self.ledger.store().config_string(&key);
+        Ok(crate::config::boolean(&key, set.as_deref())?.unwrap_or(false))
+    }
+
+    /// Records doctor's finding that the server ignores a push's expected old value (`what`
+    /// it saw, one line), or, with `None`, that it honours it.
+    pub(crate) fn record_cas(&self, ignored: Option<&str>) -> Result<()> {
+        match ignored {
+            Some(what) => self.verdict.record_ignored(what),
+            None => self
+                .verdict
+                .record_allowed("git lease doctor: it refused a stale expected old value"),
+        }
+    }
+
+    /// Refuses a write, before its first push, through a server found to ignore expected old
+    /// values, unless the user accepted that for this remote. A server nothing has judged is
+    /// probed first, once ([`judge::cas`]), unless it needs none.
+    pub(super) fn check_writes_allowed(&self) -> Result<()> {
+        if self.writes_allowed.get() {
+            return Ok(());
+        }
+        let refused = match self.verdict.read() {
+            Judged::Allowed => None,
+            Judged::Ignored(detail) => Some(detail),
+            Judged::Never if self.local_push || self.unsafe_cas_allowed()? => None,
+            Judged::Never => self.probe_once()?,
+        };
+        if let Some(detail) = refused {
+            if !self.unsafe_cas_allowed()? {
+                return Err(Error::UnsafeRemote {
+                    remote: self.shown.clone(),
+                    key: self.unsafe_cas_key(),
+                    detail,
+                });
+            }
+        }
+        self.writes_allowed.set(true);
         Ok(())
     }
 
-    /// Forgets the verdict: doctor found the server honours expected old values.
-    pub(crate) fn clear(&self) -> crate::Result<()> {
-        match std::fs::remove_file(&self.path) {
-            Ok(()) => Ok(()),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-            Err(source) => Err(crate::Error::Io {
-                context: format!("cannot clear doctor's verdict {}", self.path.display()),
-                source,
-            }),
+    /// Runs doctor's compare-and-swap probe and records what it found; returns what the server
+    /// did when it ignores expected old values. A probe that could not tell, this time, is
+    /// [`Error::Transport`]: the write is not made blind.
+    fn probe_once(&self) -> Result<Option<String>> {
+        let now = self
+            .ledger
+            .reading()
+            .map_or(DateTime::UNIX_EPOCH, |reading| reading.now);
+        // Recorded best effort: a record that cannot be written costs a probe next time.
+        Ok(match judge::cas(self.ledger, self, now)? {
+            Finding::Holds(what) | Finding::Untold(what) => {
+                let _ = self.verdict.record_allowed(&what);
+                None
+            }
+            Finding::Ignored(what) => {
+                let _ = self.verdict.record_ignored(&what);
+                Some(what)
+            }
+            Finding::Failed(why) => {
+                return Err(Error::Transport {
+                    command: format!("doctor's compare-and-swap probe of {}", self.shown),
+                    message: format!(
+                        "cannot tell whether it honours a push's expected old value, so nothing \
+                         was written: {why}; run `git lease doctor --remote {}`",
+                        self.shown
+                    ),
+                })
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_local;
+
+    #[test]
+    fn paths_and_file_urls_are_served_here_and_the_rest_elsewhere() {
+        for url in [
+            "/srv/r.git",
+            "../r.git",
+            "r.git",
+            "file:///srv/r.git",
+            "./a:b",
+        ] {
+            assert!(is_local(url), "{url}");
+        }
+        for url in [
+            "git://127.0.0.1/r.git",
+            "http://h/r.git",
+            "git@github.com:o/r.git",
+            "host:r.git",
+            "ssh://h/r",
+            "ext::ssh h git-%s",
+        ] {
+            assert!(!is_local(url), "{url}");
         }
     }
 }

@@ -281,6 +281,10 @@ fn one_issue_is_claimed_renewed_and_released_on_a_server_without_atomic() {
     };
     let alice = server.client("alice");
     let bob = server.client("bob");
+    // Claims through it are refused unless the danger is accepted by name.
+    for client in [&alice, &bob] {
+        client.git(&["config", "remote.origin.leaseUnsafeCas", "true"]);
+    }
     let remote = ["--remote", "origin"];
     let with = |args: &[&'static str]| [args, &remote[..]].concat();
     let run = lease(&alice, 0, &with(&["--json", "acquire", "7", "--ttl", "1h"]));
@@ -417,6 +421,10 @@ fn dulwich_s_http_server_takes_claims_and_releases_made_one_at_a_time() {
     assert!(!server.engine().honours_old_value());
     let alice = server.client("alice");
     let bob = server.client("bob");
+    // Claims through it are refused unless the danger is accepted by name.
+    for client in [&alice, &bob] {
+        client.git(&["config", "remote.origin.leaseUnsafeCas", "true"]);
+    }
     let remote = ["--remote", "origin"];
     let with = |args: &[&'static str]| [args, &remote[..]].concat();
     let run = lease(&alice, 0, &with(&["--json", "acquire", "7", "--ttl", "1h"]));
@@ -433,6 +441,40 @@ fn dulwich_s_http_server_takes_claims_and_releases_made_one_at_a_time() {
         .collect();
     assert_eq!(tokens, [1, 1, 2]);
     assert_eq!(server.tip("7"), bob.tip("7"));
+}
+
+/// Eight claimer processes, each in a fresh clone of its own, race for one issue through
+/// dulwich's HTTP server, and nobody ran doctor: each clone's first write probes the server,
+/// finds that it ignores expected old values, and refuses to write through it (exit 1, naming
+/// the setting that accepts the danger), so no two claimers win; the clone remembers it.
+#[test]
+fn eight_claimers_racing_through_dulwich_s_http_server_unjudged_are_all_refused() {
+    let Some(server) = ThirdParty::start(Engine::DulwichHttp) else {
+        return;
+    };
+    let clients = racers(&server);
+    let cmds = clients
+        .iter()
+        .map(|c| {
+            c.lease()
+                .now(T0)
+                .args(["acquire", "hot", "--ttl", "1h", "--remote", "origin"])
+        })
+        .collect();
+    let runs = race(cmds);
+    for run in &runs {
+        assert_eq!(run.code, 1, "{run}\n{}", server.log());
+        run.stderr_has("does not honour a push's expected old value")
+            .stderr_has("git config remote.origin.leaseUnsafeCas true");
+    }
+    assert_eq!(server.tip("hot"), None, "nothing landed");
+    assert!(!server.ls_remote().contains("refs/lease-probe/"));
+    // Remembered: the next write is refused before any push, the server unprobed.
+    let before = server.log().matches("git-receive-pack").count();
+    lease(&clients[0], 60, &["acquire", "hot", "--remote", "origin"])
+        .code(1)
+        .stderr_has("refusing to write through origin");
+    assert_eq!(server.log().matches("git-receive-pack").count(), before);
 }
 
 /// What each server does with an update whose old value is not the ref's, sent straight to its

@@ -1,0 +1,57 @@
+//! Doctor's compare-and-swap probe for a write: the first write through a push URL that no
+//! doctor has judged runs it once ([`crate::remote::Remote`]), so that one winner holds on any
+//! server without a manual step.
+
+use chrono::{DateTime, Utc};
+
+use super::engine::{self, Cas, Refused};
+use crate::ledger::Ledger;
+use crate::probe::PROBE_PREFIX;
+use crate::remote::Remote;
+
+/// What the probe found of a server's compare-and-swap, for a write.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Finding {
+    /// Claims through it hold: it refused a stale expected old value, or it serves one
+    /// connection at a time (what was seen).
+    Holds(String),
+    /// It ignores the expected old value: what it did.
+    Ignored(String),
+    /// The probe could not tell, for a reason that lasts (the server's hooks decline the probe
+    /// ref: a server that runs hooks is git's receive-pack or one like it).
+    Untold(String),
+    /// The probe could not tell this time (why): a later write probes again.
+    Failed(String),
+}
+
+/// Runs doctor's compare-and-swap probe against `remote` (its scratch ref made, raced,
+/// read and deleted), with commits dated `now`.
+pub(crate) fn cas(ledger: &Ledger, remote: &Remote, now: DateTime<Utc>) -> crate::Result<Finding> {
+    let scratch = tempfile::Builder::new()
+        .prefix("git-lease-probe-")
+        .tempdir()
+        .map_err(|source| crate::Error::Io {
+            context: "cannot make a temporary directory for the probe".into(),
+            source,
+        })?;
+    let nonce = format!("{:016x}{:08x}", fastrand::u64(..), std::process::id());
+    let probe = format!("{PROBE_PREFIX}{nonce}");
+    let commits = ledger.store().write_probe(&nonce, now)?;
+    let probed = engine::probe(remote, &probe, commits, scratch.path());
+    Ok(match (probed.cas, probed.refused) {
+        (Cas::Honoured, _) => {
+            Finding::Holds("it refused a push whose expected old value was stale".into())
+        }
+        (Cas::OneAtATime(secs), _) => Finding::Holds(format!(
+            "it took no second connection within {secs}s: one connection at a time"
+        )),
+        (Cas::Ignored(what), _) => Finding::Ignored(what),
+        (Cas::Unknown(_), Some(Refused::Hook(_))) => {
+            Finding::Untold("the server's hooks declined the probe ref".into())
+        }
+        (Cas::Unknown(why), Some(Refused::Push(message))) => {
+            Finding::Failed(format!("{why}: {message}"))
+        }
+        (Cas::Unknown(why), None) => Finding::Failed(why),
+    })
+}
