@@ -18,6 +18,7 @@
 //!   it reads meanwhile.
 
 mod archive;
+mod cas;
 pub mod durability;
 mod files;
 pub(crate) mod loose;

@@ -803,6 +803,9 @@ fn a_lease_json_packed_as_a_delta_of_a_large_blob_is_listed() {
 #[test]
 fn verify_of_thousands_of_ledgers_reports_every_broken_one_in_issue_order() {
     let repo = TestRepo::new();
+    // 13,500 loose objects would start `git gc --auto` in the background, whose
+    // `pack-refs --prune` verify would then read through (gc_race.rs tests that).
+    repo.git(&["config", "lease.gcAuto", "0"]);
     acquire_many(&repo, "v", 4500, "bob");
     // Each of these now points at a first commit recording issue 42.
     let forged = hand_commit(
