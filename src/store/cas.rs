@@ -30,9 +30,9 @@
 use gix::ObjectId;
 
 use super::{Store, Swap};
-use std::io::Write;
 use crate::error::{Error, Result};
 use crate::issue::IssueId;
+use std::io::Write;
 
 impl Store {
     /// Checks `edits` (issue, new commit, expected tip) while a prepared transaction holds
@@ -77,11 +77,12 @@ impl Store {
         let path = common.join(issue.ref_name());
         let fail = gix::lock::acquire::Fail::AfterDurationWithBackoff(self.lock_wait);
         let boundary = Some(common.join("refs"));
-        let mut lock = match gix::lock::File::acquire_to_update_resource(&path, fail, boundary, 0)
-        {
-            Ok(lock) => lock,
-            Err(err) => return Ok(Err(err)),
-        };
+        let shared = self.shared.value();
+        let mut lock =
+            match gix::lock::File::acquire_to_update_resource(&path, fail, boundary, shared) {
+                Ok(lock) => lock,
+                Err(err) => return Ok(Err(err)),
+            };
         if let Some(answer) = self.check_under_locks(&[(issue.clone(), new, expected)])? {
             return Ok(Ok(answer));
         }

@@ -6,8 +6,9 @@
 //! here, as git does it: an object already on disk is freshened (its modification time set to
 //! now) instead of written again, so that a `git gc` running meanwhile does not prune it before
 //! a ref reaches it; a fan-out directory that `git prune` removed between its creation and the
-//! rename is made again; and the files are made durable as git's settings say
-//! ([`crate::durability`]), since gix never fsyncs.
+//! rename is made again; the file and its fan-out directory get the modes
+//! `core.sharedRepository` asks for ([`super::shared`]); and the files are made durable as
+//! git's settings say ([`crate::durability`]), since gix never fsyncs.
 
 use std::path::{Path, PathBuf};
 
@@ -80,7 +81,7 @@ impl Store {
         let mut attempt = 1;
         loop {
             match self.repo.objects.write_buf_with_known_id(kind, data, id) {
-                Ok(_) => return Ok(()),
+                Ok(_) => return self.shared.adjust_up_to(&path, objects_dir),
                 Err(_) if attempt < FAN_OUT_ATTEMPTS && fan_out_vanished(&path) => attempt += 1,
                 Err(e) => return Err(Error::git(format!("cannot write object {id}"), e)),
             }

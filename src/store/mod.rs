@@ -27,6 +27,7 @@ mod objects;
 mod refdb;
 mod reftable;
 mod scan;
+pub mod shared;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
@@ -137,6 +138,8 @@ pub struct Store {
     lock_wait: Duration,
     quarantine: Option<gix::odb::Handle>,
     fsync: crate::durability::Fsync,
+    /// The modes files and directories this store makes are given (`core.sharedRepository`).
+    shared: shared::SharedPerm,
     auto_gc: crate::autogc::AutoGc,
     /// The identity, size and times of `packed-refs` (`None`: absent) when this store last
     /// made gix read it; see [`Store::refresh_packed_refs`].
@@ -307,6 +310,7 @@ impl Store {
         Ok(Store {
             refdb,
             fsync: crate::durability::Fsync::from_repo(&repo)?,
+            shared: shared::SharedPerm::from_repo(&repo)?,
             auto_gc: crate::autogc::AutoGc::from_settings(setting)?,
             repo,
             lock_wait,
@@ -341,6 +345,12 @@ impl Store {
     /// Returns what the write path fsyncs.
     pub fn fsync(&self) -> crate::durability::Fsync {
         self.fsync
+    }
+
+    /// Returns the modes what this store's repository gets made are given
+    /// (`core.sharedRepository`, [`shared`]).
+    pub fn shared(&self) -> shared::SharedPerm {
+        self.shared
     }
 
     /// Returns the underlying repository. Its objects and configuration are this store's; its
@@ -717,6 +727,8 @@ impl Store {
     /// [`refdb`]).
     fn after_ref_update<'a>(&self, names: impl IntoIterator<Item = &'a str>) -> Result<()> {
         if let RefDb::Files = self.refdb {
+            let names: Vec<&str> = names.into_iter().collect();
+            self.share_refs(&names)?;
             self.fsync.sync_refs(self.repo.common_dir(), names)?;
         }
         self.auto_gc

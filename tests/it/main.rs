@@ -145,6 +145,7 @@ mod run;
 mod server;
 mod servers;
 mod session;
+mod shared_repo;
 mod sharing;
 mod signatures;
 mod signing;
