@@ -1,5 +1,6 @@
 //! A group-shared repository (`git init --shared=group`): two accounts of one group, each
-//! claiming with git-lease and pushing with plain git after the other, in one repository,
+//! claiming with git-lease and pushing with plain git after the other, in one repository
+//! and then through its server hook,
 //! every directory git-lease made left writable by the group (and setgid) as git leaves its
 //! own. Runs as root (the accounts are made once, idempotently); skipped, saying why, when it
 //! does not (with `CI=true` that is a failure).
@@ -224,6 +225,38 @@ fn two_members_of_a_group_claim_and_push_after_each_other() {
         .lease(1, &["acquire", "gh/3", "--holder", "bob"])
         .ok();
     shared.lease(1, &["list"]).ok();
+
+    // The same through the server's hook: each member's claims and plain pushes reach the
+    // shared repository through receive-pack, which runs the hook as that member.
+    let repo = shared.repo();
+    let hook = ["install-hook", "--repo", path_str(&repo), "--binary", BIN];
+    shared.as_member(0, BIN, &hook).ok();
+    let now = at_min(0);
+    let config = [
+        "-C",
+        path_str(&repo),
+        "config",
+        "lease.hookNow",
+        now.as_str(),
+    ];
+    shared.as_member(0, "git", &config).ok();
+    for (who, issue) in [(0, "r1"), (1, "r2"), (0, "r3"), (1, "r1")] {
+        let clone = format!("{}/work-{}", MEMBERS[who], MEMBERS[who]);
+        if !shared.root.join(&clone).exists() {
+            let url = path_str(&repo);
+            shared
+                .as_member(who, "git", &["clone", "-q", url, &clone])
+                .ok();
+        }
+        let holder = MEMBERS[who];
+        let args = [
+            "-C", &clone, "acquire", issue, "--remote", "origin", "--holder", holder,
+        ];
+        let run = shared.as_member(who, BIN, &args);
+        run.code(if issue == "r1" && who == 1 { 3 } else { 0 });
+    }
+    shared.push(1, "bob-after-hook", 40);
+    shared.push(0, "alice-after-hook", 40);
     assert_eq!(shared.unshared_directories(), Vec::<String>::new());
     let fsck = shared.as_member(1, "git", &["-C", "repos/shared.git", "fsck", "--strict"]);
     fsck.ok();
