@@ -6,11 +6,8 @@
 //! `git -c gc.auto=<threshold> gc --auto --quiet` is started in the background (git's own
 //! `gc.pid` lock keeps concurrent ones out) and not waited for, so a claim is never blocked by
 //! packing. The threshold is `lease.gcAuto`, else git's `gc.auto`, else 6700; 0 disables it.
-//! Writes of several events at once (multi-issue claims, batches) add one pack each
-//! (`src/store/pack.rs`) instead; after those, the trigger counts the indexed packs without a `.keep`
-//! as `git gc --auto` does, and past `gc.autoPackLimit` (default 50) starts it the same way, to
-//! consolidate them. `GIT_LEASE_GC_SYNC=1` runs it in the foreground and waits (for tests and
-//! scripts). It knows paths, not the store, so the store can own it.
+//! Writes of several events at once (multi-issue claims, batches) write loose objects too.
+//! `GIT_LEASE_GC_SYNC=1` runs it in the foreground and waits (for tests and scripts). It knows paths, not the store, so the store can own it.
 
 use std::cell::Cell;
 use std::path::Path;
@@ -27,23 +24,16 @@ pub const DEFAULT_GC_AUTO: u64 = 6700;
 /// The environment variable that makes the automatic trigger wait for git (`1`).
 pub const GC_SYNC_ENV: &str = "GIT_LEASE_GC_SYNC";
 
-/// git's default `gc.autoPackLimit`: the number of packs past which `git gc --auto`
-/// consolidates them.
-pub const DEFAULT_AUTO_PACK_LIMIT: u64 = 50;
-
 /// The write path's automatic packing trigger.
 #[derive(Debug)]
 pub struct AutoGc {
     threshold: u64,
-    pack_limit: u64,
     foreground: bool,
     loose_pending: Cell<bool>,
-    pack_pending: Cell<bool>,
 }
 
 impl AutoGc {
-    /// Reads `lease.gcAuto` (else `gc.auto`, else [`DEFAULT_GC_AUTO`]), `gc.autoPackLimit`
-    /// (else [`DEFAULT_AUTO_PACK_LIMIT`]) and [`GC_SYNC_ENV`].
+    /// Reads `lease.gcAuto` (else `gc.auto`, else [`DEFAULT_GC_AUTO`]) and [`GC_SYNC_ENV`].
     /// `setting` gives a configuration value by key (the store reads the repository's).
     pub fn from_settings(setting: impl Fn(&str) -> Option<String>) -> crate::Result<AutoGc> {
         let count = |key: &str| crate::config::count(key, setting(key).as_deref());
@@ -51,13 +41,10 @@ impl AutoGc {
             Some(n) => n,
             None => count("gc.auto")?.unwrap_or(DEFAULT_GC_AUTO),
         };
-        let pack_limit = count("gc.autoPackLimit")?.unwrap_or(DEFAULT_AUTO_PACK_LIMIT);
         Ok(AutoGc {
             threshold,
-            pack_limit,
             foreground: std::env::var_os(GC_SYNC_ENV).is_some_and(|v| v == "1"),
             loose_pending: Cell::new(false),
-            pack_pending: Cell::new(false),
         })
     }
 
@@ -73,24 +60,13 @@ impl AutoGc {
         }
     }
 
-    /// Notes a pack just written: it may have made too many packs.
-    pub(crate) fn note_pack_written(&self) {
-        self.pack_pending.set(true);
-    }
-
     /// Called after a ref update landed: when a write went into `objects/17` since the last
-    /// check and the estimate is past the threshold, or a pack was written since and the packs
-    /// are past `gc.autoPackLimit`, starts git's packing (never with a threshold of 0). Never
+    /// check and the estimate is past the threshold, starts git's packing (never with a
+    /// threshold of 0). Never
     /// fails the write: a trigger that cannot run is skipped, and the next one tries again.
     pub(crate) fn after_write(&self, git_dir: &Path, objects_dir: &Path) {
         let loose = self.loose_pending.replace(false);
-        let packs = self.pack_pending.replace(false);
-        if self.threshold == 0 || !(loose || packs) {
-            return;
-        }
-        let due = (loose && too_many_loose_objects(objects_dir, self.threshold))
-            || (packs && too_many_packs(objects_dir, self.pack_limit));
-        if !due {
+        if !loose || !too_many_loose_objects(objects_dir, self.threshold) {
             return;
         }
         let _ = spawn_auto_gc(git_dir, self.threshold, self.foreground);
@@ -112,34 +88,6 @@ pub fn too_many_loose_objects(objects_dir: &Path, threshold: u64) -> bool {
         let name = entry.file_name();
         let name = name.as_encoded_bytes();
         if name.len() >= 38 && name.iter().all(u8::is_ascii_hexdigit) {
-            found += 1;
-            if found > limit {
-                return true;
-            }
-        }
-    }
-    false
-}
-
-/// Returns true if `objects_dir/pack` holds more than `limit` indexed packs that have no
-/// `.keep` file, as `git gc --auto` counts them (a `limit` of 0: never).
-pub fn too_many_packs(objects_dir: &Path, limit: u64) -> bool {
-    if limit == 0 {
-        return false;
-    }
-    let pack_dir = objects_dir.join("pack");
-    let Ok(dir) = std::fs::read_dir(&pack_dir) else {
-        return false;
-    };
-    let mut found = 0u64;
-    for entry in dir.flatten() {
-        let path = pack_dir.join(entry.file_name());
-        // A pack counts once its index is there (a `.pack` without one is still being
-        // written) and while no `.keep` holds it.
-        if path.extension().is_some_and(|e| e == "pack")
-            && path.with_extension("idx").exists()
-            && !path.with_extension("keep").exists()
-        {
             found += 1;
             if found > limit {
                 return true;

@@ -227,10 +227,11 @@ fn temporaries_cutoff(git_dir: &Path) -> Result<Option<SystemTime>> {
 /// Removes the temporary files that a killed writer left behind and that were last modified
 /// before `cutoff`, as `git prune` does for its own, and returns how many it removed:
 ///
-/// - in `objects_dir` and its fan-out directories, `tmp_*` (a loose object being written by
-///   this crate, `tmp_obj_*`, or by git);
+/// - in `objects_dir`, `tmp_*` (a loose object being written by git) and `.tmp` followed by
+///   six letters or digits (one being written by gix, as this crate writes them), and `tmp_*`
+///   in its fan-out directories;
 /// - in `objects_dir/pack`, `tmp_*` (git's packs and indexes being written) and `.tmp`
-///   followed by six letters or digits (a pack or index of a write of several events);
+///   followed by six letters or digits (a pack or index written by an older git-lease);
 /// - in `cache_dir` (`<common dir>/git-lease`), `.list-cache*.tmp-*` (a list cache being
 ///   written, [`crate::cache`]).
 ///
@@ -238,15 +239,15 @@ fn temporaries_cutoff(git_dir: &Path) -> Result<Option<SystemTime>> {
 /// cannot be examined or removed is left alone.
 pub fn remove_stale_temporaries(objects_dir: &Path, cache_dir: &Path, cutoff: SystemTime) -> u64 {
     let git_tmp = |name: &str| name.starts_with("tmp_");
-    let pack_tmp = |name: &str| {
+    let gix_tmp = |name: &str| {
         git_tmp(name)
             || name.strip_prefix(".tmp").is_some_and(|rest| {
                 rest.len() == 6 && rest.bytes().all(|b| b.is_ascii_alphanumeric())
             })
     };
     let cache_tmp = |name: &str| name.starts_with(".list-cache") && name.contains(".tmp-");
-    let mut removed = remove_old_files(objects_dir, cutoff, &git_tmp);
-    removed += remove_old_files(&objects_dir.join("pack"), cutoff, &pack_tmp);
+    let mut removed = remove_old_files(objects_dir, cutoff, &gix_tmp);
+    removed += remove_old_files(&objects_dir.join("pack"), cutoff, &gix_tmp);
     for fan_out in 0..=255u8 {
         removed += remove_old_files(
             &objects_dir.join(format!("{fan_out:02x}")),

@@ -84,7 +84,7 @@ pub use ledger::{any, archive, backend, batch, listing, mirror, remote, verify};
 pub use model::{holder, issue, lease, liveness, remark, session, time};
 pub use rules::step;
 pub use store::durability;
-pub(crate) use store::{loose, pack};
+pub(crate) use store::loose;
 
 pub use error::{Error, ErrorKind, Result};
 pub use holder::Holder;

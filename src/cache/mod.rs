@@ -73,6 +73,7 @@ use codec::{Record, Records, HEADER_LEN};
 pub struct ListCache {
     path: PathBuf,
     hash: gix::hash::Kind,
+    shared: crate::store::shared::SharedPerm,
 }
 
 impl ListCache {
@@ -87,6 +88,7 @@ impl ListCache {
         ListCache {
             path: store.repo().common_dir().join("git-lease").join(name),
             hash: store.repo().object_hash(),
+            shared: store.shared(),
         }
     }
 
@@ -152,6 +154,7 @@ impl ListCache {
         // body held whole would be 13 MB more at the peak of a cold listing.
         let dir = self.path.parent().unwrap_or(Path::new("."));
         std::fs::create_dir_all(dir).map_err(|e| io("cannot create the directory of", e))?;
+        self.shared.adjust(dir)?;
         let tmp = dir.join(format!(
             ".{}.tmp-{}-{:08x}",
             self.path
@@ -195,7 +198,12 @@ impl ListCache {
             .open(&tmp)
             .and_then(|mut f| write(&mut f));
         match written {
-            Ok(true) => {}
+            Ok(true) => {
+                if let Err(e) = self.shared.adjust(&tmp) {
+                    let _ = std::fs::remove_file(&tmp);
+                    return Err(e);
+                }
+            }
             // This build cannot cache at all: nothing is left behind.
             Ok(false) => {
                 let _ = std::fs::remove_file(&tmp);

@@ -12,7 +12,6 @@ mod manual;
 mod mcp;
 mod output;
 mod pages;
-mod parse;
 mod progress;
 mod run;
 mod server;
@@ -265,6 +264,17 @@ fn hide_where(mut command: clap::Command) -> clap::Command {
     command.next_display_order(0)
 }
 
+/// Parses `args` (the program's name first) with the whole interface, [`command`]: clap with
+/// the global options (`-C`, `--json`, `--remote`, `--local`, `--color`) as clap globals.
+fn parse(args: &[std::ffi::OsString]) -> Result<Cli, clap::Error> {
+    use clap::FromArgMatches;
+    command()
+        .try_get_matches_from(args)
+        .and_then(|mut matches| {
+            Cli::from_arg_matches_mut(&mut matches).map_err(|e| e.format(&mut command()))
+        })
+}
+
 /// Runs the command line `args` (the program name first) and returns the exit code.
 pub fn main(args: Vec<std::ffi::OsString>) -> u8 {
     // A shell asking for completions (`COMPLETE=bash`): answered before anything else.
@@ -278,7 +288,7 @@ pub fn main(args: Vec<std::ffi::OsString>) -> u8 {
         .take_while(|a| *a != "--")
         .any(|a| a == "--json");
     said::set_json(json);
-    let cli = match parse::parse(&args) {
+    let cli = match parse(&args) {
         Ok(cli) => cli,
         Err(e) => {
             if matches!(

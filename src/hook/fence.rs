@@ -46,6 +46,10 @@ pub(super) fn record_approvals(store: &Store, approvals: &[Approval]) -> std::io
     }
     let dir = store.git_dir().join(FENCE_APPROVALS_DIR);
     std::fs::create_dir_all(&dir)?;
+    let shared = |path: &std::path::Path| {
+        gix::fs::set_shared_repository_permissions(path, store.shared().value())
+    };
+    shared(&dir)?;
     // Forget approvals no transaction took.
     if let Ok(entries) = std::fs::read_dir(&dir) {
         for entry in entries.flatten() {
@@ -71,6 +75,7 @@ pub(super) fn record_approvals(store: &Store, approvals: &[Approval]) -> std::io
         );
         let mut tmp = tempfile::NamedTempFile::new_in(&dir)?;
         std::io::Write::write_all(&mut tmp, text.as_bytes())?;
+        shared(tmp.path())?;
         tmp.persist(approval_path(store, &a.update))
             .map_err(|e| e.error)?;
     }

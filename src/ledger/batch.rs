@@ -6,10 +6,9 @@
 //! A server that hands out leases to many workers sees many requests at a time. Applying them
 //! one by one costs a ref transaction each (lock file, write, rename per ref) plus, with
 //! fsync on, several fsyncs each. [`Ledger::apply_batch`] decides every operation with the
-//! same rules as the single operations ([`crate::rules`]), writes all the new objects as one
-//! pack (`src/store/pack.rs`: a pack and its index, and a `.keep` until the refs move, for the
-//! whole batch instead of three files per operation), makes it durable once (when fsync is
-//! configured), and moves every ref in **one** transaction: gix (or git, for reftable) locks
+//! same rules as the single operations ([`crate::rules`]), writes all the new objects (loose,
+//! through gix, packed later by `git gc --auto`), makes them durable before any ref moves (when
+//! fsync is configured), and moves every ref in **one** transaction: gix (or git, for reftable) locks
 //! and checks every ref before it changes any, so on a conflict (another writer
 //! moved one of the refs since it was read) nothing moves; the whole batch then re-reads and
 //! decides again, so a concurrent writer causes a retry, never a lost update.

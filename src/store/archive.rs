@@ -128,7 +128,7 @@ impl Store {
                 format!("a fold must be a commit, not a {kind}"),
             ));
         }
-        let mut staged = super::objects::Staged::default();
+        let mut staged = super::Staged::default();
         let written = staged.add(self.repo.object_hash(), kind, data)?;
         if written != commit {
             return Err(corrupt(commit, format!("its bytes hash to {written}")));

@@ -8,19 +8,17 @@
 //! renames and never calls fsync, and it does not read `core.fsync`. So the write path does it:
 //!
 //! 1. after writing a commit's objects and **before** the ref moves: fsync each new loose
-//!    object file (before its rename into place, in `crate::loose`), its `objects/xx`
-//!    directory and `objects/` (so a ref can never point at an object that a crash lost); for
-//!    a write of several events, the pack, its index and `objects/pack` instead;
+//!    object file (written by gix, in `crate::loose`), its `objects/xx` directory and
+//!    `objects/` (so a ref can never point at an object that a crash lost);
 //! 2. after the ref transaction: fsync each ref file and its directories up to `refs/` (so an
 //!    answer "acquired" is not forgotten by a crash right after it was given).
 //!
 //! What is synced follows git: `core.fsync` components `loose-object` (also in `objects`,
-//! `committed`, `added`, `all`) for objects, `pack` (also in those, and in git's default) for
-//! packs, and `reference` (also in `committed`, `added`, `all`) for refs, parsed as git parses
-//! them (starting from git's default, which has packs but neither loose objects nor refs;
-//! `none` clears the default; `-component` removes one); the legacy
+//! `committed`, `added`, `all`) for objects and `reference` (also in `committed`, `added`,
+//! `all`) for refs, parsed as git parses them (starting from git's default, which has neither
+//! loose objects nor refs; `none` clears the default; `-component` removes one); the legacy
 //! `core.fsyncObjectFiles=true` for objects. `lease.fsync` overrides them all: `true` syncs
-//! objects, packs and refs, `false` none of them.
+//! objects and refs, `false` neither. git-lease writes no packs: those of `git gc` are git's.
 //! docs/DURABILITY.md says what a power loss can lose in each mode.
 
 use std::collections::BTreeSet;
@@ -49,25 +47,20 @@ pub struct Fsync {
     pub objects: bool,
     /// Fsync ref files and their directories after a ref moves.
     pub refs: bool,
-    /// Fsync a pack and its index, and `objects/pack`, before a ref moves (batches write
-    /// their objects as one pack: `src/store/pack.rs`).
-    pub packs: bool,
 }
 
 impl Fsync {
-    /// Nothing synced at all (`lease.fsync=false`). git's default is not this: it syncs packs
-    /// ([`Fsync::from_settings`] without settings).
+    /// Nothing synced at all (`lease.fsync=false`, and git's default for what git-lease
+    /// writes).
     pub const NONE: Fsync = Fsync {
         objects: false,
         refs: false,
-        packs: false,
     };
 
-    /// Objects, packs and refs (`lease.fsync=true`).
+    /// Objects and refs (`lease.fsync=true`).
     pub const ALL: Fsync = Fsync {
         objects: true,
         refs: true,
-        packs: true,
     };
 
     /// Decides from the three settings, as described in the module documentation.
@@ -88,7 +81,6 @@ impl Fsync {
         Fsync {
             objects: components & LOOSE_OBJECT != 0 || fsync_object_files == Some(true),
             refs: components & REFERENCE != 0,
-            packs: components & PACK != 0,
         }
     }
 
@@ -104,10 +96,11 @@ impl Fsync {
         ))
     }
 
-    /// Fsyncs the fan-out directories of the loose objects `ids` under `objects_dir`, and
-    /// `objects_dir` itself, so that their renames into place are durable. The files were
-    /// fsynced by their writer before the rename (`src/store/loose.rs`), as git does. Objects that
-    /// are not loose (packed, or from an alternate) are skipped.
+    /// Fsyncs the loose objects `ids` under `objects_dir`, their fan-out directories and
+    /// `objects_dir` itself, so that the files and their renames into place are durable
+    /// before a ref names them. git fsyncs a file before its rename; gix does not, so here it
+    /// is done after, which gives a ref the same guarantee. Objects that are not loose
+    /// (packed, or from an alternate) are skipped.
     pub(crate) fn sync_objects(&self, objects_dir: &Path, ids: &[ObjectId]) -> Result<()> {
         if !self.objects {
             return Ok(());
@@ -115,7 +108,7 @@ impl Fsync {
         let mut dirs = BTreeSet::new();
         for id in ids {
             let path = crate::loose::path(objects_dir, *id);
-            if let (true, Some(dir)) = (path.is_file(), path.parent()) {
+            if let (true, Some(dir)) = (sync_file_if_present(&path)?, path.parent()) {
                 dirs.insert(dir.to_owned());
             }
         }
@@ -126,23 +119,6 @@ impl Fsync {
             sync_dir(dir)?;
         }
         sync_dir(objects_dir)
-    }
-
-    /// Fsyncs a pack and its index and the directory they were renamed into, when packs
-    /// are synced (git's default).
-    pub(crate) fn sync_pack(&self, pack: &Path, index: &Path) -> Result<()> {
-        if !self.packs {
-            return Ok(());
-        }
-        for file in [pack, index] {
-            File::open(file)
-                .and_then(|f| f.sync_all())
-                .map_err(|e| io_error("cannot fsync", file, e))?;
-        }
-        match pack.parent() {
-            Some(dir) => sync_dir(dir),
-            None => Ok(()),
-        }
     }
 
     /// Fsyncs the loose ref files `names` (full names, `refs/…`) under `common_dir`, and every
@@ -273,18 +249,6 @@ mod tests {
         assert_eq!(decide(Some("none"), None, None), (false, false));
         assert_eq!(decide(Some("none, Reference"), None, None), (false, true));
         assert_eq!(decide(Some("bogus"), None, None), (false, false));
-    }
-
-    #[test]
-    fn packs_are_synced_by_default_as_git_does() {
-        let packs = |core, lease| Fsync::from_settings(core, None, lease).packs;
-        assert!(packs(None, None), "git's default has pack");
-        assert!(packs(Some("reference"), None), "a list adds to the default");
-        assert!(!packs(Some("none"), None));
-        assert!(!packs(Some("-pack"), None));
-        assert!(packs(Some("none,objects"), None));
-        assert!(!packs(None, Some(false)));
-        assert!(packs(Some("none"), Some(true)));
     }
 
     #[test]

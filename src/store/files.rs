@@ -2,11 +2,11 @@
 //! files side of the store's ref seam ([`super::RefDb`]; reftable's side is [`super::refdb`]).
 //!
 //! Reads survive `git pack-refs` running meanwhile ([`Store::read_refs`]); a listing reads
-//! `packed-refs` line by line ([`Store::refs_fast`]); the compare-and-swap of one lease ref
-//! is done as git's files backend does it, under the ref's own lock ([`Store::swap_loose`]),
-//! unless it writes a reflog or a ref namespace is set; several refs (and those) move in one
-//! gix transaction. Errors become the store's answers here: a lost
-//! race, a lock held too long (named as the lock actually held), a ref clash.
+//! `packed-refs` line by line ([`Store::refs_fast`]); several refs (and one that writes a
+//! reflog, or in a ref namespace) move in one gix-ref transaction with the expected previous
+//! values, checked again under its locks, and one lease ref under its own lock alone: both in
+//! [`super::cas`], which says why. Errors become the store's answers here: a lost race, a
+//! lock held too long (named as the lock actually held), a ref clash.
 
 use std::path::{Path, PathBuf};
 
@@ -115,7 +115,10 @@ impl Store {
         Ok(out)
     }
 
-    /// The files backend's side of [`Store::swap`].
+    /// The files backend's side of [`Store::swap`]: under the ref's own lock alone
+    /// ([`Store::swap_one`]), or as [`Store::files_swap_many`] of one ref when git would write
+    /// a reflog or a ref namespace is set. A ref already at `new` (this very swap, made by an
+    /// earlier attempt) is a done swap, as in git.
     pub(super) fn files_swap(
         &self,
         issue: &IssueId,
@@ -124,20 +127,42 @@ impl Store {
         log_message: &str,
     ) -> Result<Swap> {
         let edit = [(issue.clone(), new, expected)];
-        if self.writes_reflog(issue) || self.repo.refs.namespace.is_some() {
-            return self.swap_many(&edit, log_message);
-        }
-        let swapped = match self.swap_loose(issue, new, expected)? {
-            Ok(swapped) => swapped,
-            Err(err) => return self.failed_swap(&edit, err),
+        let swapped = if self.writes_reflog(issue) || self.repo.refs.namespace.is_some() {
+            self.files_swap_many(&edit, log_message)?
+        } else {
+            match self.swap_one(issue, new, expected)? {
+                Ok(Swap::Done) => {
+                    self.after_swap(&edit)?;
+                    Swap::Done
+                }
+                Ok(Swap::Lost) => Swap::Lost,
+                Err(err) => self.failed_swap(&edit, err)?,
+            }
         };
-        if swapped == Swap::Done {
-            self.after_swap(&edit)?;
+        match swapped {
+            Swap::Lost if self.tip(issue)? == Some(new) => {
+                self.after_swap(&edit)?;
+                Ok(Swap::Done)
+            }
+            swapped => Ok(swapped),
         }
-        Ok(swapped)
     }
 
-    /// The files backend's side of [`Store::swap_many`].
+    /// Returns true if moving `issue`'s ref writes a reflog entry: with
+    /// `core.logAllRefUpdates=always`, or when its reflog exists (git appends to it).
+    fn writes_reflog(&self, issue: &IssueId) -> bool {
+        self.repo.refs.write_reflog == gix::refs::store::WriteReflog::Always
+            || self
+                .repo
+                .common_dir()
+                .join("logs")
+                .join(issue.ref_name())
+                .exists()
+    }
+
+    /// The files backend's side of [`Store::swap_many`]: one gix-ref transaction that locks
+    /// every ref and compares it with its expected value, checked again under those locks
+    /// ([`Store::check_under_locks`]) before it commits.
     pub(super) fn files_swap_many(
         &self,
         edits: &[(IssueId, ObjectId, Option<ObjectId>)],
@@ -163,16 +188,17 @@ impl Store {
             })
             .collect();
         let fail = gix::lock::acquire::Fail::AfterDurationWithBackoff(self.lock_wait);
+        let transaction = match self.repo.refs.transaction().prepare(ref_edits, fail, fail) {
+            Ok(transaction) => transaction,
+            Err(err) => return self.failed_swap(edits, err),
+        };
+        // The locks go with the transaction when it is dropped here.
+        if let Some(answer) = self.check_under_locks(edits)? {
+            return Ok(answer);
+        }
         let committer = reflog_committer();
         let mut time_buf = Default::default();
-        let prepared = self.repo.refs.transaction().prepare(ref_edits, fail, fail);
-        // With the refs locked, every commit they will name must still be there (see
-        // `swap_loose`); the locks go with the dropped transaction.
-        if prepared.is_ok() && edits.iter().any(|(_, new, _)| !self.holds_object(*new)) {
-            return Ok(Swap::Lost);
-        }
-        let result = prepared.and_then(|t| t.commit(Some(committer.to_ref(&mut time_buf))));
-        match result {
+        match transaction.commit(Some(committer.to_ref(&mut time_buf))) {
             Ok(_) => {
                 self.after_swap(edits)?;
                 Ok(Swap::Done)
@@ -355,95 +381,6 @@ impl Store {
         Ok(now)
     }
 
-    /// Returns true if moving `issue`'s ref writes a reflog entry: with
-    /// `core.logAllRefUpdates=always`, or when its reflog exists (git appends to it).
-    fn writes_reflog(&self, issue: &IssueId) -> bool {
-        self.repo.refs.write_reflog == gix::refs::store::WriteReflog::Always
-            || self
-                .repo
-                .common_dir()
-                .join("logs")
-                .join(issue.ref_name())
-                .exists()
-    }
-
-    /// The compare-and-swap of one lease ref, done the way git's files backend does it: lock
-    /// the loose ref, read its value under the lock (the loose file, else `packed-refs`),
-    /// compare, write the lock file and rename it over the ref.
-    ///
-    /// A gix transaction also locks `packed-refs` and reads it again for every update: one
-    /// more file created and deleted per claim, a re-read of `packed-refs` that grows with
-    /// the number of leases, and one lock that every claim in the repository contends for.
-    /// git does without, because everything that changes a ref, `git pack-refs` included,
-    /// holds the ref's own lock first; so does this.
-    fn swap_loose(
-        &self,
-        issue: &IssueId,
-        new: ObjectId,
-        expected: Option<ObjectId>,
-    ) -> Result<std::result::Result<Swap, gix::Error>> {
-        use std::io::Write;
-        let common = self.repo.common_dir();
-        let path = common.join(issue.ref_name());
-        let fail = gix::lock::acquire::Fail::AfterDurationWithBackoff(self.lock_wait);
-        let mut lock = match gix::lock::File::acquire_to_update_resource(
-            &path,
-            fail,
-            Some(common.join("refs")),
-            0,
-        ) {
-            Ok(lock) => lock,
-            Err(err) => return Ok(Err(err)),
-        };
-        // Under the lock, as git does: a ref only in packed-refs is read from the file on
-        // disk now, and a new ref must not clash with one packed meanwhile.
-        if !path.exists() {
-            if let Err(err) = self.refresh_packed_refs() {
-                return Ok(Err(err));
-            }
-        }
-        if expected.is_none() {
-            if let Some(existing) = self.clash(issue)? {
-                return Err(Error::RefClash {
-                    issue: issue.to_string(),
-                    existing,
-                });
-            }
-        }
-        let current = self.tip_of(&issue.ref_name())?;
-        if current == Some(new) {
-            return Ok(Ok(Swap::Done));
-        }
-        if current != expected {
-            return Ok(Ok(Swap::Lost));
-        }
-        // Under the lock, as git's update-ref does: the commit named must still be there (a
-        // `git repack -a -d` after `git gc` drops a fresh commit not yet reachable). Gone, it
-        // is written again on the next try rather than named by a ref.
-        if !self.holds_object(new) {
-            return Ok(Ok(Swap::Lost));
-        }
-        if let Err(err) = lock.write_all(format!("{new}\n").as_bytes()) {
-            return Ok(Err(gix::Error::from_error(err)));
-        }
-        Ok(match lock.commit() {
-            Ok(_) => Ok(Swap::Done),
-            // An empty directory where the ref goes (left by refs that were beneath it) is
-            // cleared, as git does; a directory with refs in it is a clash.
-            Err(err) if path.is_dir() => {
-                match gix::lock::tempfile::remove_dir::empty_depth_first(path.clone()) {
-                    Ok(()) => err
-                        .instance
-                        .commit()
-                        .map(|_| Swap::Done)
-                        .map_err(|e| gix::Error::from_error(e.error)),
-                    Err(_) => Err(gix::Error::from_error(err.error)),
-                }
-            }
-            Err(err) => Err(gix::Error::from_error(err.error)),
-        })
-    }
-
     /// Turns the error of a swap into its answer: a lost race, a lock held too long, a ref
     /// clash, or a git error.
     fn failed_swap(
@@ -458,6 +395,9 @@ impl Store {
                 .downcast_any_ref::<gix::refs::file::transaction::prepare::MustNotExist>()
                 .is_some()
             || err.classify().is_conflict()
+            // A ref expected to exist that was gone when its lock was taken (deleted by a
+            // fold, or packed by `git pack-refs` after gix read `packed-refs`): decide again.
+            || err.is_not_found()
         {
             return Ok(Swap::Lost);
         }

@@ -11,22 +11,23 @@
 //!   same compare-and-swap and the same answers, so that no lease rule is written twice; any other ref storage is refused.
 //! - `objects` reads and checks ledger commits (exactly one tree entry, `lease.json`, and at
 //!   most one parent: [`Store::entry`] refuses anything else, naming the commit, so a corrupt
-//!   ledger is an error and never a guess) and encodes new ones; `loose` and `pack` write
-//!   them; `durability` fsyncs as git's settings say.
+//!   ledger is an error and never a guess) and encodes new ones; `loose` writes them through
+//!   gix; `durability` fsyncs as git's settings say.
 //! - Only a real absence is one: every read of refs (`Store::read_refs`) and of objects
 //!   (`Store::lookup`) is made again when `git gc`, `git repack` or `git pack-refs` moved what
 //!   it reads meanwhile.
 
 mod archive;
+mod cas;
 pub mod durability;
 mod files;
 pub(crate) mod loose;
 pub mod nofollow;
 mod objects;
-pub(crate) mod pack;
 mod refdb;
 mod reftable;
 mod scan;
+pub mod shared;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
@@ -39,11 +40,10 @@ use crate::git::version::Need;
 use crate::issue::{IssueId, REF_PREFIX};
 use crate::lease::Lease;
 use crate::liveness::{Current, Observation};
-use crate::pack::WrittenPack;
 pub(crate) use archive::ArchivePath;
 pub use archive::{entry_path, Fold, ARCHIVE_REF};
 use files::PackedRefsStat;
-pub(crate) use objects::Staged;
+pub(crate) use loose::Staged;
 use refdb::{Expect, Failure, GitRefs};
 pub use scan::{Moved, RefScan};
 
@@ -138,13 +138,12 @@ pub struct Store {
     lock_wait: Duration,
     quarantine: Option<gix::odb::Handle>,
     fsync: crate::durability::Fsync,
+    /// The modes files and directories this store makes are given (`core.sharedRepository`).
+    shared: shared::SharedPerm,
     auto_gc: crate::autogc::AutoGc,
     /// The identity, size and times of `packed-refs` (`None`: absent) when this store last
     /// made gix read it; see [`Store::refresh_packed_refs`].
     packed_refs_seen: std::cell::Cell<Option<Option<PackedRefsStat>>>,
-    /// The pack [`Store::write_staged`] wrote last, kept (`.keep`) until a ref update makes
-    /// its objects reachable, or until the store is dropped.
-    kept_pack: std::cell::RefCell<Option<WrittenPack>>,
     /// How ledger commits are signed (`None` inside: unsigned), decided and its key loaded by
     /// the first commit this store encodes ([`crate::sign`]), then kept for every other.
     signer: std::cell::OnceCell<Option<std::sync::Arc<crate::sign::Signer>>>,
@@ -311,12 +310,12 @@ impl Store {
         Ok(Store {
             refdb,
             fsync: crate::durability::Fsync::from_repo(&repo)?,
+            shared: shared::SharedPerm::from_repo(&repo)?,
             auto_gc: crate::autogc::AutoGc::from_settings(setting)?,
             repo,
             lock_wait,
             quarantine: None,
             packed_refs_seen: std::cell::Cell::new(None),
-            kept_pack: std::cell::RefCell::new(None),
             signer: std::cell::OnceCell::new(),
             small_objects: std::cell::OnceCell::new(),
         })
@@ -346,6 +345,12 @@ impl Store {
     /// Returns what the write path fsyncs.
     pub fn fsync(&self) -> crate::durability::Fsync {
         self.fsync
+    }
+
+    /// Returns the modes what this store's repository gets made are given
+    /// (`core.sharedRepository`, [`shared`]).
+    pub fn shared(&self) -> shared::SharedPerm {
+        self.shared
     }
 
     /// Returns the underlying repository. Its objects and configuration are this store's; its
@@ -734,17 +739,17 @@ impl Store {
         self.after_ref_update(names.iter().map(String::as_str))
     }
 
-    /// What follows every ref update: the refs `names` made durable when configured, the kept
-    /// pack released (the refs reach its objects now, so it counts like any other pack), and
-    /// the automatic packing check.
+    /// What follows every ref update: the refs `names` made durable when configured, and the
+    /// automatic packing check.
     ///
     /// With a ref database other than files, git made the refs durable itself (see
     /// [`refdb`]).
     fn after_ref_update<'a>(&self, names: impl IntoIterator<Item = &'a str>) -> Result<()> {
         if let RefDb::Files = self.refdb {
+            let names: Vec<&str> = names.into_iter().collect();
+            self.share_refs(&names)?;
             self.fsync.sync_refs(self.repo.common_dir(), names)?;
         }
-        self.kept_pack.borrow_mut().take();
         self.auto_gc
             .after_write(self.repo.git_dir(), self.repo.objects.store_ref().path());
         Ok(())

@@ -1,12 +1,12 @@
 //! Ledger commits as objects: reading and checking them (a commit, its one-entry tree and
 //! its `lease.json`, each looked up again in a fresh object database when packing moved it),
 //! decoding many on threads, and encoding an event's blob, tree and commit to be written as
-//! loose objects or, for many, as one pack.
+//! loose objects ([`super::loose`]).
 
 use gix::bstr::ByteSlice;
 use gix::ObjectId;
 
-use super::{Entry, Store, READ_ATTEMPTS};
+use super::{Entry, Staged, Store, READ_ATTEMPTS};
 use crate::error::{Error, Result};
 use crate::lease::{self, Lease, LEASE_FILE};
 
@@ -578,39 +578,6 @@ impl Store {
         Ok(self.signer.get_or_init(|| signer).as_deref())
     }
 
-    /// Writes `staged` and makes it durable when the configuration asks for it: one event's
-    /// objects as loose objects, more as one pack ([`crate::pack`]), which keeps its `.keep`
-    /// until the next ref update of this store (or the store's end).
-    pub(crate) fn write_staged(&self, staged: &Staged) -> Result<()> {
-        self.ensure_writable()?;
-        let objects_dir = self.repo.objects.store_ref().path();
-        if staged.objects.len() <= OBJECTS_PER_EVENT {
-            for ((kind, data), id) in staged.objects.iter().zip(&staged.ids) {
-                crate::loose::write(objects_dir, *id, *kind, data, self.fsync.objects)?;
-            }
-            self.auto_gc.note_written(&staged.ids);
-            self.fsync.sync_objects(objects_dir, &staged.ids)?;
-            return Ok(());
-        }
-        // An earlier attempt's pack is garbage now (or the very same pack, which keeps its
-        // own `.keep` again below).
-        self.kept_pack.borrow_mut().take();
-        let pack = crate::pack::write(objects_dir, self.object_hash(), &staged.objects)?;
-        self.fsync.sync_pack(&pack.pack, &pack.index)?;
-        self.auto_gc.note_pack_written();
-        *self.kept_pack.borrow_mut() = Some(pack);
-        Ok(())
-    }
-
-    /// Whether the object database holds `id`: its loose file, looked up by name first (what
-    /// a ledger write has just made), else anything gix finds (packs, alternates). Looking in
-    /// the packs first would load their indexes, a listing of `objects/pack` and every index
-    /// file's header, for an object that is almost always loose.
-    pub(crate) fn holds_object(&self, id: ObjectId) -> bool {
-        crate::loose::path(self.repo.objects.store_ref().path(), id).is_file()
-            || self.repo.has_object(id)
-    }
-
     /// Writes the commits of doctor's probe of a remote, as loose objects: a root commit of
     /// the empty tree and two children of it, each message naming `nonce`, dated `now`.
     /// Returns them as `[root, first child, second child]`. They belong to no ledger.
@@ -629,66 +596,22 @@ impl Store {
             message: format!("git-lease doctor: probe {nonce} ({which})\n").into(),
             extra_headers: Vec::new(),
         };
-        // At most three objects a batch, so that each is written loose.
-        let mut first = Staged::default();
-        let tree = first.add(
-            self.object_hash(),
-            gix::objs::Kind::Tree,
-            encode(&gix::objs::Tree::empty())?,
-        )?;
-        let root = first.add(
-            self.object_hash(),
-            gix::objs::Kind::Commit,
-            encode(&commit(tree, None, "root"))?,
-        )?;
-        self.write_staged(&first)?;
-        let mut children = Staged::default();
-        let mut child = |which| {
-            children.add(
-                self.object_hash(),
-                gix::objs::Kind::Commit,
-                encode(&commit(tree, Some(root), which))?,
-            )
-        };
-        let (moved, stale) = (child("moved")?, child("stale")?);
-        self.write_staged(&children)?;
+        let hash = self.object_hash();
+        let mut staged = Staged::default();
+        let empty = encode(&gix::objs::Tree::empty())?;
+        let tree = staged.add(hash, gix::objs::Kind::Tree, empty)?;
+        let root = encode(&commit(tree, None, "root"))?;
+        let root = staged.add(hash, gix::objs::Kind::Commit, root)?;
+        let moved = encode(&commit(tree, Some(root), "moved"))?;
+        let moved = staged.add(hash, gix::objs::Kind::Commit, moved)?;
+        let stale = encode(&commit(tree, Some(root), "stale"))?;
+        let stale = staged.add(hash, gix::objs::Kind::Commit, stale)?;
+        self.write_staged(&staged)?;
         Ok([root, moved, stale])
     }
 
     fn object_hash(&self) -> gix::hash::Kind {
         self.repo.object_hash()
-    }
-}
-
-/// The objects of one event: blob, tree and commit.
-const OBJECTS_PER_EVENT: usize = 3;
-
-/// Ledger objects encoded and hashed but not yet written: [`Store::stage`] adds an event's,
-/// [`Store::write_staged`] writes them all at once.
-#[derive(Debug, Default)]
-pub(crate) struct Staged {
-    objects: Vec<(gix::objs::Kind, Vec<u8>)>,
-    ids: Vec<ObjectId>,
-    seen: std::collections::HashSet<ObjectId>,
-}
-
-impl Staged {
-    /// Adds an object unless it is already staged, and returns its id.
-    pub(super) fn add(
-        &mut self,
-        hash: gix::hash::Kind,
-        kind: gix::objs::Kind,
-        data: Vec<u8>,
-    ) -> Result<ObjectId> {
-        let id = gix::objs::compute_hash(hash, kind, &data).map_err(|e| Error::Git {
-            context: format!("cannot hash a ledger {kind}"),
-            message: e.to_string(),
-        })?;
-        if self.seen.insert(id) {
-            self.objects.push((kind, data));
-            self.ids.push(id);
-        }
-        Ok(id)
     }
 }
 

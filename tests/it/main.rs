@@ -163,6 +163,7 @@ mod run;
 mod server;
 mod servers;
 mod session;
+mod shared_repo;
 mod sharing;
 mod signatures;
 mod signers;

@@ -36,7 +36,7 @@ fn a_repository_migrated_to_reftable_keeps_every_ledger_and_passes_verify() {
     let repo = TestRepo::init(&["--ref-format=files"]);
     let _origin = repo.add_bare_origin(&["--ref-format=files"]);
     repo.git(&["config", "lease.remote", "."]);
-    // Every kind of ledger: a takeover, an all-or-none claim (one pack), a namespace, a
+    // Every kind of ledger: a takeover, an all-or-none claim, a namespace, a
     // session, a revoke, one shared through a remote (remote-tracking refs); some refs
     // packed, some loose.
     repo.json_steps(&[

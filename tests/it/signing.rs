@@ -294,7 +294,7 @@ fn lease_with_agent(repo: &TestRepo, agent: &Agent, min: i64, args: &[&str]) -> 
         .run()
 }
 
-/// Every kind of event, on one issue and three at once (whose objects go as one pack).
+/// Every kind of event, on one issue and three at once.
 const EVERY_EVENT: &[(i64, &str)] = &[
     (0, "acquire 42 --holder alice --ttl 1h"),
     (10, "renew 42 --holder alice --ttl 1h"),
