@@ -13,19 +13,13 @@
 //!   `core.commitGraph` or `gc.writeCommitGraph` is false), or with `full` runs
 //!   `git gc --quiet` (which also consolidates packs, prunes unreachable objects past git's
 //!   expiry, and writes the commit-graph). In a reftable repository `git pack-refs`
-//!   compacts the tables into one; git 2.47 gives that up when another writer changed the
-//!   tables meanwhile, so there a failed step is run again, up to
-//!   `REFTABLE_PACK_ATTEMPTS` times; where git-lease writes the stack itself it compacts it
-//!   in-process instead, its tables locked ([`Store::compact_refs`]), which no writer
-//!   can make give up. In either format, a step that stopped on a ref a fold deleted under
-//!   git's walk is run again too (`ref_moved_under_walk`). Before that, in a reftable
-//!   repository, it removes what killed writers left beside the tables
-//!   ([`Store::clean_refs`]): a compaction's table locks
-//!   once they are an hour old (a stale one makes every full compaction give up), and
-//!   tables no list names once the stack has passed them; a stale `tables.list.lock` is
-//!   reported, never removed. Either way it then removes the temporary files
-//!   that killed writers left behind, once they are older than `gc.pruneExpire` (two weeks
-//!   by default) and at least an hour old ([`remove_stale_temporaries`]).
+//!   compacts the tables into one: git alone writes, compacts and deletes tables. git 2.47
+//!   gives that up when another writer changed the tables meanwhile, so there a failed step
+//!   is run again, up to `REFTABLE_PACK_ATTEMPTS` times. In either format, a step that
+//!   stopped on a ref a fold deleted under git's walk is run again too
+//!   (`ref_moved_under_walk`). It then removes the temporary files that killed writers left
+//!   behind, once they are older than `gc.pruneExpire` (two weeks by default) and at least
+//!   an hour old ([`remove_stale_temporaries`]).
 //! - The write path starts `git gc --auto` by itself past git's thresholds:
 //!   [`crate::autogc`].
 
@@ -53,8 +47,7 @@ pub struct GcReport {
     pub loose_lease_refs_after: u64,
     /// The git commands run, in order.
     pub commands: Vec<String>,
-    /// Stale temporary files removed ([`remove_stale_temporaries`]), and in a reftable
-    /// repository what killed writers left beside the tables ([`Store::clean_refs`]).
+    /// Stale temporary files removed ([`remove_stale_temporaries`]).
     pub temporary_files_removed: u64,
 }
 
@@ -100,20 +93,10 @@ pub fn gc(store: &Store, full: bool) -> Result<GcReport> {
     } else {
         REFTABLE_PACK_ATTEMPTS
     };
-    // What killed writers left beside a reftable stack goes first: a stale table lock
-    // would make its compaction give up.
     let cutoff = temporaries_cutoff(&git_dir)?;
-    let now = SystemTime::now();
-    let mut temporary_files_removed = store.clean_refs(
-        cutoff,
-        now.checked_sub(MIN_TEMPORARY_AGE).unwrap_or(UNIX_EPOCH),
-    )?;
+    let mut temporary_files_removed = 0;
     let mut commands = Vec::new();
     for args in steps {
-        // A reftable stack is compacted in-process where its writes are made in-process.
-        if args[0] == "pack-refs" && store.compact_refs()? {
-            continue;
-        }
         let shown = format!("git {}", args.join(" "));
         let mut attempt = 1;
         loop {
