@@ -209,7 +209,10 @@ fn pack_loose_objects(git_dir: &Path, objects_dir: &Path) -> Result<Vec<String>>
 /// Returns the ids of the loose objects in `objects_dir`, from the names of its fan-out
 /// directories and their files (`xx/` and the rest of the id in hexadecimal), unread.
 fn loose_object_ids(objects_dir: &Path) -> Vec<String> {
-    let is_hex = |s: &str| s.bytes().all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase());
+    let is_hex = |s: &str| {
+        s.bytes()
+            .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
+    };
     let mut ids = Vec::new();
     for fan_out in 0..=255u8 {
         let prefix = format!("{fan_out:02x}");

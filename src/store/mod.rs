@@ -285,18 +285,16 @@ impl Store {
         let storage = setting("extensions.refStorage").map(|s| s.to_ascii_lowercase());
         let refdb = match storage.as_deref() {
             None | Some("files") => RefDb::Files,
-            Some("reftable") => RefDb::Git(
-                GitRefs::new(
-                    repo.git_dir(),
-                    repo.common_dir(),
-                    repo.refs
-                        .namespace
-                        .as_ref()
-                        .map(|ns| ns.as_bstr().to_str_lossy().into_owned()),
-                    lock_wait,
-                    repo.object_hash(),
-                ),
-            ),
+            Some("reftable") => RefDb::Git(GitRefs::new(
+                repo.git_dir(),
+                repo.common_dir(),
+                repo.refs
+                    .namespace
+                    .as_ref()
+                    .map(|ns| ns.as_bstr().to_str_lossy().into_owned()),
+                lock_wait,
+                repo.object_hash(),
+            )),
             Some(other) => {
                 return Err(Error::RefStorage {
                     path: repo.git_dir().to_owned(),
@@ -632,8 +630,11 @@ impl Store {
         let edit = [(issue.clone(), new, expected)];
         if let RefDb::Git(git) = &self.refdb {
             let name = issue.ref_name();
-            return match git.update(&[(&name, new, expected.into())], log_message, self.fsync.refs)
-            {
+            return match git.update(
+                &[(&name, new, expected.into())],
+                log_message,
+                self.fsync.refs,
+            ) {
                 Ok(()) => {
                     self.after_swap(&edit)?;
                     Ok(Swap::Done)
@@ -746,11 +747,7 @@ impl Store {
                 .map(|(name, new, expected)| (name.as_str(), *new, (*expected).into()))
                 .collect();
             let names = || moves.iter().map(|(name, _, _)| name.as_str());
-            if moves.len() > 1
-                && git
-                    .update(&edits, log_message, self.fsync.refs)
-                    .is_ok()
-            {
+            if moves.len() > 1 && git.update(&edits, log_message, self.fsync.refs).is_ok() {
                 return self.after_ref_update(names());
             }
             let mut first_error = None;
@@ -770,7 +767,7 @@ impl Store {
     pub(crate) fn set_ref(&self, name: &str, new: ObjectId, log_message: &str) -> Result<()> {
         if let RefDb::Git(git) = &self.refdb {
             git.update(&[(name, new, Expect::Any)], log_message, self.fsync.refs)
-            .map_err(|failure| self.bookkeeping_failure(failure, name))?;
+                .map_err(|failure| self.bookkeeping_failure(failure, name))?;
             return self.after_ref_update([name]);
         }
         self.files_set_ref(name, new, log_message)

@@ -85,11 +85,17 @@ fn claims_are_transactions_of_git_that_git_reads(object_format: &str) {
                 .run()
                 .code(0);
         };
-        lease(0, &["acquire", &issue(i), "--holder", "alice", "--ttl", "1h"]);
+        lease(
+            0,
+            &["acquire", &issue(i), "--holder", "alice", "--ttl", "1h"],
+        );
         live.insert(issue(i));
         writes += 1;
         if i % 10 == 9 {
-            lease(1, &["renew", &issue(i - 1), "--holder", "alice", "--ttl", "2h"]);
+            lease(
+                1,
+                &["renew", &issue(i - 1), "--holder", "alice", "--ttl", "2h"],
+            );
             lease(1, &["release", &issue(i - 2), "--holder", "alice"]);
             writes += 2;
         }
@@ -192,7 +198,11 @@ fn a_claim_whose_git_is_killed_leaves_the_ledger_as_it_was_or_one_step_on() {
     // Killed once prepared: nothing moved, and git's lock is left, which git's own writers
     // and git-lease's refuse alike, naming it.
     let before = release_killed_at(&repo, &kill_at, "prepared");
-    assert_eq!(repo.tip("7").as_ref(), Some(&before), "the ledger is as it was");
+    assert_eq!(
+        repo.tip("7").as_ref(),
+        Some(&before),
+        "the ledger is as it was"
+    );
     let lock = repo.git_dir().join("reftable/tables.list.lock");
     assert!(lock.exists(), "a killed git leaves its lock");
     repo.lease()
@@ -201,7 +211,11 @@ fn a_claim_whose_git_is_killed_leaves_the_ledger_as_it_was_or_one_step_on() {
         .run()
         .code(1)
         .stderr_has(lock.to_str().expect("UTF-8 path"));
-    assert_ne!(repo.git_run(&["branch", "other"]).code, 0, "git refuses too");
+    assert_ne!(
+        repo.git_run(&["branch", "other"]).code,
+        0,
+        "git refuses too"
+    );
     std::fs::remove_file(&lock).expect("remove the dead writer's lock");
     repo.lease().now(&at_min(1)).args(["verify"]).run().code(0);
 

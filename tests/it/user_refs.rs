@@ -22,7 +22,10 @@ fn user_view(repo: &TestRepo) -> String {
         view.push_str(line);
         view.push('\n');
     }
-    view.push_str(&format!("HEAD -> {}\n", repo.git(&["symbolic-ref", "HEAD"])));
+    view.push_str(&format!(
+        "HEAD -> {}\n",
+        repo.git(&["symbolic-ref", "HEAD"])
+    ));
     for name in repo.git(&["reflog", "list"]).lines() {
         if is_lease_ref(name) {
             continue;
