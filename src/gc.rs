@@ -8,24 +8,19 @@
 //! (usefully) pack refs, so this module runs git for that:
 //!
 //! - [`gc`] (`git lease gc`) packs refs (`git pack-refs --all --prune`) and loose objects
-//!   (`git repack -d -q`: an incremental pack; never deletes anything that is not also in a
-//!   pack), then writes git's commit-graph (`git commit-graph write --reachable`, unless
+//!   (`git pack-objects` given their ids, then `git prune-packed`: an incremental pack, made
+//!   without a walk over every ledger; nothing is deleted that is not also in a pack), then
+//!   writes git's commit-graph (`git commit-graph write --reachable`, unless
 //!   `core.commitGraph` or `gc.writeCommitGraph` is false), or with `full` runs
 //!   `git gc --quiet` (which also consolidates packs, prunes unreachable objects past git's
 //!   expiry, and writes the commit-graph). In a reftable repository `git pack-refs`
-//!   compacts the tables into one; git 2.47 gives that up when another writer changed the
-//!   tables meanwhile, so there a failed step is run again, up to
-//!   `REFTABLE_PACK_ATTEMPTS` times; where git-lease writes the stack itself it compacts it
-//!   in-process instead, its tables locked ([`Store::compact_refs`]), which no writer
-//!   can make give up. In either format, a step that stopped on a ref a fold deleted under
-//!   git's walk is run again too (`ref_moved_under_walk`). Before that, in a reftable
-//!   repository, it removes what killed writers left beside the tables
-//!   ([`Store::clean_refs`]): a compaction's table locks
-//!   once they are an hour old (a stale one makes every full compaction give up), and
-//!   tables no list names once the stack has passed them; a stale `tables.list.lock` is
-//!   reported, never removed. Either way it then removes the temporary files
-//!   that killed writers left behind, once they are older than `gc.pruneExpire` (two weeks
-//!   by default) and at least an hour old ([`remove_stale_temporaries`]).
+//!   compacts the tables into one: git alone writes, compacts and deletes tables. git 2.47
+//!   gives that up when another writer changed the tables meanwhile, so there a failed step
+//!   is run again, up to `REFTABLE_PACK_ATTEMPTS` times. In either format, a step that
+//!   stopped on a ref a fold deleted under git's walk is run again too
+//!   (`ref_moved_under_walk`). It then removes the temporary files that killed writers left
+//!   behind, once they are older than `gc.pruneExpire` (two weeks by default) and at least
+//!   an hour old ([`remove_stale_temporaries`]).
 //! - The write path starts `git gc --auto` by itself past git's thresholds:
 //!   [`crate::autogc`].
 
@@ -53,8 +48,7 @@ pub struct GcReport {
     pub loose_lease_refs_after: u64,
     /// The git commands run, in order.
     pub commands: Vec<String>,
-    /// Stale temporary files removed ([`remove_stale_temporaries`]), and in a reftable
-    /// repository what killed writers left beside the tables ([`Store::clean_refs`]).
+    /// Stale temporary files removed ([`remove_stale_temporaries`]).
     pub temporary_files_removed: u64,
 }
 
@@ -67,30 +61,37 @@ fn writes_commit_graph(store: &Store) -> bool {
         .all(|key| config.boolean(*key) != Some(false))
 }
 
+/// One step of [`gc`]: a git command, or the loose objects packed without a walk.
+enum Step {
+    Git(Vec<&'static str>),
+    LooseObjects,
+}
+
 /// Packs refs and objects of `store`'s repository with git (see the module documentation).
 pub fn gc(store: &Store, full: bool) -> Result<GcReport> {
     crate::git::version::require(store.git_needs())?;
     let git_dir = store.git_dir().to_owned();
+    let objects_dir = store.repo().objects.store_ref().path().to_owned();
     let leases = store.repo().common_dir().join("refs").join("leases");
     let before = count_objects(&git_dir)?;
     let refs_before = count_files(&leases);
-    let mut steps: Vec<Vec<&str>> = if full {
-        vec![vec!["gc", "--quiet"]]
+    let mut steps = if full {
+        vec![Step::Git(vec!["gc", "--quiet"])]
     } else {
         vec![
-            vec!["pack-refs", "--all", "--prune"],
-            vec!["repack", "-d", "-q"],
+            Step::Git(vec!["pack-refs", "--all", "--prune"]),
+            Step::LooseObjects,
         ]
     };
     // The commit-graph, as `git gc` writes it: a listing without its cache reads each tip's
     // tree from it instead of inflating the commit ([`Store::entries`]).
     if !full && writes_commit_graph(store) {
-        steps.push(vec![
+        steps.push(Step::Git(vec![
             "commit-graph",
             "write",
             "--reachable",
             "--no-progress",
-        ]);
+        ]));
     }
     // git 2.47 gives up compacting a reftable stack that another writer changed or locked
     // meanwhile (`git pack-refs` exits 244, an outdated stack, or says "data is locked"; `git
@@ -100,60 +101,21 @@ pub fn gc(store: &Store, full: bool) -> Result<GcReport> {
     } else {
         REFTABLE_PACK_ATTEMPTS
     };
-    // What killed writers left beside a reftable stack goes first: a stale table lock
-    // would make its compaction give up.
     let cutoff = temporaries_cutoff(&git_dir)?;
-    let now = SystemTime::now();
-    let mut temporary_files_removed = store.clean_refs(
-        cutoff,
-        now.checked_sub(MIN_TEMPORARY_AGE).unwrap_or(UNIX_EPOCH),
-    )?;
     let mut commands = Vec::new();
-    for args in steps {
-        // A reftable stack is compacted in-process where its writes are made in-process.
-        if args[0] == "pack-refs" && store.compact_refs()? {
-            continue;
+    for step in steps {
+        match step {
+            Step::Git(args) => commands.push(run_step(&git_dir, &args, attempts)?),
+            Step::LooseObjects => commands.extend(pack_loose_objects(&git_dir, &objects_dir)?),
         }
-        let shown = format!("git {}", args.join(" "));
-        let mut attempt = 1;
-        loop {
-            let out = git(&git_dir)
-                .args(&args)
-                .output()
-                .map_err(|e| spawn_error(&shown, e))?;
-            if out.status.success() {
-                break;
-            }
-            let said = String::from_utf8_lossy(&out.stderr);
-            let limit = if ref_moved_under_walk(&said) {
-                attempts.max(REF_MOVED_ATTEMPTS)
-            } else {
-                attempts
-            };
-            if attempt >= limit {
-                let said = said.trim();
-                return Err(Error::Git {
-                    context: shown,
-                    message: if said.is_empty() {
-                        format!("exited with {}", out.status)
-                    } else {
-                        said.to_owned()
-                    },
-                });
-            }
-            // A moment that doubles from 1 ms: concurrent writers commit in milliseconds.
-            std::thread::sleep(Duration::from_millis(1 << (attempt - 1).min(7)));
-            attempt += 1;
-        }
-        commands.push(shown);
     }
-    if let Some(cutoff) = cutoff {
-        temporary_files_removed += remove_stale_temporaries(
-            store.repo().objects.store_ref().path(),
+    let temporary_files_removed = cutoff.map_or(0, |cutoff| {
+        remove_stale_temporaries(
+            &objects_dir,
             &store.repo().common_dir().join("git-lease"),
             cutoff,
-        );
-    }
+        )
+    });
     let after = count_objects(&git_dir)?;
     Ok(GcReport {
         loose_objects_before: before.loose,
@@ -164,6 +126,110 @@ pub fn gc(store: &Store, full: bool) -> Result<GcReport> {
         commands,
         temporary_files_removed,
     })
+}
+
+/// Runs `git <args>` in `git_dir`, again up to `attempts` times in all while it fails (more
+/// when a ref moved under its walk: [`ref_moved_under_walk`]); returns the command as shown.
+fn run_step(git_dir: &Path, args: &[&str], attempts: u32) -> Result<String> {
+    let shown = format!("git {}", args.join(" "));
+    let mut attempt = 1;
+    loop {
+        let out = git(git_dir)
+            .args(args)
+            .output()
+            .map_err(|e| spawn_error(&shown, e))?;
+        if out.status.success() {
+            return Ok(shown);
+        }
+        let said = String::from_utf8_lossy(&out.stderr);
+        let limit = if ref_moved_under_walk(&said) {
+            attempts.max(REF_MOVED_ATTEMPTS)
+        } else {
+            attempts
+        };
+        if attempt >= limit {
+            return Err(failed(shown, &out));
+        }
+        // A moment that doubles from 1 ms: concurrent writers commit in milliseconds.
+        std::thread::sleep(Duration::from_millis(1 << (attempt - 1).min(7)));
+        attempt += 1;
+    }
+}
+
+/// The error of a git command that ended with `out`: what it said, else its exit status.
+fn failed(shown: String, out: &std::process::Output) -> Error {
+    let said = String::from_utf8_lossy(&out.stderr);
+    let said = said.trim();
+    Error::Git {
+        context: shown,
+        message: if said.is_empty() {
+            format!("exited with {}", out.status)
+        } else {
+            said.to_owned()
+        },
+    }
+}
+
+/// Packs every loose object of `objects_dir` into one new pack (`git pack-objects`, given
+/// their ids, deltas found among them), then removes the loose copies now packed (`git
+/// prune-packed`); returns the commands run, none when nothing is loose.
+///
+/// Unlike `git repack -d`, it walks no history: git's walk from every ref grows badly with
+/// many unrelated tips whose times are unordered, as ledgers' are (docs/FORMAT.md). An
+/// unreachable loose object is packed too, as `git gc --auto` would; `git gc` prunes it.
+fn pack_loose_objects(git_dir: &Path, objects_dir: &Path) -> Result<Vec<String>> {
+    let ids = loose_object_ids(objects_dir);
+    if ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    let base = objects_dir.join("pack").join("pack");
+    let shown = format!("git pack-objects -q --delta-base-offset {}", base.display());
+    let mut child = git(git_dir)
+        .args(["pack-objects", "-q", "--delta-base-offset"])
+        .arg(&base)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .map_err(|e| spawn_error(&shown, e))?;
+    let fed = child.stdin.take().map_or(Ok(()), |mut stdin| {
+        std::io::Write::write_all(&mut stdin, ids.join("\n").as_bytes())
+            .and_then(|()| std::io::Write::write_all(&mut stdin, b"\n"))
+    });
+    let out = child
+        .wait_with_output()
+        .map_err(|e| spawn_error(&shown, e))?;
+    if !out.status.success() {
+        return Err(failed(shown, &out));
+    }
+    fed.map_err(|e| spawn_error(&shown, e))?;
+    Ok(vec![shown, run_step(git_dir, &["prune-packed", "-q"], 1)?])
+}
+
+/// Returns the ids of the loose objects in `objects_dir`, from the names of its fan-out
+/// directories and their files (`xx/` and the rest of the id in hexadecimal), unread.
+fn loose_object_ids(objects_dir: &Path) -> Vec<String> {
+    let is_hex = |s: &str| {
+        s.bytes()
+            .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
+    };
+    let mut ids = Vec::new();
+    for fan_out in 0..=255u8 {
+        let prefix = format!("{fan_out:02x}");
+        let Ok(entries) = std::fs::read_dir(objects_dir.join(&prefix)) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            let Some(rest) = name.to_str() else {
+                continue;
+            };
+            if matches!(rest.len(), 38 | 62) && is_hex(rest) {
+                ids.push(format!("{prefix}{rest}"));
+            }
+        }
+    }
+    ids
 }
 
 /// How many times `git lease gc` runs a step that failed in a reftable repository, where

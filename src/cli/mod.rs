@@ -175,7 +175,7 @@ enum Command {
     /// their refs: claims and pushes then cost what the live leases cost
     Archive(commands::archive::Args),
     /// Pack the repository's loose objects and refs, and write its commit-graph (git pack-refs
-    /// --all --prune, git repack -d -q, git commit-graph write --reachable)
+    /// --all --prune, git pack-objects and git prune-packed, git commit-graph write --reachable)
     Gc(commands::gc::Args),
     /// Print the manual page (roff), or install every page where man finds it
     Man(commands::man::Args),

@@ -514,9 +514,7 @@ impl Store {
             .iter()
             .map(|(name, new, expected)| (name.as_str(), new.unwrap_or(null), (*expected).into()))
             .collect();
-        match git.update(&git_edits, message, self.fsync.refs, &|id| {
-            self.repo.has_object(id)
-        }) {
+        match git.update(&git_edits, message, self.fsync.refs) {
             Ok(()) => {
                 self.after_ref_update(edits.iter().map(|(name, _, _)| name.as_str()))?;
                 Ok(true)

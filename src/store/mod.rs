@@ -30,7 +30,7 @@ mod scan;
 pub mod shared;
 
 use std::path::{Path, PathBuf};
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use gix::bstr::ByteSlice;
 use gix::ObjectId;
@@ -284,22 +284,16 @@ impl Store {
         let storage = setting("extensions.refStorage").map(|s| s.to_ascii_lowercase());
         let refdb = match storage.as_deref() {
             None | Some("files") => RefDb::Files,
-            Some("reftable") => RefDb::Git(
-                GitRefs::new(
-                    repo.git_dir(),
-                    repo.common_dir(),
-                    repo.refs
-                        .namespace
-                        .as_ref()
-                        .map(|ns| ns.as_bstr().to_str_lossy().into_owned()),
-                    lock_wait,
-                    repo.object_hash(),
-                )
-                .with_writer(reftable::Settings::read(
-                    setting,
-                    transaction_hook(&repo, setting),
-                )),
-            ),
+            Some("reftable") => RefDb::Git(GitRefs::new(
+                repo.git_dir(),
+                repo.common_dir(),
+                repo.refs
+                    .namespace
+                    .as_ref()
+                    .map(|ns| ns.as_bstr().to_str_lossy().into_owned()),
+                lock_wait,
+                repo.object_hash(),
+            )),
             Some(other) => {
                 return Err(Error::RefStorage {
                     path: repo.git_dir().to_owned(),
@@ -377,37 +371,12 @@ impl Store {
     }
 
     /// Checks, before anything is written, that the refs can be moved afterwards: a reftable
-    /// repository whose settings leave its writes to git's `update-ref` needs a git that has
-    /// reftable (read from `git --version` once per process). Reads need no git, nor do
-    /// writes made in-process.
+    /// repository's writes are git's `update-ref`, which needs a git that has reftable (read
+    /// from `git --version` once per process). Reads need no git.
     fn ensure_writable(&self) -> Result<()> {
         match &self.refdb {
             RefDb::Files => Ok(()),
-            RefDb::Git(git) if git.writes_in_process() => Ok(()),
             RefDb::Git(_) => crate::git::version::require(&[Need::Reftable]),
-        }
-    }
-
-    /// Compacts a reftable stack into one table in-process, as `git pack-refs` would, its
-    /// tables locked so that no concurrent writer makes it give up, the stack's lock let go
-    /// while the merged table is written;
-    /// false when it was not done here (a files repository, settings that leave writes to
-    /// git, a table another process is compacting): `git pack-refs` is to do it.
-    pub fn compact_refs(&self) -> Result<bool> {
-        match &self.refdb {
-            RefDb::Files => Ok(false),
-            RefDb::Git(git) => git.compact(self.fsync.refs),
-        }
-    }
-
-    /// Removes what killed writers left beside a reftable stack's tables (table locks last
-    /// modified before `locks`, temporary tables before `temporaries`, tables no list names
-    /// that the stack has passed), under its list's lock; returns how many files went (0 with
-    /// the files backend). [`Error::Locked`] when the list's lock stayed held.
-    pub fn clean_refs(&self, temporaries: Option<SystemTime>, locks: SystemTime) -> Result<u64> {
-        match &self.refdb {
-            RefDb::Files => Ok(0),
-            RefDb::Git(git) => git.clean(temporaries, locks),
         }
     }
 
@@ -689,7 +658,6 @@ impl Store {
                 &[(&name, new, expected.into())],
                 log_message,
                 self.fsync.refs,
-                &|id| self.repo.has_object(id),
             ) {
                 Ok(()) => {
                     self.after_swap(&edit)?;
@@ -720,9 +688,7 @@ impl Store {
                 .zip(edits)
                 .map(|(name, (_, new, expected))| (name.as_str(), *new, (*expected).into()))
                 .collect();
-            return match git.update(&git_edits, log_message, self.fsync.refs, &|id| {
-                self.repo.has_object(id)
-            }) {
+            return match git.update(&git_edits, log_message, self.fsync.refs) {
                 Ok(()) => {
                     self.after_swap(edits)?;
                     Ok(Swap::Done)
@@ -805,20 +771,12 @@ impl Store {
                 .map(|(name, new, expected)| (name.as_str(), *new, (*expected).into()))
                 .collect();
             let names = || moves.iter().map(|(name, _, _)| name.as_str());
-            if moves.len() > 1
-                && git
-                    .update(&edits, log_message, self.fsync.refs, &|id| {
-                        self.repo.has_object(id)
-                    })
-                    .is_ok()
-            {
+            if moves.len() > 1 && git.update(&edits, log_message, self.fsync.refs).is_ok() {
                 return self.after_ref_update(names());
             }
             let mut first_error = None;
             for edit in edits {
-                if let Err(failure) = git.update(&[edit], log_message, self.fsync.refs, &|id| {
-                    self.repo.has_object(id)
-                }) {
+                if let Err(failure) = git.update(&[edit], log_message, self.fsync.refs) {
                     first_error.get_or_insert(self.bookkeeping_failure(failure, edit.0));
                 }
             }
@@ -832,13 +790,8 @@ impl Store {
     /// ref a remote just accepted ([`crate::Remote`]), never a compare-and-swap of a ledger.
     pub(crate) fn set_ref(&self, name: &str, new: ObjectId, log_message: &str) -> Result<()> {
         if let RefDb::Git(git) = &self.refdb {
-            git.update(
-                &[(name, new, Expect::Any)],
-                log_message,
-                self.fsync.refs,
-                &|id| self.repo.has_object(id),
-            )
-            .map_err(|failure| self.bookkeeping_failure(failure, name))?;
+            git.update(&[(name, new, Expect::Any)], log_message, self.fsync.refs)
+                .map_err(|failure| self.bookkeeping_failure(failure, name))?;
             return self.after_ref_update([name]);
         }
         self.files_set_ref(name, new, log_message)
@@ -972,21 +925,4 @@ fn not_a_repository(path: &Path, e: &dyn std::fmt::Display) -> Error {
 
 pub(super) fn first_line(text: &str) -> String {
     text.lines().next().unwrap_or_default().to_owned()
-}
-
-/// Where git finds the `reference-transaction` hook of `repo`: in `core.hooksPath` (`~/`
-/// expanded; a relative path from where hooks run, the work tree or a bare repository's git
-/// dir), else in the common dir's `hooks`.
-fn transaction_hook(repo: &gix::Repository, setting: impl Fn(&str) -> Option<String>) -> PathBuf {
-    let dir = match setting("core.hooksPath") {
-        Some(path) => match path.strip_prefix("~/") {
-            Some(rest) => std::env::var_os("HOME").map_or_else(
-                || PathBuf::from(&path),
-                |home| PathBuf::from(home).join(rest),
-            ),
-            None => repo.workdir().unwrap_or_else(|| repo.git_dir()).join(path),
-        },
-        None => repo.common_dir().join("hooks"),
-    };
-    dir.join("reference-transaction")
 }

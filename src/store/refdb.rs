@@ -1,44 +1,39 @@
 //! The ref backend of repositories whose refs gix cannot read or write: reftable
-//! (`extensions.refStorage=reftable`, git 3.0's default), read and written in-process.
+//! (`extensions.refStorage=reftable`, git 3.0's default), read in-process and written by git.
 //!
 //! [`crate::store::Store`] chooses its ref database once, from `extensions.refStorage`: the
 //! files backend is read and written in-process (gix, and git's lock files), reftable here
-//! (any other value is refused). Objects are read and written in-process either way: the
-//! object database is the same whatever stores the refs.
+//! (any other value is refused). Objects are read and written in-process either way.
 //!
 //! - A read of one ref, of several, or of every ref under a prefix is the reftable reader's
 //!   ([`super::reftable`]): one snapshot of the stack a read, no git process; `HEAD` from the
 //!   work tree's own stack (its git dir's, the shared one outside a linked work tree).
-//! - A write is the reftable writer's ([`super::reftable::transact`]): a compare-and-swap of
-//!   one ref, or of several all or none, under git's lock, as one new table. Where git would do
-//!   more than write the table (a reflog, a `reference-transaction` hook, settings that change
-//!   the tables' shape), the write is one `git update-ref -z --stdin` transaction (`start`,
-//!   `update` with the old value or `create` for a ref that must not exist, `prepare`,
-//!   `commit`), whose failure is read from git's diagnostics (in the C locale). Either way a
-//!   failure is sorted into what the files backend reports: a lost race ([`Failure::Lost`],
-//!   which the callers decide again on), a ref clash, a lock held past the lock timeout, or an
-//!   error.
-//! - Durability: when the store's choice (`lease.fsync`, `core.fsync`) covers references, the
-//!   new table and `tables.list` are fsynced before their renames and the `reftable/`
-//!   directory after (for git's writes, git is told `core.fsync=reference` and the directory
-//!   is fsynced after it answered; docs/DURABILITY.md).
-//! - A write git makes is preceded, once per process, by the check that git has reftable
-//!   (2.45, [`crate::git::version`]), made before any object of it is written
-//!   (`Store::ensure_writable`) when the settings leave every write to git; an older git is
-//!   refused as [`Error::GitTooOld`], as is one whose diagnostics say it does not know the
-//!   `refstorage` extension.
+//! - A write is one `git update-ref -z --stdin` transaction (`start`, `update` with the old
+//!   value or `create` for a ref that must not exist, `prepare`, `commit`): git writes the
+//!   table, the reflogs, runs the `reference-transaction` hook and compacts the stack. No
+//!   table is written, compacted or deleted here.
+//! - A failure is read from git's diagnostics (in the C locale) and sorted into what the
+//!   files backend reports: a lost race ([`Failure::Lost`], which the callers decide again
+//!   on), a ref clash, a lock held past the lock timeout, or an error.
+//! - Durability: when the store's choice (`lease.fsync`, `core.fsync`) covers references,
+//!   git is told `core.fsync=reference` and the `reftable/` directory is fsynced after it
+//!   answered (docs/DURABILITY.md).
+//! - A write is preceded, once per process, by the check that git has reftable (2.45,
+//!   [`crate::git::version`]), made before any object of it is written
+//!   (`Store::ensure_writable`); an older git is refused as [`Error::GitTooOld`], as is one
+//!   whose diagnostics say it does not know the `refstorage` extension.
 //! - `GIT_NAMESPACE` is applied here, as gix applies it for the files backend: the tables and
-//!   git's ref commands know nothing of it, so names are prefixed with `refs/namespaces/<ns>/` on the way in and
-//!   stripped on the way out.
+//!   git's ref commands know nothing of it, so names are prefixed with
+//!   `refs/namespaces/<ns>/` on the way in and stripped on the way out.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use gix::ObjectId;
 
-use super::reftable::{Outcome, Settings, Stack};
+use super::reftable::Stack;
 use crate::error::{Error, Result};
 use crate::git::version::Need;
 
@@ -101,9 +96,6 @@ pub(crate) struct GitRefs {
     /// The git these commands need: reftable's, unless the repository keeps its refs in files
     /// ([`GitRefs::for_files`]).
     needs: &'static [Need],
-    /// How writes are made in-process ([`super::reftable::transact`]), when the repository's
-    /// settings let them; `None`: every write is git's.
-    writer: Option<Settings>,
 }
 
 impl GitRefs {
@@ -123,58 +115,13 @@ impl GitRefs {
             lock_wait,
             hash,
             needs: &[Need::Reftable],
-            writer: None,
         }
-    }
-
-    /// Returns true if writes are made in-process (but for the refs git keeps reflogs of).
-    pub(crate) fn writes_in_process(&self) -> bool {
-        self.writer.is_some()
-    }
-
-    /// Compacts the stack into one table in-process ([`super::reftable::compact_all`]), when
-    /// writes are made in-process; false when it was not (git's `pack-refs` is to do it).
-    pub(crate) fn compact(&self, fsync: bool) -> Result<bool> {
-        if self.writer.is_none() {
-            return Ok(false);
-        }
-        super::reftable::compact_all(
-            &self.common_dir.join("reftable"),
-            self.hash,
-            self.lock_wait,
-            fsync,
-        )
-    }
-
-    /// Removes what killed writers left beside the stack's tables, under its list's lock
-    /// ([`super::reftable::clean`]): stale table locks before `locks`, temporary tables
-    /// before `temporaries`; returns how many files went. [`Error::Locked`] when the list's
-    /// lock stayed held.
-    pub(crate) fn clean(&self, temporaries: Option<SystemTime>, locks: SystemTime) -> Result<u64> {
-        super::reftable::clean(
-            &self.common_dir.join("reftable"),
-            self.hash,
-            self.lock_wait,
-            temporaries,
-            locks,
-        )?
-        .ok_or_else(|| Error::Locked {
-            path: self.lock_path(),
-            waited_ms: self.lock_wait.as_millis(),
-        })
-    }
-
-    /// The same refs, written in-process as `settings` allow (`None`: by git).
-    pub(crate) fn with_writer(mut self, settings: Option<Settings>) -> GitRefs {
-        self.writer = settings;
-        self
     }
 
     /// The same commands for a repository whose refs are files: [`GitRefs::update`] only (the
     /// archive's transactions, which delete lease refs), with no need of reftable's git.
     pub(crate) fn for_files(mut self) -> GitRefs {
         self.needs = &[];
-        self.writer = None;
         self
     }
 
@@ -334,63 +281,12 @@ impl GitRefs {
         })
     }
 
-    /// Applies `edits` (`(name, new, expected)`) in one transaction, all or none: in-process
-    /// where this writer writes it ([`super::reftable::transact`]; `has_object` says whether
-    /// a new value is in the object database), else by git, logging `message` where git
-    /// writes reflogs, as git-lease (the committer of every ledger commit). With
-    /// `fsync_refs`, the new table and list are fsynced (`core.fsync=reference` for git)
-    /// and the `reftable/` directory after; without, nothing is (`core.fsync=none`).
+    /// Applies `edits` (`(name, new, expected)`) in one `git update-ref -z --stdin`
+    /// transaction, all or none, logging `message` where git writes reflogs, as git-lease (the
+    /// committer of every ledger commit). With `fsync_refs` git is told
+    /// `core.fsync=reference` and the `reftable/` directory is fsynced after it answered;
+    /// without, `core.fsync=none`.
     pub(crate) fn update(
-        &self,
-        edits: &[(&str, ObjectId, Expect)],
-        message: &str,
-        fsync_refs: bool,
-        has_object: &dyn Fn(&ObjectId) -> bool,
-    ) -> std::result::Result<(), Failure> {
-        if let Some(settings) = &self.writer {
-            let full: Vec<(String, ObjectId, Expect)> = edits
-                .iter()
-                .map(|(name, new, expect)| (self.full(name), *new, *expect))
-                .collect();
-            let outcome = super::reftable::transact(
-                &self.common_dir.join("reftable"),
-                self.hash,
-                settings,
-                self.lock_wait,
-                fsync_refs,
-                &full,
-                has_object,
-            )
-            .map_err(Failure::Git)?;
-            let short = |name: &str| self.short(name).unwrap_or(name).to_owned();
-            match outcome {
-                Outcome::Done => return Ok(()),
-                Outcome::Lost => return Err(Failure::Lost),
-                Outcome::Clash { name, existing } => {
-                    return Err(Failure::Clash {
-                        name: short(&name),
-                        existing: short(&existing),
-                    })
-                }
-                Outcome::Locked => return Err(Failure::Locked(self.lock_path())),
-                Outcome::Missing { name, id } => {
-                    return Err(Failure::Git(Error::Git {
-                        context: "cannot update references (reftable)".into(),
-                        message: format!(
-                            "trying to write ref '{}' with nonexistent object {id}",
-                            short(&name)
-                        ),
-                    }))
-                }
-                // git writes what this writer does not.
-                Outcome::ToGit(_) => {}
-            }
-        }
-        self.update_by_git(edits, message, fsync_refs)
-    }
-
-    /// [`GitRefs::update`] as one `git update-ref -z --stdin` transaction.
-    fn update_by_git(
         &self,
         edits: &[(&str, ObjectId, Expect)],
         message: &str,

@@ -100,6 +100,11 @@
 //! - [`reftable_reader`]: the in-process reftable reader against git's own listing of the
 //!   tables git wrote (deep indexes, uncompacted and compacted stacks, deletions, symbolic
 //!   refs, SHA-256, random histories), and readers racing git's compactions.
+//! - [`reftable_writes`]: writes in a reftable repository are git's transactions: git reads
+//!   them, a git killed under a claim leaves the ledger as it was or one step on, git's
+//!   writers and git-lease's race with nothing lost.
+//! - [`user_refs`]: claims, archives and `git lease gc` leave the user's branches, tags and
+//!   reflogs byte-identical, in both ref formats.
 
 pub mod env;
 
@@ -155,7 +160,7 @@ mod reflog;
 mod reftable;
 mod reftable_hostile;
 mod reftable_reader;
-mod reftable_writer;
+mod reftable_writes;
 mod remote;
 mod rewound;
 mod rules;
@@ -172,5 +177,6 @@ mod snapshots;
 mod timeline;
 mod trust;
 mod unknown_outcome;
+mod user_refs;
 mod verify;
 mod watch;

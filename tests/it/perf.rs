@@ -361,6 +361,11 @@ fn gc_packs_lease_objects_and_refs_and_everything_still_reads() {
 
     let v = repo.json_at(&at_min(3), 0, &["gc"]);
     assert_eq!(v["loose_objects_after"], 0, "{v}");
+    // The loose objects are packed by their ids, with no walk from every ref (`git repack`).
+    let commands = v["commands"].to_string();
+    assert!(commands.contains("git pack-objects"), "{v}");
+    assert!(commands.contains("git prune-packed"), "{v}");
+    assert!(!commands.contains("repack"), "{v}");
     assert_eq!(v["loose_lease_refs_after"], 0, "{v}");
     assert_eq!(count_objects(&repo).0, 0);
     assert_eq!(loose_lease_refs(&repo), 0);
