@@ -22,6 +22,7 @@ use std::path::PathBuf;
 
 use gix::ObjectId;
 
+use crate::store::shared::SharedPerm;
 use crate::store::Store;
 
 /// The folder of the memory files, in the repository's common directory.
@@ -37,6 +38,10 @@ pub const VERIFIED_DIR: &str = "lease-verified";
 /// The memory of one remote.
 pub(crate) struct Memory {
     path: PathBuf,
+    /// The repository's common directory and its `core.sharedRepository`: what this memory
+    /// makes there is shared as git shares what it makes.
+    common: PathBuf,
+    shared: SharedPerm,
     /// The file as last read, so that one command reads it once.
     loaded: std::cell::RefCell<Option<BTreeMap<String, ObjectId>>>,
 }
@@ -50,6 +55,8 @@ impl Memory {
         Memory {
             path: store.common_dir().join(MEMORY_DIR).join(slug),
             loaded: Default::default(),
+            common: store.common_dir().to_path_buf(),
+            shared: store.shared(),
         }
     }
 
@@ -63,6 +70,8 @@ impl Memory {
                 .join(slug)
                 .join(version),
             loaded: Default::default(),
+            common: store.common_dir().to_path_buf(),
+            shared: store.shared(),
         }
     }
 
@@ -113,6 +122,7 @@ impl Memory {
             .append(true)
             .open(&self.path)
             .and_then(|mut file| file.write_all(text.as_bytes()));
+        let _ = self.shared.adjust_up_to(&self.path, &self.common);
         // A clone that only ever renews never reads the memory back: compact it here too.
         if std::fs::metadata(&self.path).is_ok_and(|m| m.len() > COMPACT_ABOVE) {
             self.recall();
@@ -167,7 +177,9 @@ impl Memory {
             text.push_str(&format!("{} {tip}\n", escape(issue)));
         }
         if tmp.write_all(text.as_bytes()).is_ok() {
-            let _ = tmp.persist(&self.path);
+            if tmp.persist(&self.path).is_ok() {
+                let _ = self.shared.adjust_up_to(&self.path, &self.common);
+            }
         }
     }
 }

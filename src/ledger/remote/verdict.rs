@@ -51,6 +51,10 @@ pub(crate) enum Judged {
 /// The verdict of one server.
 pub(crate) struct Verdict {
     path: PathBuf,
+    /// The repository's common directory and its `core.sharedRepository`, for what a record
+    /// makes there.
+    common: PathBuf,
+    shared: crate::store::shared::SharedPerm,
 }
 
 impl Verdict {
@@ -62,6 +66,8 @@ impl Verdict {
                 .common_dir()
                 .join(VERDICT_DIR)
                 .join(format!("{:016x}", crate::cache::fnv1a(url.as_bytes()))),
+            common: store.common_dir().to_path_buf(),
+            shared: store.shared(),
         }
     }
 
@@ -115,7 +121,7 @@ impl Verdict {
         let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(io)?;
         std::io::Write::write_all(&mut tmp, format!("{what}\n").as_bytes()).map_err(io)?;
         tmp.persist(path).map_err(|e| io(e.error))?;
-        Ok(())
+        self.shared.adjust_up_to(path, &self.common)
     }
 }
 
