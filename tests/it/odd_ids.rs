@@ -112,9 +112,9 @@ fn a_mirror_skips_odd_ids_and_syncs_every_other_ledger_run_after_run() {
         "only ok is kept: {}",
         mirror.lease_refs()
     );
-    // The mirror's own commands go on working.
-    mirror.json_at(T0, 0, &["list"]);
-    mirror.json_at(T0, 0, &["acquire", "mine", "--holder", "m"]);
+    // The mirror's own ledgers go on working.
+    mirror.json_at(T0, 0, &["list", "--local"]);
+    mirror.json_at(T0, 0, &["acquire", "mine", "--holder", "m", "--local"]);
 }
 
 #[test]
