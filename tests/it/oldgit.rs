@@ -342,7 +342,11 @@ fn local_files_work_and_reftable_reads_ask_git_nothing_and_reftable_writes_need_
     // A reftable repository is read in-process: no git runs for a read.
     let repo = TestRepo::init(&["--ref-format=reftable"]);
     let _origin = repo.add_bare_origin(&["--ref-format=files"]);
-    repo.json_at(&at_min(0), 0, &["acquire", "41", "--holder", "alice", "--local"]);
+    repo.json_at(
+        &at_min(0),
+        0,
+        &["acquire", "41", "--holder", "alice", "--local"],
+    );
     let (git, log) = fake_git(&repo.scratch("bin"), "git version 2.28.0");
     lease(&repo, Some(&git), 1, &["show", "41", "--local"]).ok();
     assert_eq!(

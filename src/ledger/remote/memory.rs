@@ -176,10 +176,8 @@ impl Memory {
         for (issue, tip) in tips {
             text.push_str(&format!("{} {tip}\n", escape(issue)));
         }
-        if tmp.write_all(text.as_bytes()).is_ok() {
-            if tmp.persist(&self.path).is_ok() {
-                let _ = self.shared.adjust_up_to(&self.path, &self.common);
-            }
+        if tmp.write_all(text.as_bytes()).is_ok() && tmp.persist(&self.path).is_ok() {
+            let _ = self.shared.adjust_up_to(&self.path, &self.common);
         }
     }
 }
