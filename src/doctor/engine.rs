@@ -26,7 +26,7 @@ use std::process::Command;
 
 use gix::ObjectId;
 
-use crate::probe::ProbeReport;
+use crate::probe::{ProbeReport, PROBE_PREFIX};
 use crate::remote::{hook_verdict, HookVerdict, Remote};
 
 /// What reaching a remote showed.
@@ -362,6 +362,21 @@ pub(super) fn agent_of(capabilities: &[String]) -> Option<String> {
         .iter()
         .find_map(|c| c.strip_prefix("agent="))
         .map(str::to_owned)
+}
+
+/// A probe's scratch: a temporary directory (named from `prefix`) for its own hooks, a nonce,
+/// and the scratch ref the nonce names under [`PROBE_PREFIX`].
+pub(super) fn scratch(prefix: &str) -> crate::Result<(tempfile::TempDir, String, String)> {
+    let dir = tempfile::Builder::new()
+        .prefix(prefix)
+        .tempdir()
+        .map_err(|source| crate::Error::Io {
+            context: "cannot make a temporary directory for the probe".into(),
+            source,
+        })?;
+    let nonce = format!("{:016x}{:08x}", fastrand::u64(..), std::process::id());
+    let probe = format!("{PROBE_PREFIX}{nonce}");
+    Ok((dir, nonce, probe))
 }
 
 #[cfg(test)]

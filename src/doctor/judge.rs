@@ -6,7 +6,6 @@ use chrono::{DateTime, Utc};
 
 use super::engine::{self, Cas, Refused};
 use crate::ledger::Ledger;
-use crate::probe::PROBE_PREFIX;
 use crate::remote::Remote;
 
 /// What the probe found of a server's compare-and-swap, for a write.
@@ -27,15 +26,7 @@ pub(crate) enum Finding {
 /// Runs doctor's compare-and-swap probe against `remote` (its scratch ref made, raced,
 /// read and deleted), with commits dated `now`.
 pub(crate) fn cas(ledger: &Ledger, remote: &Remote, now: DateTime<Utc>) -> crate::Result<Finding> {
-    let scratch = tempfile::Builder::new()
-        .prefix("git-lease-probe-")
-        .tempdir()
-        .map_err(|source| crate::Error::Io {
-            context: "cannot make a temporary directory for the probe".into(),
-            source,
-        })?;
-    let nonce = format!("{:016x}{:08x}", fastrand::u64(..), std::process::id());
-    let probe = format!("{PROBE_PREFIX}{nonce}");
+    let (scratch, nonce, probe) = engine::scratch("git-lease-probe-")?;
     let commits = ledger.store().write_probe(&nonce, now)?;
     let probed = engine::probe(remote, &probe, commits, scratch.path());
     Ok(match (probed.cas, probed.refused) {

@@ -18,7 +18,7 @@ use serde::Serialize;
 
 use crate::holder::Holder;
 use crate::ledger::Ledger;
-use crate::probe::{ProbeReport, PROBE_PREFIX};
+use crate::probe::ProbeReport;
 use crate::remote::HookVerdict;
 use crate::remote::Remote;
 use engine::{Cas, Refused};
@@ -155,15 +155,7 @@ fn examine_remote(
     report: &mut Report,
 ) -> crate::Result<()> {
     let store = ledger.store();
-    let scratch = tempfile::Builder::new()
-        .prefix("git-lease-doctor-")
-        .tempdir()
-        .map_err(|source| crate::Error::Io {
-            context: "cannot make a temporary directory for the probe".into(),
-            source,
-        })?;
-    let nonce = format!("{:016x}{:08x}", fastrand::u64(..), std::process::id());
-    let probe = format!("{PROBE_PREFIX}{nonce}");
+    let (scratch, nonce, probe) = engine::scratch("git-lease-doctor-")?;
     let shown = remote.name();
     let url = store
         .config_string(&format!("remote.{}.url", remote.target()))
