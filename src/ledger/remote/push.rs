@@ -224,12 +224,23 @@ impl Remote<'_> {
     /// server reads no further, and a server that closes with them unread resets the
     /// connection under the push's last write.
     pub fn branch(&self, full: &str) -> Result<Option<ObjectId>> {
+        let listed = self.ls_remote(&[full])?;
+        Ok(listed.lines().find_map(|line| {
+            let (id, name) = line.split_once('\t')?;
+            (name == full).then(|| ObjectId::from_hex(id.as_bytes()).ok())?
+        }))
+    }
+
+    /// Returns what `git ls-remote` lists of `patterns` on this remote, now (within
+    /// `lease.networkTimeout`); a failure is a transport error naming the command.
+    pub(super) fn ls_remote(&self, patterns: &[&str]) -> Result<String> {
         let mut cmd = self.git()?;
         cmd.env("LC_ALL", "C")
             .env("GIT_TERMINAL_PROMPT", "0")
             .stdin(std::process::Stdio::null())
-            .args(["ls-remote", "--", &self.remote, full]);
-        let shown = format!("git ls-remote {} {full}", self.shown);
+            .args(["ls-remote", "--", &self.remote])
+            .args(patterns);
+        let shown = format!("git ls-remote {} {}", self.shown, patterns.join(" "));
         let out = run(cmd, &shown, self.network_timeout)?;
         if !out.status.success() {
             return Err(Error::Transport {
@@ -237,11 +248,7 @@ impl Remote<'_> {
                 message: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
             });
         }
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        Ok(stdout.lines().find_map(|line| {
-            let (id, name) = line.split_once('\t')?;
-            (name == full).then(|| ObjectId::from_hex(id.as_bytes()).ok())?
-        }))
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
     }
 }
 

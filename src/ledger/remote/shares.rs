@@ -1,9 +1,8 @@
 //! Whether a remote shares claims: what [`crate::backend::choose`] asks of the remote the
 //! team uses when nothing says where claims go.
 
-use super::push::run;
 use super::Remote;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::store::ARCHIVE_REF;
 
 impl Remote<'_> {
@@ -21,27 +20,8 @@ impl Remote<'_> {
     /// Returns whether the remote holds a lease ref or an archive of them, as it answers now
     /// (one `git ls-remote`, within `lease.networkTimeout`).
     pub fn holds_leases(&self) -> Result<bool> {
-        let mut cmd = self.git()?;
-        cmd.env("LC_ALL", "C")
-            .env("GIT_TERMINAL_PROMPT", "0")
-            .stdin(std::process::Stdio::null())
-            .args([
-                "ls-remote",
-                "--",
-                &self.remote,
-                "refs/leases/*",
-                ARCHIVE_REF,
-            ]);
-        let shown = format!("git ls-remote {}", self.shown);
-        let out = run(cmd, &shown, self.network_timeout)?;
-        if !out.status.success() {
-            return Err(Error::Transport {
-                command: shown,
-                message: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
-            });
-        }
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        Ok(stdout.lines().any(|line| {
+        let listed = self.ls_remote(&["refs/leases/*", ARCHIVE_REF])?;
+        Ok(listed.lines().any(|line| {
             line.split_once('\t').is_some_and(|(_, name)| {
                 name == ARCHIVE_REF || name.starts_with(crate::issue::REF_PREFIX)
             })
