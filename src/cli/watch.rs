@@ -328,6 +328,15 @@ fn line(e: &WatchEvent) -> String {
 /// Sends [`Wake::Stop`] on SIGINT, SIGTERM or SIGHUP, and ends the git command a remote's
 /// fetch may be waiting on (the loop then finds it failed, and ends).
 fn stop_on_signals(wake: mpsc::Sender<Wake>) -> Result<(), Error> {
+    on_stop_signal(move || {
+        let _ = wake.send(Wake::Stop);
+        git_lease::git::stop_commands(FETCH_GRACE);
+    })
+}
+
+/// Calls `stop` on a thread of its own at the first SIGINT, SIGTERM or SIGHUP: the end of a
+/// command that runs until it is told to stop (`watch`, `mcp`).
+pub(super) fn on_stop_signal(stop: impl FnOnce() + Send + 'static) -> Result<(), Error> {
     use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
     let mut signals =
         signal_hook::iterator::Signals::new([SIGHUP, SIGINT, SIGTERM]).map_err(|e| Error::Io {
@@ -336,8 +345,7 @@ fn stop_on_signals(wake: mpsc::Sender<Wake>) -> Result<(), Error> {
         })?;
     std::thread::spawn(move || {
         if signals.forever().next().is_some() {
-            let _ = wake.send(Wake::Stop);
-            git_lease::git::stop_commands(FETCH_GRACE);
+            stop();
         }
     });
     Ok(())

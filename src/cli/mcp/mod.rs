@@ -395,18 +395,7 @@ fn is_sent(level: LoggingLevel, least: u8) -> bool {
 
 /// Ends the server on SIGINT, SIGTERM or SIGHUP, even before the client has initialized it.
 fn stop_on_signals(stop: CancellationToken) -> Result<(), Error> {
-    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
-    let mut signals =
-        signal_hook::iterator::Signals::new([SIGHUP, SIGINT, SIGTERM]).map_err(|e| Error::Io {
-            context: "cannot install signal handlers".into(),
-            source: e,
-        })?;
-    std::thread::spawn(move || {
-        if signals.forever().next().is_some() {
-            stop.cancel();
-        }
-    });
-    Ok(())
+    crate::cli::watch::on_stop_signal(move || stop.cancel())
 }
 
 /// Serves the tools over stdio until the client closes the connection or a signal ends it.
