@@ -112,6 +112,19 @@ pub mod help {
     }
 }
 
+/// Says each refusal of a hook on its own line on stderr, as git shows a hook's output, and
+/// returns the hook's exit code: [`OK`] when there is none, else [`FAILURE`].
+pub(crate) fn refused(refusals: &[impl std::fmt::Display]) -> u8 {
+    for r in refusals {
+        eprintln!("{r}");
+    }
+    if refusals.is_empty() {
+        OK
+    } else {
+        FAILURE
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

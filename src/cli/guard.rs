@@ -120,14 +120,7 @@ pub(crate) fn pre_push(ctx: &Context, url: &str) -> Result<u8, Failure> {
         |issue| backend.current(issue),
         ctx.now,
     )?;
-    for r in &refusals {
-        eprintln!("{r}");
-    }
-    Ok(if refusals.is_empty() {
-        exit::OK
-    } else {
-        exit::FAILURE
-    })
+    Ok(exit::refused(&refusals))
 }
 
 /// git's pre-commit hook of the guard: a commit on a fenced branch needs this holder's live

@@ -106,14 +106,7 @@ fn reference_transaction(ctx: &Context, state: &str) -> Result<u8, Failure> {
     if !policy.fences.is_empty() {
         refusals.extend(hook::check_transaction(store, &policy, &updates, ctx.now));
     }
-    for r in &refusals {
-        eprintln!("{r}");
-    }
-    Ok(if refusals.is_empty() {
-        exit::OK
-    } else {
-        exit::FAILURE
-    })
+    Ok(exit::refused(&refusals))
 }
 
 /// Runs git's `update`, `pre-receive` or `reference-transaction` hook protocol; refusals go
@@ -142,14 +135,7 @@ pub(crate) fn hook(ctx: &Context, kind: &HookKind) -> Result<u8, Failure> {
         &updates,
         ctx.now,
     );
-    for r in &refusals {
-        eprintln!("{r}");
-    }
-    Ok(if refusals.is_empty() {
-        exit::OK
-    } else {
-        exit::FAILURE
-    })
+    Ok(exit::refused(&refusals))
 }
 
 /// The hooks of a served repository: pre-receive, and git's `reference-transaction` hook,
