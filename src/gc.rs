@@ -16,7 +16,7 @@
 //!   expiry, and writes the commit-graph). In a reftable repository `git pack-refs`
 //!   compacts the tables into one: git alone writes, compacts and deletes tables. git 2.47
 //!   gives that up when another writer changed the tables meanwhile, so there a failed step
-//!   is run again, up to `REFTABLE_PACK_ATTEMPTS` times. In either format, a step that
+//!   is run again for up to `REFTABLE_PACK_BUDGET`. In either format, a step that
 //!   stopped on a ref a fold deleted under git's walk is run again too
 //!   (`ref_moved_under_walk`). It then removes the temporary files that killed writers left
 //!   behind, once they are older than `gc.pruneExpire` (two weeks by default) and at least
@@ -96,16 +96,16 @@ pub fn gc(store: &Store, full: bool) -> Result<GcReport> {
     // git 2.47 gives up compacting a reftable stack that another writer changed or locked
     // meanwhile (`git pack-refs` exits 244, an outdated stack, or says "data is locked"; `git
     // gc` then fails to run pack-refs): nothing is lost, and it is tried again.
-    let attempts = if store.ref_format() == "files" {
-        1
+    let budget = if store.ref_format() == "files" {
+        Duration::ZERO
     } else {
-        REFTABLE_PACK_ATTEMPTS
+        REFTABLE_PACK_BUDGET
     };
     let cutoff = temporaries_cutoff(&git_dir)?;
     let mut commands = Vec::new();
     for step in steps {
         match step {
-            Step::Git(args) => commands.push(run_step(&git_dir, &args, attempts)?),
+            Step::Git(args) => commands.push(run_step(&git_dir, &args, budget)?),
             Step::LooseObjects => commands.extend(pack_loose_objects(&git_dir, &objects_dir)?),
         }
     }
@@ -128,11 +128,13 @@ pub fn gc(store: &Store, full: bool) -> Result<GcReport> {
     })
 }
 
-/// Runs `git <args>` in `git_dir`, again up to `attempts` times in all while it fails (more
-/// when a ref moved under its walk: [`ref_moved_under_walk`]); returns the command as shown.
-fn run_step(git_dir: &Path, args: &[&str], attempts: u32) -> Result<String> {
+/// Runs `git <args>` in `git_dir`, again while it fails and `budget` has not run out since
+/// the first run (at least [`REF_MOVED_BUDGET`] when a ref moved under its walk:
+/// [`ref_moved_under_walk`]); returns the command as shown.
+fn run_step(git_dir: &Path, args: &[&str], budget: Duration) -> Result<String> {
     let shown = format!("git {}", args.join(" "));
-    let mut attempt = 1;
+    let started = std::time::Instant::now();
+    let mut attempt: u32 = 0;
     loop {
         let out = git(git_dir)
             .args(args)
@@ -143,15 +145,16 @@ fn run_step(git_dir: &Path, args: &[&str], attempts: u32) -> Result<String> {
         }
         let said = String::from_utf8_lossy(&out.stderr);
         let limit = if ref_moved_under_walk(&said) {
-            attempts.max(REF_MOVED_ATTEMPTS)
+            budget.max(REF_MOVED_BUDGET)
         } else {
-            attempts
+            budget
         };
-        if attempt >= limit {
+        if started.elapsed() >= limit {
             return Err(failed(shown, &out));
         }
-        // A moment that doubles from 1 ms: concurrent writers commit in milliseconds.
-        std::thread::sleep(Duration::from_millis(1 << (attempt - 1).min(7)));
+        // A moment that doubles from 1 ms to 32 ms: concurrent writers commit in milliseconds,
+        // and a compaction needs only the moment between two of them.
+        std::thread::sleep(Duration::from_millis(1 << attempt.min(5)));
         attempt += 1;
     }
 }
@@ -203,7 +206,10 @@ fn pack_loose_objects(git_dir: &Path, objects_dir: &Path) -> Result<Vec<String>>
         return Err(failed(shown, &out));
     }
     fed.map_err(|e| spawn_error(&shown, e))?;
-    Ok(vec![shown, run_step(git_dir, &["prune-packed", "-q"], 1)?])
+    Ok(vec![
+        shown,
+        run_step(git_dir, &["prune-packed", "-q"], Duration::ZERO)?,
+    ])
 }
 
 /// Returns the ids of the loose objects in `objects_dir`, from the names of its fan-out
@@ -232,13 +238,15 @@ fn loose_object_ids(objects_dir: &Path) -> Vec<String> {
     ids
 }
 
-/// How many times `git lease gc` runs a step that failed in a reftable repository, where
-/// git 2.47 gives up compacting the tables when another writer changed them meanwhile.
-const REFTABLE_PACK_ATTEMPTS: u32 = 10;
+/// How long `git lease gc` runs again a step that failed in a reftable repository, where git
+/// 2.47 gives up compacting the tables whenever another writer added one between its reading
+/// of the stack and its lock: under writers that never pause, most attempts fail, and a
+/// count of attempts ran out (ten did, on a loaded machine, in CI).
+const REFTABLE_PACK_BUDGET: Duration = Duration::from_secs(30);
 
-/// How many times `git lease gc` runs a step that stopped on a ref moved under its walk
+/// How long `git lease gc` runs again a step that stopped on a ref moved under its walk
 /// ([`ref_moved_under_walk`]), in either ref format.
-const REF_MOVED_ATTEMPTS: u32 = 10;
+const REF_MOVED_BUDGET: Duration = Duration::from_secs(5);
 
 /// Whether git stopped because a ref it had listed was gone, or elsewhere, when it came to
 /// read it: `git repack` walks from every ref, and a fold (`git lease archive`) that deletes
