@@ -26,6 +26,7 @@
 //! | `require_token` | `true` or `false` |
 //! | `admins` | `lease.admins`, a list |
 //! | `refs` | the served repository's ref storage: `files` or `reftable` |
+//! | `archive` | `judged`: the hook refuses a fold that forgets an entry and a ledger started over after its fold, so a clone may claim from the newest fold alone ([`ARCHIVE_JUDGED`]) |
 //!
 //! A reader ignores the fields it does not know, and fields are only ever added; a field that
 //! changed meaning would take a new `format`.
@@ -41,6 +42,10 @@ pub const PROBE_PREFIX: &str = "refs/lease-probe/";
 
 /// How the hook's report line begins.
 pub const PROBE_MARK: &str = "git-lease: probe:";
+
+/// The `archive` field of a hook that judges every fold and every claim against the archive:
+/// what lets a clone trust the remote's newest fold by default (docs/SECURITY.md).
+pub const ARCHIVE_JUDGED: &str = "judged";
 
 /// The format of the report line this build writes.
 pub const PROBE_FORMAT: u32 = 1;
@@ -71,6 +76,8 @@ pub struct ProbeReport {
     pub admins: Vec<String>,
     /// The served repository's ref storage (`files`, `reftable`), when said.
     pub refs: Option<String>,
+    /// [`ARCHIVE_JUDGED`] when the hook judges every fold, when said.
+    pub archive: Option<String>,
 }
 
 impl ProbeReport {
@@ -99,7 +106,13 @@ impl ProbeReport {
             require_token: policy.require_token,
             admins: policy.admins.clone(),
             refs: Some(refs.to_owned()),
+            archive: Some(ARCHIVE_JUDGED.to_owned()),
         }
+    }
+
+    /// Whether the hook said it judges every fold of the archive ([`ARCHIVE_JUDGED`]).
+    pub fn judges_archive(&self) -> bool {
+        self.archive.as_deref() == Some(ARCHIVE_JUDGED)
     }
 
     /// Returns the report as its one line (see the module documentation).
@@ -127,6 +140,9 @@ impl ProbeReport {
         if let Some(refs) = &self.refs {
             fields.push(("refs", encode(refs)));
         }
+        if let Some(archive) = &self.archive {
+            fields.push(("archive", encode(archive)));
+        }
         let mut line = PROBE_MARK.to_owned();
         for (key, value) in fields {
             line.push_str(&format!(" {key}={value}"));
@@ -150,6 +166,7 @@ impl ProbeReport {
             require_token: false,
             admins: Vec::new(),
             refs: None,
+            archive: None,
         };
         let mut now = None;
         for field in rest.split_whitespace() {
@@ -168,6 +185,7 @@ impl ProbeReport {
                 "require_token" => report.require_token = value == "true",
                 "admins" => report.admins = decode_list(value)?,
                 "refs" => report.refs = Some(decode(value)?),
+                "archive" => report.archive = Some(decode(value)?),
                 _ => {}
             }
         }
@@ -239,6 +257,7 @@ mod tests {
             require_token: true,
             admins: vec!["Ops Team".into(), "zoë".into()],
             refs: Some("reftable".into()),
+            archive: Some(ARCHIVE_JUDGED.into()),
         }
     }
 

@@ -23,13 +23,28 @@ pub(crate) enum Finding {
     Failed(String),
 }
 
+/// What the probe found of a server: its compare-and-swap, and whether its hook said it judges
+/// every fold of the archive ([`crate::probe::ProbeReport::judges_archive`]).
+pub(crate) struct Judgement {
+    pub(crate) finding: Finding,
+    pub(crate) archive_judged: bool,
+}
+
 /// Runs doctor's compare-and-swap probe against `remote` (its scratch ref made, raced,
 /// read and deleted), with commits dated `now`.
-pub(crate) fn cas(ledger: &Ledger, remote: &Remote, now: DateTime<Utc>) -> crate::Result<Finding> {
+pub(crate) fn cas(
+    ledger: &Ledger,
+    remote: &Remote,
+    now: DateTime<Utc>,
+) -> crate::Result<Judgement> {
     let (scratch, nonce, probe) = engine::scratch("git-lease-probe-")?;
     let commits = ledger.store().write_probe(&nonce, now)?;
     let probed = engine::probe(remote, &probe, commits, scratch.path());
-    Ok(match (probed.cas, probed.refused) {
+    let archive_judged = probed
+        .report
+        .as_ref()
+        .is_some_and(crate::probe::ProbeReport::judges_archive);
+    let finding = match (probed.cas, probed.refused) {
         (Cas::Honoured, _) => {
             Finding::Holds("it refused a push whose expected old value was stale".into())
         }
@@ -44,5 +59,9 @@ pub(crate) fn cas(ledger: &Ledger, remote: &Remote, now: DateTime<Utc>) -> crate
             Finding::Failed(format!("{why}: {message}"))
         }
         (Cas::Unknown(why), None) => Finding::Failed(why),
+    };
+    Ok(Judgement {
+        finding,
+        archive_judged,
     })
 }

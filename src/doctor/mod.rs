@@ -287,14 +287,20 @@ fn cas_check(remote: &Remote, probe: &str, probed: &engine::Probed) -> crate::Re
     let left = left.as_deref().unwrap_or("");
     Ok(match &probed.cas {
         Cas::Honoured => {
-            remote.record_cas(None)?;
+            remote.record_cas(
+                None,
+                probed
+                    .report
+                    .as_ref()
+                    .is_some_and(crate::probe::ProbeReport::judges_archive),
+            )?;
             Check::ok(
                 "compare_and_swap",
                 &format!("{shown} refused a push whose expected old value was stale{left}"),
             )
         }
         Cas::Ignored(what) => {
-            remote.record_cas(Some(what))?;
+            remote.record_cas(Some(what), false)?;
             let key = remote.unsafe_cas_key();
             let now = if remote.unsafe_cas_allowed()? {
                 format!("writes go through it anyway: {key} is true")

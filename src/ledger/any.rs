@@ -263,6 +263,7 @@ impl Remote<'_> {
     }
 
     fn fetch_some_once(&self, issues: &[IssueId]) -> Result<(States, Vec<Diverged>)> {
+        self.begin_claim();
         let store = self.ledger().store();
         let mut state = HashMap::with_capacity(issues.len());
         let mut diverged = Vec::new();
@@ -396,7 +397,7 @@ impl Remote<'_> {
         // With `lease.trustArchive` and no fold verified here, the remote's newest fold alone
         // is read, when an issue has no ref there (`Remote::archived_tip`).
         let seen_archive = self.seen_archive()?;
-        let whole_archive = !self.trusts_newest_fold()?;
+        let whole_archive = !self.may_trust_newest_fold()?;
         if whole_archive {
             let archive = self.archive_incoming_ref();
             refspecs.push(format!("+{ARCHIVE_REF}*:{archive}*"));

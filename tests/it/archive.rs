@@ -641,7 +641,10 @@ fn a_new_clone_judges_a_fold_of_many_ledgers_and_refuses_one_that_records_live_l
     server.git(&["update-ref", "refs/lease-archive", &forged]);
     let before = server.refs();
 
+    // The server's hook judges every fold, so a clone would trust the newest one by default:
+    // carol verifies it.
     let carol = server.client("carol");
+    carol.git(&["config", "lease.trustArchive", "false"]);
     let run = lease(&carol, 620, &["acquire", "n2", "--remote", "origin"]);
     assert_ne!(run.code, 0, "{run}");
     run.stderr_has("refs/lease-archive")

@@ -284,7 +284,9 @@ fn trust_takes_the_newest_fold_unjudged_only_until_a_fold_is_verified() {
     let run = lease(&alice, 220, &["acquire", "20", "--remote", "origin"]);
     assert_eq!(run.code, 1, "a fold verified here is judged on from: {run}");
     run.stderr_has("refs/lease-archive");
+    // The server's hook judges every fold, so a clone trusts by default: carol opts out.
     let doubting = server.client("carol");
+    doubting.git(&["config", "lease.trustArchive", "false"]);
     let run = lease(&doubting, 220, &["acquire", "20", "--remote", "origin"]);
     assert_eq!(run.code, 1, "without trust, every fold is judged: {run}");
     let dave = trusting(server.client("dave"));

@@ -48,9 +48,10 @@
 //! - [`doctor`]: `git lease doctor` against healthy, hookless, identity-less and broken
 //!   servers (dulwich's HTTP server ignores expected old values), and its verdict remembered.
 //! - [`hook`], [`fence`]: the server hook against forged pushes, and fenced work branches.
-//! - [`archive`], [`archive_forged`], [`archive_deletion`]: the archive of quiet ledgers
-//!   (folds, revivals, mirrors), generated forged folds against the server hook, and the
-//!   deletion of a lease ref only at the tip the archive records.
+//! - [`archive`], [`archive_default`], [`archive_forged`], [`archive_deletion`]: the archive
+//!   of quiet ledgers (folds, revivals, mirrors), trust in it by default, generated forged
+//!   folds against the server hook, and the deletion of a lease ref only at the tip the
+//!   archive records.
 //! - [`guard`]: the guard on the client (`install-hook --client`): pre-push and pre-commit.
 //! - [`http`]: the hook behind a web server, judging the authenticated pusher.
 //! - [`install_root`]: `install-hook` as root in a hostile repository another account owns,
@@ -111,6 +112,7 @@ pub mod env;
 mod adversary;
 mod adversary_signed;
 mod archive;
+mod archive_default;
 mod archive_deletion;
 mod archive_forged;
 mod archive_trust;

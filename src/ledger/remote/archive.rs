@@ -186,12 +186,17 @@ impl Remote<'_> {
     /// or the index cannot say, is the archive fetched and verified, for the ledger a claim
     /// goes on from.
     pub(crate) fn archived_tip(&self, issue: &str) -> Result<Option<ObjectId>> {
-        if self.archive.borrow().is_none() && self.trusts_newest_fold()? {
+        if self.archive.borrow().is_none() && self.may_trust_newest_fold()? {
             // An index that cannot answer (a fetch killed in it left a lock, its files were
             // damaged) is passed over: the verified archive answers instead, and from then on.
+            // A remote without an archive needs no trust; one with an archive is trusted
+            // once its probe, if it was yet to be made, found its hook judges every fold.
             match self.newest_fold() {
                 Ok(None) => return Ok(None),
-                Ok(Some(fold)) if matches!(self.fold_records(&fold, issue), Ok(false)) => {
+                Ok(Some(fold))
+                    if self.trusts_newest_fold_once_judged()?
+                        && matches!(self.fold_records(&fold, issue), Ok(false)) =>
+                {
                     return Ok(None)
                 }
                 _ => {}

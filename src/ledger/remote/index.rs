@@ -26,7 +26,7 @@ use std::path::PathBuf;
 
 use gix::ObjectId;
 
-use super::{run, Remote};
+use super::{run, verdict, Remote};
 use crate::error::{Error, Result};
 use crate::store::{ArchivePath, Fold, Store, ARCHIVE_REF};
 
@@ -80,11 +80,54 @@ impl IndexedFold {
 }
 
 impl Remote<'_> {
-    /// Whether claims read this remote's archive from its newest fold alone: `lease.trustArchive`
-    /// is set, and no fold of the remote was verified here (once one is, every later read
-    /// judges the new folds from it).
+    /// Whether claims read this remote's archive from its newest fold alone: no fold of the
+    /// remote was verified here (once one is, every later read judges the new folds from
+    /// it), and `lease.trustArchive` is true, or unset and doctor's probe found the server's
+    /// hook judges every fold ([`verdict::Verdict::archive_judged`]).
     pub(crate) fn trusts_newest_fold(&self) -> Result<bool> {
-        Ok(self.trust_archive && self.seen_archive()?.is_none())
+        let trusted = match self.trust_archive {
+            Some(set) => set,
+            None => self.verdict.archive_judged(),
+        };
+        Ok(trusted && self.seen_archive()?.is_none())
+    }
+
+    /// Whether claims may yet read this remote's archive from its newest fold alone: as
+    /// [`Remote::trusts_newest_fold`], or undecided (`lease.trustArchive` unset, the server
+    /// not probed yet), so that the first fetch leaves the archive out.
+    pub(crate) fn may_trust_newest_fold(&self) -> Result<bool> {
+        let undecided = self.trust_archive.is_none() && self.archive_undecided()?;
+        Ok(undecided || self.trusts_newest_fold()?)
+    }
+
+    /// Whether `lease.trustArchive` is unset, nothing was verified of the archive and the
+    /// server is yet to be probed, which a claim does ([`Remote::trusts_newest_fold_once_judged`]).
+    fn archive_undecided(&self) -> Result<bool> {
+        Ok(self.trust_archive.is_none()
+            && self.seen_archive()?.is_none()
+            && matches!(self.verdict.read(), verdict::Judged::Never)
+            && !self.unsafe_cas_allowed()?)
+    }
+
+    /// Marks a claim under way: from now on, a read of the archive may probe the server
+    /// ([`Remote::trusts_newest_fold_once_judged`]).
+    pub(crate) fn begin_claim(&self) {
+        self.claiming.set(true);
+    }
+
+    /// As [`Remote::trusts_newest_fold`], after doctor's probe has judged the server when
+    /// nothing decided yet and a claim is under way: its hook's report says whether it judges
+    /// every fold. A claim through a server on the network probes it before its first push
+    /// anyway; one through this machine's receive-pack probes it for this alone, once, and
+    /// goes on without trust if the probe cannot tell.
+    pub(crate) fn trusts_newest_fold_once_judged(&self) -> Result<bool> {
+        if self.claiming.get() && self.archive_undecided()? {
+            let probed = self.probe_once();
+            if !self.local_push {
+                probed?;
+            }
+        }
+        self.trusts_newest_fold()
     }
 
     fn index_dir(&self) -> PathBuf {
@@ -116,7 +159,7 @@ impl Remote<'_> {
     /// fold again (only the trees on the issue's path that a partial index lacks), and pushes
     /// guarded by that fold.
     pub(crate) fn fold_without(&self, issue: &crate::issue::IssueId) -> Result<Option<ObjectId>> {
-        if !self.trust_archive {
+        if !self.trusts_newest_fold()? {
             return Ok(None);
         }
         // An index that cannot answer is passed over: the claim fetches instead.
@@ -168,13 +211,16 @@ impl Remote<'_> {
     pub(crate) fn fetch_index_paths(&self, issues: &[&str]) {
         if issues.is_empty()
             || self.archive.borrow().is_some()
-            || !matches!(self.trusts_newest_fold(), Ok(true))
+            || !matches!(self.may_trust_newest_fold(), Ok(true))
         {
             return;
         }
         let Ok(Some(fold)) = self.newest_fold() else {
             return;
         };
+        if !matches!(self.trusts_newest_fold_once_judged(), Ok(true)) {
+            return;
+        }
         let mut asked = BTreeSet::new();
         loop {
             let lacking: BTreeSet<ObjectId> = issues

@@ -96,9 +96,12 @@ pub struct Remote<'a> {
     /// The remote's archive as fetched and verified by the read under way (`None`: not
     /// fetched yet; see [`Remote::fetched_archive`]).
     archive: std::cell::RefCell<Option<Option<crate::store::Fold>>>,
-    /// Whether claims take the remote's newest fold on sight until a fold is verified here
-    /// (`lease.trustArchive`; see [`index`]).
-    trust_archive: bool,
+    /// `lease.trustArchive` as set (`None`: unset, and the server's hook decides; see
+    /// [`index`]).
+    trust_archive: Option<bool>,
+    /// Whether a claim is under way: only a claim probes the server for its hook's word on
+    /// the archive ([`Remote::trusts_newest_fold_once_judged`]).
+    claiming: std::cell::Cell<bool>,
     /// The remote's newest fold as fetched into its index by the read under way (`None`: not
     /// fetched yet; see [`Remote::newest_fold`]).
     indexed: std::cell::RefCell<Option<Option<std::rc::Rc<index::IndexedFold>>>>,
@@ -154,8 +157,7 @@ impl<'a> Remote<'a> {
         let trust_archive = crate::config::boolean(
             TRUST_ARCHIVE_KEY,
             store.config_flag(TRUST_ARCHIVE_KEY).as_deref(),
-        )?
-        .unwrap_or(false);
+        )?;
         let http_low_speed_unset = store.config_string("http.lowSpeedLimit").is_none()
             && store.config_string("http.lowSpeedTime").is_none();
         // Pushes go to the push URL: that server's compare-and-swap is what a write relies on.
@@ -191,6 +193,7 @@ impl<'a> Remote<'a> {
             slug,
             archive: Default::default(),
             trust_archive,
+            claiming: Default::default(),
             indexed: Default::default(),
             attempts,
         })
@@ -368,6 +371,7 @@ impl Backend for Remote<'_> {
         issue: &IssueId,
         decide: &mut dyn FnMut(Option<Current<'_>>) -> Transition,
     ) -> Result<Report> {
+        self.begin_claim();
         let store = self.ledger.store();
         let mut fresh = false;
         // Never seen here, the issue may be in the remote's archive, and a claim must go on

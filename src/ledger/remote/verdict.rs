@@ -34,6 +34,10 @@ use crate::store::Store;
 /// The folder of the verdict files, in the repository's common directory.
 pub const VERDICT_DIR: &str = "lease-doctor";
 
+/// The line of a `.allowed` record whose server's hook said it judges every fold
+/// ([`crate::probe::ProbeReport::judges_archive`]).
+const ARCHIVE_JUDGED_LINE: &str = "archive: every fold is judged by the server's hook";
+
 /// The setting (`remote.<name>.<KEY>`) that lets writes go through a remote doctor found to
 /// ignore expected old values.
 pub const UNSAFE_CAS_KEY: &str = "leaseUnsafeCas";
@@ -105,10 +109,23 @@ impl Verdict {
         remove(&self.allowed_path())
     }
 
-    /// Records that writes go through the server: `what` was seen, one line.
-    pub(crate) fn record_allowed(&self, what: &str) -> Result<()> {
+    /// Records that writes go through the server: `what` was seen, one line, and whether its
+    /// hook said it judges every fold ([`ARCHIVE_JUDGED_LINE`]).
+    pub(crate) fn record_allowed(&self, what: &str, archive_judged: bool) -> Result<()> {
         remove(&self.path)?;
-        self.write(&self.allowed_path(), what)
+        let text = if archive_judged {
+            format!("{what}\n{ARCHIVE_JUDGED_LINE}")
+        } else {
+            what.to_owned()
+        };
+        self.write(&self.allowed_path(), &text)
+    }
+
+    /// Whether the probe found writes go through the server and its hook judges every fold:
+    /// what lets claims trust its newest fold when `lease.trustArchive` is not set.
+    pub(crate) fn archive_judged(&self) -> bool {
+        std::fs::read_to_string(self.allowed_path())
+            .is_ok_and(|text| text.lines().any(|line| line == ARCHIVE_JUDGED_LINE))
     }
 
     fn write(&self, path: &std::path::Path, what: &str) -> Result<()> {
@@ -169,13 +186,15 @@ impl Remote<'_> {
     }
 
     /// Records doctor's finding that the server ignores a push's expected old value (`what`
-    /// it saw, one line), or, with `None`, that it honours it.
-    pub(crate) fn record_cas(&self, ignored: Option<&str>) -> Result<()> {
+    /// it saw, one line), or, with `None`, that it honours it (and whether its hook said it
+    /// judges every fold).
+    pub(crate) fn record_cas(&self, ignored: Option<&str>, archive_judged: bool) -> Result<()> {
         match ignored {
             Some(what) => self.verdict.record_ignored(what),
-            None => self
-                .verdict
-                .record_allowed("git lease doctor: it refused a stale expected old value"),
+            None => self.verdict.record_allowed(
+                "git lease doctor: it refused a stale expected old value",
+                archive_judged,
+            ),
         }
     }
 
@@ -208,15 +227,16 @@ impl Remote<'_> {
     /// Runs doctor's compare-and-swap probe and records what it found; returns what the server
     /// did when it ignores expected old values. A probe that could not tell, this time, is
     /// [`Error::Transport`]: the write is not made blind.
-    fn probe_once(&self) -> Result<Option<String>> {
+    pub(super) fn probe_once(&self) -> Result<Option<String>> {
         let now = self
             .ledger
             .reading()
             .map_or(DateTime::UNIX_EPOCH, |reading| reading.now);
         // Recorded best effort: a record that cannot be written costs a probe next time.
-        Ok(match judge::cas(self.ledger, self, now)? {
+        let judged = judge::cas(self.ledger, self, now)?;
+        Ok(match judged.finding {
             Finding::Holds(what) | Finding::Untold(what) => {
-                let _ = self.verdict.record_allowed(&what);
+                let _ = self.verdict.record_allowed(&what, judged.archive_judged);
                 None
             }
             Finding::Ignored(what) => {

@@ -1,0 +1,109 @@
+//! Trust in a remote's archive by default (docs/SECURITY.md, "Trust on first sight"): with
+//! `lease.trustArchive` unset, a new clone claims from the newest fold alone when doctor's
+//! probe heard the server's hook say it judges every fold, and verifies the whole archive
+//! when nothing vouches for it.
+
+use crate::archive::{on_server, seven_free_and_eight_held, seven_free_and_eight_held_on};
+use crate::env::{at, TestRepo};
+use crate::server::{lease, Server};
+
+/// Where `refname` points in `client`, if it exists.
+fn rev(client: &TestRepo, refname: &str) -> Option<String> {
+    let run = client.git_run(&["rev-parse", "--verify", "--quiet", refname]);
+    (run.code == 0).then(|| run.stdout.trim().to_owned())
+}
+
+/// The server folds, at `secs`, every ledger free for a minute.
+fn fold_at(server: &Server, secs: i64) {
+    server.config("lease.hookNow", &at(secs));
+    on_server(server, &at(secs), &["archive", "--quiet-for", "1m"]);
+}
+
+/// What `client`'s probe records say of its servers, all files together.
+fn probe_records(client: &TestRepo) -> String {
+    let dir = client.path().join(".git/lease-doctor");
+    std::fs::read_dir(dir).map_or(String::new(), |entries| {
+        entries
+            .filter_map(|e| e.ok())
+            .filter_map(|e| std::fs::read_to_string(e.path()).ok())
+            .collect()
+    })
+}
+
+/// Claims issue 10 as a new clone `bob` of `server` at 210 s, after a fold at 200 s, and
+/// returns bob.
+fn first_claim_after_a_fold(server: &Server, bob: TestRepo) -> TestRepo {
+    fold_at(server, 200);
+    lease(&bob, 210, &["acquire", "10", "--remote", "origin"])
+        .ok()
+        .stdout_has("(token 1)");
+    bob
+}
+
+#[test]
+fn a_hooked_server_vouches_for_its_archive_and_a_new_clone_takes_the_newest_fold() {
+    let (server, _alice) = seven_free_and_eight_held();
+    let archived_tip = server.tip("7").expect("7 has a ledger");
+    let bob = first_claim_after_a_fold(&server, server.client("bob"));
+    assert!(
+        probe_records(&bob).contains("archive: every fold is judged by the server's hook"),
+        "{}",
+        probe_records(&bob)
+    );
+    assert!(
+        rev(&bob, "refs/lease-remote-archive/origin").is_none(),
+        "the archive was not fetched whole"
+    );
+    assert!(
+        bob.git_run(&["cat-file", "-e", &archived_tip]).code != 0,
+        "no archived ledger was fetched for a claim of a new issue"
+    );
+    // An archived issue is revived from its verified ledger, trust or not.
+    lease(&bob, 211, &["acquire", "7", "--remote", "origin"])
+        .ok()
+        .stdout_has("(token 2)");
+    assert_eq!(
+        rev(&bob, "refs/lease-remote-archive/origin"),
+        server.rev("refs/lease-archive")
+    );
+}
+
+#[test]
+fn a_hookless_server_vouches_for_nothing_and_a_new_clone_verifies_its_archive() {
+    let (server, _alice) = seven_free_and_eight_held_on(Server::without_hook());
+    let bob = first_claim_after_a_fold(&server, server.client("bob"));
+    assert!(!probe_records(&bob).contains("archive:"));
+    assert_eq!(
+        rev(&bob, "refs/lease-remote-archive/origin"),
+        server.rev("refs/lease-archive"),
+        "the whole archive was fetched and verified"
+    );
+}
+
+#[test]
+fn a_hooked_repository_on_this_machine_is_probed_once_for_its_word() {
+    let (server, _alice) = seven_free_and_eight_held();
+    let path = server.bare().to_str().expect("a UTF-8 path");
+    let bob = TestRepo::client_of(path, "bob");
+    let bob = first_claim_after_a_fold(&server, bob);
+    assert!(probe_records(&bob).contains("archive: every fold is judged"));
+    assert!(rev(&bob, "refs/lease-remote-archive/origin").is_none());
+    assert!(
+        server
+            .git(&["for-each-ref", "refs/lease-probe/"])
+            .is_empty(),
+        "the probe's scratch ref is gone"
+    );
+}
+
+#[test]
+fn an_explicit_setting_wins_over_the_hooks_word() {
+    let (server, _alice) = seven_free_and_eight_held();
+    let carol = server.client("carol");
+    carol.git(&["config", "lease.trustArchive", "false"]);
+    let carol = first_claim_after_a_fold(&server, carol);
+    assert_eq!(
+        rev(&carol, "refs/lease-remote-archive/origin"),
+        server.rev("refs/lease-archive")
+    );
+}
