@@ -1,8 +1,11 @@
 #!/usr/bin/env python3
 """Writes a server repository of N tenure ledgers with `git fast-import`, for benches/scale.py.
 
-    scalegen.py REPO N LIVE NOW
+    scalegen.py REPO N LIVE NOW [--random-times]
 
+With --random-times, the closed ledgers' times are a random permutation (seed 7) of the
+seconds they would take in order, so that tip times do not follow the ledgers' names, as real
+ledgers' do not (a walk from every ref in time order then meets them out of order).
 REPO (a bare repository, created if missing) gets `refs/leases/s0` .. `refs/leases/s<N-1>`.
 The first N - LIVE ledgers are closed: acquire (token 1) by one of 50 holders, then release, a
 minute later, long before NOW. The last LIVE ledgers are live at NOW (unix seconds): acquired
@@ -16,6 +19,7 @@ The refs are written straight into `packed-refs`, sorted, never as N loose files
 benches/src/populate.rs for why that matters on this machine's disk).
 """
 import os
+import random
 import subprocess
 import sys
 import time
@@ -44,15 +48,18 @@ def lease_json(issue, event, holder, token, acquired, expires, at, previous=None
     return ("{\n" + ",\n".join(lines) + "\n}\n").encode()
 
 
-def ledgers(n, live, now):
+def ledgers(n, live, now, random_times=False):
     """The ledgers this generator writes, in order: `(issue, steps)`, each step
     `(lease.json bytes, actor, at, message)`, oldest first (the shape the module says)."""
     closed = n - live
+    offsets = list(range(closed, 0, -1))
+    if random_times:
+        random.Random(7).shuffle(offsets)
     for k in range(n):
         issue = f"s{k}"
         holder = f"h{k % 50}@example.com"
         if k < closed:
-            t0 = now - 86400 * 30 - (closed - k)  # every closed ledger a month old
+            t0 = now - 86400 * 30 - offsets[k]  # every closed ledger a month old
             until = t0 + 3600
             yield issue, [
                 (
@@ -82,9 +89,11 @@ def ledgers(n, live, now):
 
 
 def main():
-    if len(sys.argv) != 5:
+    args = [a for a in sys.argv[1:] if a != "--random-times"]
+    if len(args) != 4:
         sys.exit(__doc__)
-    repo, n, live, now = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+    random_times = "--random-times" in sys.argv[1:]
+    repo, n, live, now = args[0], int(args[1]), int(args[2]), int(args[3])
     if not 0 <= live <= n:
         sys.exit("LIVE must be between 0 and N")
     if not os.path.isdir(repo):
@@ -114,7 +123,7 @@ def main():
         out.write(b"M 100644 :%d lease.json\n\n" % blob)
         return mark
 
-    for issue, steps in ledgers(n, live, now):
+    for issue, steps in ledgers(n, live, now, random_times):
         out.write(b"reset refs/scalegen/tmp\n\n")
         tip = None
         for data, actor, at, message in steps:
