@@ -12,7 +12,7 @@ taken in turn from complete, release, abandon, revoke, an expiry cleared by some
 takeover after an expiry; the last tenure of every fifth ledger is live. Then times, RUNS times
 each (median, and the peak RSS from GNU time): the page as drawn by default (2000 rows), the
 page of every row (`--limit 0`), `--json`, and a page of one prefix (1% of the ledgers), and
-gives each output's size. Figures go to BENCHMARKS.md ("Timeline").
+gives each output's size. Figures go to BENCHMARKS.md ("Other figures").
 """
 import json
 import os

@@ -16,7 +16,7 @@
 //! 2. then the paired section (skip with `GIT_LEASE_BENCH_PAIRED=0`): every comparison again,
 //!    its variants alternating round by round (A B C, B C A, ...), reported as medians and
 //!    medians of same-round ratios; written to `$GIT_LEASE_BENCH_OUT/inprocess.md` (default
-//!    `benches/target/bench-results/`). These are the figures BENCHMARKS.md quotes.
+//!    `benches/target/bench-results/`). BENCHMARKS.md quotes its acquire against the floor.
 //!
 //! `GIT_LEASE_BENCH_LARGE` (default 100000), `GIT_LEASE_BENCH_ROUNDS` (15),
 //! `GIT_LEASE_BENCH_CRITERION=0` (paired only), `GIT_LEASE_BENCH_PAIRED=0` (criterion only),
