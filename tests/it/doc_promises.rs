@@ -19,7 +19,12 @@ fn documents() -> Vec<String> {
     let mut docs = vec!["README.md".to_owned(), "ARCHITECTURE.md".to_owned()];
     let mut more: Vec<String> = std::fs::read_dir(root().join("docs"))
         .expect("docs/ is readable")
-        .map(|e| e.expect("an entry").file_name().to_string_lossy().into_owned())
+        .map(|e| {
+            e.expect("an entry")
+                .file_name()
+                .to_string_lossy()
+                .into_owned()
+        })
         .filter(|name| name.ends_with(".md"))
         .map(|name| format!("docs/{name}"))
         .collect();
@@ -47,7 +52,9 @@ fn prose(text: &str) -> String {
 
 /// Whether `word` is a lowercase Rust identifier.
 fn is_ident(word: &str) -> bool {
-    word.chars().next().is_some_and(|c| c.is_ascii_lowercase() || c == '_')
+    word.chars()
+        .next()
+        .is_some_and(|c| c.is_ascii_lowercase() || c == '_')
         && word
             .chars()
             .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
@@ -62,7 +69,11 @@ fn is_name(span: &str) -> bool {
     let glob = last.replace('*', "");
     !modules.is_empty()
         && modules.iter().all(|m| is_ident(m))
-        && (glob.is_empty() || is_ident(&glob) || glob.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_'))
+        && (glob.is_empty()
+            || is_ident(&glob)
+            || glob
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_'))
 }
 
 /// Whether the identifier `name` matches `glob`, whose `*` stands for any run of characters.
@@ -89,9 +100,7 @@ fn functions(source: &str) -> impl Iterator<Item = &str> {
     source.match_indices("fn ").filter_map(move |(at, _)| {
         let rest = &source[at + 3..];
         let end = rest.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))?;
-        rest[end..]
-            .starts_with(['(', '<'])
-            .then_some(&rest[..end])
+        rest[end..].starts_with(['(', '<']).then_some(&rest[..end])
     })
 }
 
@@ -291,9 +300,6 @@ fn every_guarantee_row_names_its_test() {
                 "{doc}: a row names no test: {line}"
             );
         }
-        assert!(
-            rows > 0 || !cited(&text).is_empty(),
-            "{doc} names no test"
-        );
+        assert!(rows > 0 || !cited(&text).is_empty(), "{doc} names no test");
     }
 }

@@ -482,12 +482,20 @@ fn the_readme_agents_block_runs_and_claims_one_of_the_queue() {
         .iter()
         .filter(|issue| {
             let refname = format!("refs/leases/{issue}");
-            scratch.git_in(&repo, &["for-each-ref", &refname]).contains(&refname)
+            scratch
+                .git_in(&repo, &["for-each-ref", &refname])
+                .contains(&refname)
         })
         .map(|issue| issue.to_string())
         .collect();
-    assert_eq!(held.len(), 2, "one issue each for agent-2 and agent-3: {held:?}");
-    assert!(runs.iter().any(|(_, run)| run.stdout.contains("agent-3 took")));
+    assert_eq!(
+        held.len(),
+        2,
+        "one issue each for agent-2 and agent-3: {held:?}"
+    );
+    assert!(runs
+        .iter()
+        .any(|(_, run)| run.stdout.contains("agent-3 took")));
 }
 
 #[test]
