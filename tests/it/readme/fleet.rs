@@ -56,7 +56,7 @@ pub fn server_settings() -> String {
 const WORK: &str = r#"if [ "$GIT_LEASE_ISSUE" = "$FLEET_FAILING" ]; then echo "the work on $GIT_LEASE_ISSUE fails" >&2; exit 1; fi
 mkdir -p work && echo "$GIT_LEASE_ISSUE" >"work/$GIT_LEASE_ISSUE" && git add work && git commit -q -m "work on $GIT_LEASE_ISSUE""#;
 
-/// The test's `./work-on-issue.sh`: the README's (`./readme-work-on-issue.sh`), logged around.
+/// The test's `./work-on-issue.sh`: docs/FLEET.md's (`./readme-work-on-issue.sh`), logged around.
 const WORK_WRAPPER: &str = r#"#!/bin/sh
 echo "claim $GIT_LEASE_ISSUE $GIT_LEASE_TOKEN" >>"$FLEET_LOG"
 sh ./readme-work-on-issue.sh
@@ -338,7 +338,7 @@ fn run_fleet(via: Via) {
 
 /// After the fleet: the worker that completed issue 7 is stale once the other holds it again;
 /// its pushes to `issue/7` are refused, `git lease push` and plain `git push` alike (and, with
-/// identity, even one carrying the live token; without, that one lands, as the README says).
+/// identity, even one carrying the live token; without, that one lands, as docs/FLEET.md says).
 fn stale_pushes_are_refused(server: &Server, workers: &[Worker], via: Via) {
     let issue = GOOD[0];
     let branch = format!("refs/heads/issue/{issue}");
