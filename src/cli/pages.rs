@@ -1,7 +1,7 @@
 // What the manual pages teach beyond the parser's definitions: each command's examples, the
 // exit statuses and the environment. Data only, with no `use` and no crate path, so that the
 // tests read these very tables (`include!`): they run every example as written, and hold the
-// exit statuses to README.md's "Exit codes" table, word for word.
+// exit statuses to README.md's "Exit codes" table, which opens each meaning with its words.
 //
 // Text is markdown's inline subset: `code` is set in bold on the pages.
 
@@ -468,7 +468,8 @@ pub const EXAMPLES: &[(&str, &[Example])] = &[
     ),
 ];
 
-/// The exit statuses, as README.md's "Exit codes" table gives them: `(status, meaning)`.
+/// The exit statuses, each with every case: `(status, meaning)`. README.md's "Exit codes" table
+/// gives each meaning's opening words.
 pub const EXIT_STATUS: &[(u8, &str)] = &[
     (0, "done, including \"not held\" (release of nothing)"),
     (1, "failure: I/O, git, a corrupt ledger, a transport error; a push to a remote whose answer was lost (`the outcome is unknown`: the connection broke or timed out after the push was sent, so the claim, or the branch of `push`, may or may not have landed; run the same command again: it converges, a holder's re-acquire keeping its token, a release again finding nothing held, a `push` again finding the branch up to date or pushing it; `push` first asks the server where the branch is, and one at the commit pushed is `pushed`); a write through a remote interrupted by Ctrl-C, SIGTERM or SIGHUP (`interrupted by SIGINT (Ctrl-C) while writing through origin: the outcome is unknown`, with the same advice; a second signal ends it at once, exit 130); a push refused, attempt after attempt, for a lock file in the way on the server (`a lock file on the server is in the way`: a killed or crashed git there left it behind; nothing changed; the server's administrator removes it, see docs/RELIABILITY.md, \"A lock left behind\"); the server's hook failed (it could not run, or another hook or the server's access rules declined: no `git-lease: refused` line); a claim of several issues at once on a server without the `atomic` capability (nothing pushed); `verify` found a broken rule; `sync` refused a ledger; with `lease.requireSignatures`, a local ledger with a step not signed as it must be (or breaking another rule); `doctor` found a check failing; a write through a remote that `doctor` found to ignore a push's expected old value"),

@@ -17,7 +17,8 @@
 //! - [`snapshots`]: every `--help` and the human output of one story, as reviewed snapshots.
 //! - [`readme`]: the README's `sh` blocks, read from it and run as written, each line held to
 //!   what its comment says; the fleet recipe with workers racing through a server.
-//! - [`manual`]: the manual's examples run as written; its exit statuses are the README's.
+//! - [`manual`]: the manual's examples run as written; the README's exit codes open its own.
+//! - [`doc_promises`]: every test the documents name exists, and every guarantee row names one.
 //! - [`completion`]: shell completion through the binary, issue ids from the lease refs, and
 //!   a real bash with git's completion.
 //! - [`faults`]: corrupt ledgers, stale locks, ref clashes, repository formats and layouts.
@@ -124,6 +125,7 @@ mod conventions;
 mod credentials;
 mod daemon;
 mod descriptors;
+mod doc_promises;
 mod doctor;
 mod end_states;
 mod faults;

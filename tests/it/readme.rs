@@ -1,6 +1,7 @@
 //! The README's code, run as written: its `sh` blocks are read from README.md (found by their
 //! section and what they hold, never copied here), so a change to the README is a change to
-//! what these tests run.
+//! what these tests run. The fleet recipe moved to docs/FLEET.md, whose blocks are read and run
+//! the same way.
 //!
 //! A block of commands runs line by line in one shell, each line's output and exit code kept
 //! apart, and each line's comment is held to what it says ([`check_step`]): a comment whose
@@ -44,21 +45,6 @@ pub const NOT_RUN: &[(&str, NotRun, &str)] = &[
          the install would",
     ),
     (
-        "cargo test",
-        NotRun::Anywhere,
-        "the suite itself (.ci/run runs exactly these commands)",
-    ),
-    (
-        "GIT_DEFAULT_REF_FORMAT=reftable cargo test",
-        NotRun::Anywhere,
-        "the suite itself, in reftable (.ci/run runs it)",
-    ),
-    (
-        "GIT_LEASE_ADVERSARY_CASES=",
-        NotRun::Anywhere,
-        "a longer run of the suite's own adversary test",
-    ),
-    (
         "git lease watch",
         NotRun::Anywhere,
         "runs until a signal: fleet::watch_* run watch and stop it",
@@ -84,18 +70,21 @@ pub fn not_run(line: &str, daemon: bool) -> bool {
         .any(|(prefix, when, _)| line.starts_with(prefix) && (*when == NotRun::Anywhere || daemon))
 }
 
-/// The README.
-pub fn readme() -> String {
-    std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md"))
-        .expect("README.md is readable")
+/// The text of `path`, relative to the top of the crate.
+pub fn document(path: &str) -> String {
+    std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(path))
+        .unwrap_or_else(|e| panic!("{path} is readable: {e}"))
 }
 
-/// Every ```sh block of the README, in order, with the `## ` section it is in.
-fn all_sh_blocks() -> Vec<(String, String)> {
+/// The documents whose `sh` blocks are run as written: the README, and the fleet recipe.
+pub const RUN_DOCUMENTS: [&str; 2] = ["README.md", "docs/FLEET.md"];
+
+/// Every ```sh block of `text`, in order, with the `## ` section it is in.
+fn all_sh_blocks_of(text: &str) -> Vec<(String, String)> {
     let mut blocks = Vec::new();
     let mut section = String::new();
     let mut block: Option<String> = None;
-    for line in readme().lines() {
+    for line in text.lines() {
         match &mut block {
             Some(text) if line.starts_with("```") => {
                 blocks.push((section.clone(), std::mem::take(text)));
@@ -116,26 +105,36 @@ fn all_sh_blocks() -> Vec<(String, String)> {
     blocks
 }
 
-/// The ```sh blocks of the README's section `## <section>`, in order.
-pub fn sh_blocks(section: &str) -> Vec<String> {
-    let blocks: Vec<String> = all_sh_blocks()
+/// The ```sh blocks of the section `## <section>` of the document `path`, in order.
+pub fn sh_blocks_in(path: &str, section: &str) -> Vec<String> {
+    let blocks: Vec<String> = all_sh_blocks_of(&document(path))
         .into_iter()
         .filter(|(s, _)| s == section)
         .map(|(_, b)| b)
         .collect();
     assert!(
         !blocks.is_empty(),
-        "README has no sh block under ## {section}"
+        "{path} has no sh block under ## {section}"
     );
     blocks
 }
 
-/// The ```sh block of `## <section>` that holds `marker`.
-pub fn sh_block_with(section: &str, marker: &str) -> String {
-    sh_blocks(section)
+/// The ```sh blocks of the README's section `## <section>`, in order.
+pub fn sh_blocks(section: &str) -> Vec<String> {
+    sh_blocks_in("README.md", section)
+}
+
+/// The ```sh block of `## <section>` of the document `path` that holds `marker`.
+pub fn sh_block_in(path: &str, section: &str, marker: &str) -> String {
+    sh_blocks_in(path, section)
         .into_iter()
         .find(|b| b.contains(marker))
-        .unwrap_or_else(|| panic!("no sh block under ## {section} holds {marker:?}"))
+        .unwrap_or_else(|| panic!("no sh block under ## {section} of {path} holds {marker:?}"))
+}
+
+/// The ```sh block of the README's `## <section>` that holds `marker`.
+pub fn sh_block_with(section: &str, marker: &str) -> String {
+    sh_block_in("README.md", section, marker)
 }
 
 /// The blocks the tests below run, by section and marker.
@@ -143,27 +142,33 @@ fn run_blocks() -> Vec<String> {
     vec![
         sh_blocks("Install").remove(0),
         tour(),
-        sharing(),
+        team(),
         server_block(),
+        agents(),
         fleet::worker_script(),
         fleet::work_script(),
         fleet::server_settings(),
     ]
 }
 
-/// The tour: the first block of `## Tour`.
+/// The tour: the block of `## One machine`.
 fn tour() -> String {
-    sh_blocks("Tour").remove(0)
+    sh_blocks("One machine").remove(0)
 }
 
-/// "Sharing through a remote": the block of `## Tour` that claims through a remote.
-fn sharing() -> String {
-    sh_block_with("Tour", "--remote origin")
+/// A team's clone: the block of `## A team through a server` that runs `doctor`.
+fn team() -> String {
+    sh_block_with("A team through a server", "git lease doctor")
 }
 
-/// "On the server": the block that installs the hook.
+/// The server: the block of `## A team through a server` that installs the hook.
 fn server_block() -> String {
-    sh_block_with("On the server", "install-hook")
+    sh_block_with("A team through a server", "install-hook")
+}
+
+/// Agents: the block of `## Agents` that runs `run` and `acquire --any`.
+fn agents() -> String {
+    sh_block_with("Agents", "git lease run")
 }
 
 /// One command line of a block: its code, and the comment that follows it.
@@ -431,9 +436,10 @@ fn the_readme_tour_works_as_written() {
 }
 
 #[test]
-fn sharing_through_a_remote_works_as_the_readme_says() {
-    let block = sharing();
+fn a_team_through_a_server_works_as_the_readme_says() {
+    let block = team();
     let now = pinned_now(&block);
+    assert_ne!(now, env::T0, "the block shows the time of its first claim");
     let mut server = Server::with_hook();
     server.start_at(&now);
     let client = server.client("alice@example.com");
@@ -448,12 +454,48 @@ fn sharing_through_a_remote_works_as_the_readme_says() {
         None,
         true,
     );
-    // The claim is the server's, as plain git there sees it, and the client mirrors it.
-    let leases = server.leases("42");
-    assert_eq!(leases.len(), 1, "{leases:?}");
-    assert_eq!(leases[0]["holder"], "alice@example.com");
-    assert_eq!(client.tip("42"), server.tip("42"));
+    // The claims are the server's, as plain git there sees them: alice's tenure, then bob's.
+    let leases = server.leases("7");
+    let last = leases.last().expect("a ledger of 7 on the server");
+    assert_eq!(last["holder"], "bob@example.com", "{leases:?}");
+    assert_eq!(last["token"], 2, "{leases:?}");
+    assert_eq!(client.tip("7"), server.tip("7"));
     assert_eq!(client.git(&["config", "lease.remote"]), "origin");
+    // The fenced branch holds alice's work under token 1, not the stale commit after it.
+    assert_eq!(
+        server.rev("refs/heads/issue/7"),
+        Some(client.git(&["rev-parse", "issue/7~1"]))
+    );
+}
+
+#[test]
+fn the_readme_agents_block_runs_and_claims_one_of_the_queue() {
+    let scratch = TestRepo::new();
+    let dir = scratch.scratch("agents");
+    let block = agents();
+    let runs = run_block(&block, &dir, &dir, &dir, None, None, false);
+    let repo = dir.join("agents");
+    // 42's tenure was completed by run; agent-2 and agent-3 hold one queued issue each.
+    let log = scratch.git_in(&repo, &["log", "-1", "--format=%B", "refs/leases/42"]);
+    assert!(log.contains("complete"), "{log}");
+    let held: Vec<String> = ["7", "8", "9"]
+        .iter()
+        .filter(|issue| {
+            let refname = format!("refs/leases/{issue}");
+            scratch
+                .git_in(&repo, &["for-each-ref", &refname])
+                .contains(&refname)
+        })
+        .map(|issue| issue.to_string())
+        .collect();
+    assert_eq!(
+        held.len(),
+        2,
+        "one issue each for agent-2 and agent-3: {held:?}"
+    );
+    assert!(runs
+        .iter()
+        .any(|(_, run)| run.stdout.contains("agent-3 took")));
 }
 
 #[test]
@@ -492,24 +534,26 @@ fn the_readme_server_block_installs_a_hook_that_judges_the_authenticated_pusher(
     );
 }
 
-/// Every ```sh block of the README is run by a test here, or each of its lines is named in
-/// [`NOT_RUN`]: no block goes unrun unsaid.
+/// Every ```sh block of the README and docs/FLEET.md is run by a test here, or each of its
+/// lines is named in [`NOT_RUN`]: no block goes unrun unsaid.
 #[test]
 fn every_sh_block_of_the_readme_is_run_or_says_why_not() {
     let run = run_blocks();
-    for (section, block) in all_sh_blocks() {
-        if run.contains(&block) {
-            continue;
+    for path in RUN_DOCUMENTS {
+        for (section, block) in all_sh_blocks_of(&document(path)) {
+            if run.contains(&block) {
+                continue;
+            }
+            let unrun: Vec<&str> = block
+                .lines()
+                .filter(|l| !l.trim().is_empty() && !l.trim_start().starts_with('#'))
+                .filter(|l| !not_run(l, false))
+                .collect();
+            assert!(
+                unrun.is_empty(),
+                "a block of ## {section} of {path} is run by no test, and NOT_RUN does not name {unrun:?}:\n{block}"
+            );
         }
-        let unrun: Vec<&str> = block
-            .lines()
-            .filter(|l| !l.trim().is_empty() && !l.trim_start().starts_with('#'))
-            .filter(|l| !not_run(l, false))
-            .collect();
-        assert!(
-            unrun.is_empty(),
-            "a block of ## {section} is run by no test, and NOT_RUN does not name {unrun:?}:\n{block}"
-        );
     }
 }
 
@@ -601,43 +645,4 @@ fn after_install_the_manual_and_completions_work_as_the_readme_says() {
     }
     let (ok, out) = sh("git lease man");
     assert!(ok && out.contains(".TH"), "{out}");
-}
-
-/// Every test docs/SECURITY.md names as the proof of a guarantee exists under that name, so
-/// the threat model never cites a test that was renamed or moved away.
-#[test]
-fn every_test_the_security_doc_names_exists() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let doc = std::fs::read_to_string(root.join("docs/SECURITY.md")).expect("SECURITY.md");
-    let is_test_path = |s: &str| {
-        s.contains("::")
-            && s.split("::").all(|part| {
-                !part.is_empty()
-                    && part
-                        .chars()
-                        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
-            })
-    };
-    // Code spans are the odd pieces between backticks.
-    let cited: Vec<&str> = doc
-        .split('`')
-        .skip(1)
-        .step_by(2)
-        .filter(|s| is_test_path(s))
-        .collect();
-    assert!(cited.len() >= 5, "SECURITY.md names its tests: {cited:?}");
-    for cited in cited {
-        let (module, test) = cited.rsplit_once("::").expect("a path");
-        let dir = root.join("tests/it").join(module.replace("::", "/"));
-        let file = [dir.with_extension("rs"), dir.join("mod.rs")]
-            .into_iter()
-            .find(|f| f.is_file())
-            .unwrap_or_else(|| panic!("SECURITY.md cites `{cited}`: no such test module"));
-        let source = std::fs::read_to_string(&file).expect("the test module");
-        assert!(
-            source.contains(&format!("fn {test}(")),
-            "SECURITY.md cites `{cited}`, which {} does not define",
-            file.display()
-        );
-    }
 }

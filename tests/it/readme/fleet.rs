@@ -1,4 +1,4 @@
-//! The README's fleet recipe ("Running a fleet"), run as written: its worker script, its
+//! The fleet recipe (docs/FLEET.md, "The recipe"), run as written: its worker script, its
 //! `./work-on-issue.sh` (the test's work in place of `# ... work, commit ...`) and its server
 //! settings, with workers racing through a real server with the hook: `git daemon` (the
 //! settings' identity line left out, see [`super::NOT_RUN`]) and http with each worker its
@@ -16,9 +16,12 @@ use std::sync::mpsc;
 
 use serde_json::Value;
 
-use super::{run_block, sh_block_with, SERVER_PATH};
+use super::{run_block, sh_block_in, SERVER_PATH};
 use crate::env::{self, Run, TestRepo};
 use crate::server::Server;
+
+/// Where the recipe is.
+const FLEET: &str = "docs/FLEET.md";
 
 /// The workers, each in its own clone (and, over http, its own account).
 const WORKERS: [&str; 2] = ["worker-1", "worker-2"];
@@ -33,19 +36,19 @@ const GIVE_UP: usize = 3;
 /// other works asks again at once here, as the test's `sleep` returns at once).
 const MAX_SLEEPS: usize = 300;
 
-/// The worker: the block of "Running a fleet" that runs `git lease run --any`.
+/// The worker: the block of the recipe that runs `git lease run --any`.
 pub fn worker_script() -> String {
-    sh_block_with("Running a fleet", "git lease run --any")
+    sh_block_in(FLEET, "The recipe", "git lease run --any")
 }
 
 /// `./work-on-issue.sh`: the block that makes the issue's branch.
 pub fn work_script() -> String {
-    sh_block_with("Running a fleet", "git switch")
+    sh_block_in(FLEET, "The recipe", "git switch")
 }
 
 /// The server settings of the fleet.
 pub fn server_settings() -> String {
-    sh_block_with("Running a fleet", SERVER_PATH)
+    sh_block_in(FLEET, "The recipe", SERVER_PATH)
 }
 
 /// What the test does in place of `# ... work, commit ...`: fail for [`FAILING`], else commit
@@ -53,7 +56,7 @@ pub fn server_settings() -> String {
 const WORK: &str = r#"if [ "$GIT_LEASE_ISSUE" = "$FLEET_FAILING" ]; then echo "the work on $GIT_LEASE_ISSUE fails" >&2; exit 1; fi
 mkdir -p work && echo "$GIT_LEASE_ISSUE" >"work/$GIT_LEASE_ISSUE" && git add work && git commit -q -m "work on $GIT_LEASE_ISSUE""#;
 
-/// The test's `./work-on-issue.sh`: the README's (`./readme-work-on-issue.sh`), logged around.
+/// The test's `./work-on-issue.sh`: docs/FLEET.md's (`./readme-work-on-issue.sh`), logged around.
 const WORK_WRAPPER: &str = r#"#!/bin/sh
 echo "claim $GIT_LEASE_ISSUE $GIT_LEASE_TOKEN" >>"$FLEET_LOG"
 sh ./readme-work-on-issue.sh
@@ -335,7 +338,7 @@ fn run_fleet(via: Via) {
 
 /// After the fleet: the worker that completed issue 7 is stale once the other holds it again;
 /// its pushes to `issue/7` are refused, `git lease push` and plain `git push` alike (and, with
-/// identity, even one carrying the live token; without, that one lands, as the README says).
+/// identity, even one carrying the live token; without, that one lands, as docs/FLEET.md says).
 fn stale_pushes_are_refused(server: &Server, workers: &[Worker], via: Via) {
     let issue = GOOD[0];
     let branch = format!("refs/heads/issue/{issue}");
