@@ -14,7 +14,7 @@
 use std::collections::HashSet;
 use std::io::Write;
 use std::path::Path;
-use std::sync::mpsc;
+use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
@@ -29,6 +29,9 @@ use super::output::json::json_line;
 use super::output::said;
 use super::run::RunningClock;
 use super::{exit, parse_duration, Context, Failure};
+use exec::{OnEvent, Stopping};
+
+pub(crate) mod exec;
 
 /// How often the local refs are read again when no notification came (a file system that
 /// does not deliver them, a missed event).
@@ -55,6 +58,15 @@ pub(crate) struct WatchArgs {
     pub prefix: Option<String>,
     /// Only the events that matter to this holder.
     pub holder: Option<String>,
+}
+
+/// Where the events go: stdout, one line each, and the command of `--exec`, if any.
+struct Report {
+    json: bool,
+    /// Only the events that matter to this holder.
+    holder: Option<String>,
+    on_event: Option<OnEvent>,
+    stopping: Arc<Stopping>,
 }
 
 /// Where the tips come from.
@@ -84,6 +96,16 @@ impl Source<'_> {
 
 /// Runs `git lease watch`.
 pub(crate) fn watch(ctx: &Context, args: WatchArgs, out: &mut dyn Write) -> Result<u8, Failure> {
+    watch_running(ctx, args, None, out)
+}
+
+/// Runs `git lease watch`, and `on_event` (a shell command) for each event it reports.
+pub(crate) fn watch_running(
+    ctx: &Context,
+    args: WatchArgs,
+    on_event: Option<String>,
+    out: &mut dyn Write,
+) -> Result<u8, Failure> {
     // It runs until stopped: what it says beside its events is said at once.
     said::stream();
     let clock = RunningClock::starting_at(ctx.now);
@@ -105,8 +127,15 @@ pub(crate) fn watch(ctx: &Context, args: WatchArgs, out: &mut dyn Write) -> Resu
     if interval.is_zero() {
         return Err(Error::InvalidInput("--interval must be more than zero".into()).into());
     }
+    let stopping = Arc::new(Stopping::default());
+    let report = Report {
+        json: ctx.json,
+        holder: args.holder,
+        on_event: on_event.map(|c| OnEvent::new(c, stopping.clone())),
+        stopping: stopping.clone(),
+    };
     let (wake, woken) = mpsc::channel::<Wake>();
-    stop_on_signals(wake.clone())?;
+    stop_on_signals(wake.clone(), stopping)?;
     stop_on_closed_stdout(wake.clone());
     // Kept alive for as long as the loop runs.
     let _watcher = match &source {
@@ -133,7 +162,7 @@ pub(crate) fn watch(ctx: &Context, args: WatchArgs, out: &mut dyn Write) -> Resu
         Some(since) => {
             let (follower, events) =
                 Follower::replay(store, &namespace, tips, &prefix, since, now)?;
-            print(ctx, args.holder.as_deref(), &events, out)?;
+            report.events(&events, out)?;
             follower
         }
         None => Follower::start(store, &namespace, tips, &prefix, now)?,
@@ -179,7 +208,7 @@ pub(crate) fn watch(ctx: &Context, args: WatchArgs, out: &mut dyn Write) -> Resu
                         Moved::All(tips) => follower.update(store, &tips),
                         Moved::Some(moved) => follower.update_moved(store, &moved),
                     };
-                    print(ctx, args.holder.as_deref(), &events, out)?;
+                    report.events(&events, out)?;
                     for e in errors {
                         said::line("error", &e.to_string());
                     }
@@ -193,7 +222,7 @@ pub(crate) fn watch(ctx: &Context, args: WatchArgs, out: &mut dyn Write) -> Resu
             next_read = Instant::now() + backoff(interval, failures);
         }
         let (events, errors) = follower.expire(store, clock.now());
-        print(ctx, args.holder.as_deref(), &events, out)?;
+        report.events(&events, out)?;
         for e in errors {
             said::line("error", &e.to_string());
         }
@@ -272,23 +301,29 @@ fn read_tips(source: &mut Source<'_>, reported: &mut Reported) -> Result<Moved, 
     }
 }
 
-fn print(
-    ctx: &Context,
-    holder: Option<&str>,
-    events: &[WatchEvent],
-    out: &mut dyn Write,
-) -> Result<(), Failure> {
-    for e in events
-        .iter()
-        .filter(|e| holder.is_none_or(|h| e.concerns(h)))
-    {
-        if ctx.json {
-            json_line(out, &WatchView::from(e))?;
-        } else {
-            writeln!(out, "{}", line(e))?;
+impl Report {
+    /// Prints `events` (those that matter to the holder followed), running the command of
+    /// `--exec` after each line; nothing more once a stop signal came.
+    fn events(&self, events: &[WatchEvent], out: &mut dyn Write) -> Result<(), Failure> {
+        for e in events
+            .iter()
+            .filter(|e| self.holder.as_deref().is_none_or(|h| e.concerns(h)))
+        {
+            if self.stopping.stopped() {
+                return Ok(());
+            }
+            if self.json {
+                json_line(out, &WatchView::from(e))?;
+            } else {
+                writeln!(out, "{}", line(e))?;
+            }
+            if let Some(on_event) = &self.on_event {
+                out.flush()?;
+                on_event.run(e);
+            }
         }
+        Ok(())
     }
-    Ok(())
 }
 
 /// One event in one line: when, the issue, what, the token, who. What the ledger's writers
@@ -326,12 +361,25 @@ fn line(e: &WatchEvent) -> String {
 }
 
 /// Sends [`Wake::Stop`] on SIGINT, SIGTERM or SIGHUP, and ends the git command a remote's
-/// fetch may be waiting on (the loop then finds it failed, and ends).
-fn stop_on_signals(wake: mpsc::Sender<Wake>) -> Result<(), Error> {
-    on_stop_signal(move || {
-        let _ = wake.send(Wake::Stop);
-        git_lease::git::stop_commands(FETCH_GRACE);
-    })
+/// fetch may be waiting on (the loop then finds it failed, and ends). Each signal is passed
+/// on to the command of `--exec` running, if one is ([`Stopping::signal`]).
+fn stop_on_signals(wake: mpsc::Sender<Wake>, stopping: Arc<Stopping>) -> Result<(), Error> {
+    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+    let mut signals =
+        signal_hook::iterator::Signals::new([SIGHUP, SIGINT, SIGTERM]).map_err(|e| Error::Io {
+            context: "cannot install signal handlers".into(),
+            source: e,
+        })?;
+    std::thread::spawn(move || {
+        for (nth, sig) in signals.forever().enumerate() {
+            stopping.signal(sig, nth);
+            if nth == 0 {
+                let _ = wake.send(Wake::Stop);
+                git_lease::git::stop_commands(FETCH_GRACE);
+            }
+        }
+    });
+    Ok(())
 }
 
 /// Calls `stop` on a thread of its own at the first SIGINT, SIGTERM or SIGHUP: the end of a
