@@ -180,3 +180,4 @@ mod unknown_outcome;
 mod user_refs;
 mod verify;
 mod watch;
+mod watch_exec;
