@@ -22,9 +22,10 @@ pub(crate) struct Args {
     /// then lease.holder, then user.email)
     #[arg(long)]
     pub(crate) mine: bool,
-    /// Run this shell command for each event, one at a time, in order: the event's JSON on
-    /// its stdin; LEASE_ISSUE, LEASE_EVENT, LEASE_HOLDER, LEASE_TOKEN in its environment; its
-    /// failure said on stderr, never fatal [config: lease.onEvent; '' runs none]
+    /// Run this shell command (sh -c) for each event, one at a time, in order: the event's
+    /// JSON on its stdin; LEASE_ISSUE, LEASE_EVENT, LEASE_HOLDER and LEASE_TOKEN in its
+    /// environment. A failure is said on stderr and the watch goes on; a signal is passed on
+    /// to the command, and the watch ends after it [config: lease.onEvent; '' runs none]
     #[arg(long, value_name = "CMD", conflicts_with = "no_exec")]
     pub(crate) exec: Option<String>,
     /// Run no command for the events, whatever lease.onEvent says

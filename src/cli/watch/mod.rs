@@ -9,7 +9,9 @@
 //! its verified tracking copies), and it ends with exit 0 on SIGINT, SIGTERM or SIGHUP and
 //! as soon as its standard output is closed. A signal ends it at once even while a fetch
 //! waits on a remote that never answers: that `git fetch` is ended (SIGTERM, SIGKILL a
-//! second later) and waited for, so nothing of the watch is left behind.
+//! second later) and waited for, so nothing of the watch is left behind. With `--exec` or
+//! `lease.onEvent`, [`exec`] runs a command for each event reported; a signal during that
+//! command is passed on to it, and the watch ends once it has.
 
 use std::collections::HashSet;
 use std::io::Write;
