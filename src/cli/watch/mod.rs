@@ -117,18 +117,7 @@ pub(crate) fn watch_running(
         .as_deref()
         .map(|s| parse_since(s, ctx.now))
         .transpose()?;
-    let mut source = match &ctx.remote {
-        Some(name) => Source::Remote(Box::new(Remote::new(&ctx.ledger, name)?)),
-        None => Source::Local(&ctx.ledger, RefScan::new(git_lease::issue::REF_PREFIX)),
-    };
-    let interval = match (&args.interval, &source) {
-        (Some(text), _) => parse_duration(text)?,
-        (None, Source::Local(..)) => LOCAL_FALLBACK,
-        (None, Source::Remote(_)) => REMOTE_INTERVAL,
-    };
-    if interval.is_zero() {
-        return Err(Error::InvalidInput("--interval must be more than zero".into()).into());
-    }
+    let (mut source, interval) = source_and_interval(ctx, args.interval.as_deref())?;
     let stopping = Arc::new(Stopping::default());
     let report = Report {
         json: ctx.json,
@@ -169,66 +158,129 @@ pub(crate) fn watch_running(
         }
         None => Follower::start(store, &namespace, tips, &prefix, now)?,
     };
-    let mut follower = follower.with_archive(&source.archive());
     out.flush()?;
+    let following = Following {
+        ctx,
+        follower: follower.with_archive(&source.archive()),
+        source,
+        reported,
+        report,
+        clock,
+        interval,
+        failures: 0,
+        next_read: Instant::now() + interval,
+    };
+    following.run(&woken, out)
+}
 
-    let mut failures = 0u32;
-    let mut next_read = Instant::now() + interval;
-    loop {
-        let mut wait = next_read.saturating_duration_since(Instant::now());
-        if let Some(expiry) = follower.next_expiry() {
-            // A whole-second instant: wake just after it, when the clock reads it.
-            wait = wait.min(clock.until(expiry) + Duration::from_millis(5));
-        }
-        match woken.recv_timeout(wait) {
-            Ok(Wake::Stop) => return Ok(exit::OK),
-            Ok(Wake::Changed) => {
-                // One read answers every notification queued so far.
-                while let Ok(w) = woken.try_recv() {
-                    if matches!(w, Wake::Stop) {
-                        return Ok(exit::OK);
-                    }
-                }
+/// Where the tips come from (the remote given or chosen, else the local refs), and how often
+/// they are read (`--interval`, else the source's default).
+fn source_and_interval<'a>(
+    ctx: &'a Context,
+    interval: Option<&str>,
+) -> Result<(Source<'a>, Duration), Failure> {
+    let source = match &ctx.remote {
+        Some(name) => Source::Remote(Box::new(Remote::new(&ctx.ledger, name)?)),
+        None => Source::Local(&ctx.ledger, RefScan::new(git_lease::issue::REF_PREFIX)),
+    };
+    let interval = match (interval, &source) {
+        (Some(text), _) => parse_duration(text)?,
+        (None, Source::Local(..)) => LOCAL_FALLBACK,
+        (None, Source::Remote(_)) => REMOTE_INTERVAL,
+    };
+    if interval.is_zero() {
+        return Err(Error::InvalidInput("--interval must be more than zero".into()).into());
+    }
+    Ok((source, interval))
+}
+
+/// The watch once started: what it follows, where from, and when it reads next.
+struct Following<'a> {
+    ctx: &'a Context,
+    source: Source<'a>,
+    follower: Follower,
+    reported: Reported,
+    report: Report,
+    clock: RunningClock,
+    interval: Duration,
+    /// Failed reads in a row.
+    failures: u32,
+    next_read: Instant,
+}
+
+impl Following<'_> {
+    /// Reports the events as they come until a [`Wake::Stop`] or an error.
+    fn run(mut self, woken: &mpsc::Receiver<Wake>, out: &mut dyn Write) -> Result<u8, Failure> {
+        let store = self.ctx.ledger.store();
+        loop {
+            let mut wait = self.next_read.saturating_duration_since(Instant::now());
+            if let Some(expiry) = self.follower.next_expiry() {
+                // A whole-second instant: wake just after it, when the clock reads it.
+                wait = wait.min(self.clock.until(expiry) + Duration::from_millis(5));
             }
-            Err(mpsc::RecvTimeoutError::Timeout) => {}
-            // Nothing can wake it any more (no watcher, no signal thread): poll.
-            Err(mpsc::RecvTimeoutError::Disconnected) => std::thread::sleep(wait),
+            if stop_after_waiting(woken, wait) {
+                return Ok(exit::OK);
+            }
+            // Read the tips before judging expiry, so that a renewal that landed in time is
+            // seen before its lease would be reported expired.
+            let remote_due = Instant::now() >= self.next_read
+                || self
+                    .follower
+                    .next_expiry()
+                    .is_some_and(|e| self.clock.until(e).is_zero());
+            let read_now = matches!(self.source, Source::Local(..)) || remote_due;
+            if read_now && self.read(out)? {
+                return Ok(exit::OK);
+            }
+            let (events, errors) = self.follower.expire(store, self.clock.now());
+            self.report.events(&events, out)?;
+            for e in errors {
+                said::line("error", &e.to_string());
+            }
+            out.flush()?;
         }
-        // Read the tips before judging expiry, so that a renewal that landed in time is seen
-        // before its lease would be reported expired.
-        let remote_due = Instant::now() >= next_read
-            || follower
-                .next_expiry()
-                .is_some_and(|e| clock.until(e).is_zero());
-        if matches!(source, Source::Local(..)) || remote_due {
-            // A remote's new commits are judged at the running clock, not the start's.
-            ctx.ledger.set_reader_clock(clock.now());
-            match read_tips(&mut source, &mut reported) {
-                Ok(moved) => {
-                    failures = 0;
-                    let (events, errors) = match moved {
-                        Moved::All(tips) => follower.update(store, &tips),
-                        Moved::Some(moved) => follower.update_moved(store, &moved),
-                    };
-                    report.events(&events, out)?;
-                    for e in errors {
-                        said::line("error", &e.to_string());
-                    }
-                }
-                Err(_) if git_lease::git::stopping() => return Ok(exit::OK),
-                Err(e) => {
-                    failures = failures.saturating_add(1);
+    }
+
+    /// Reads the tips and reports what moved; returns true when a signal ended the read.
+    fn read(&mut self, out: &mut dyn Write) -> Result<bool, Failure> {
+        let store = self.ctx.ledger.store();
+        // A remote's new commits are judged at the running clock, not the start's.
+        self.ctx.ledger.set_reader_clock(self.clock.now());
+        match read_tips(&mut self.source, &mut self.reported) {
+            Ok(moved) => {
+                self.failures = 0;
+                let (events, errors) = match moved {
+                    Moved::All(tips) => self.follower.update(store, &tips),
+                    Moved::Some(moved) => self.follower.update_moved(store, &moved),
+                };
+                self.report.events(&events, out)?;
+                for e in errors {
                     said::line("error", &e.to_string());
                 }
             }
-            next_read = Instant::now() + backoff(interval, failures);
+            Err(_) if git_lease::git::stopping() => return Ok(true),
+            Err(e) => {
+                self.failures = self.failures.saturating_add(1);
+                said::line("error", &e.to_string());
+            }
         }
-        let (events, errors) = follower.expire(store, clock.now());
-        report.events(&events, out)?;
-        for e in errors {
-            said::line("error", &e.to_string());
+        self.next_read = Instant::now() + backoff(self.interval, self.failures);
+        Ok(false)
+    }
+}
+
+/// Waits at most `wait` for a wake; returns true for [`Wake::Stop`].
+fn stop_after_waiting(woken: &mpsc::Receiver<Wake>, wait: Duration) -> bool {
+    match woken.recv_timeout(wait) {
+        Ok(Wake::Stop) => true,
+        // One read answers every notification queued so far.
+        Ok(Wake::Changed) => woken.try_iter().any(|w| matches!(w, Wake::Stop)),
+        Err(mpsc::RecvTimeoutError::Timeout) => false,
+        // Nothing can wake it any more (no watcher, no signal thread): poll.
+        Err(mpsc::RecvTimeoutError::Disconnected) => {
+            std::thread::sleep(wait);
+            false
         }
-        out.flush()?;
     }
 }
 
