@@ -198,6 +198,37 @@ fn a_failing_command_is_said_on_stderr_and_the_watch_goes_on_with_exit_0() {
 }
 
 #[test]
+fn a_command_that_cannot_start_is_said_and_the_watch_goes_on() {
+    let repo = TestRepo::new();
+    let records = Records::new(&repo);
+    // A PATH with git alone: no `sh` to run the command through.
+    let bin = repo.scratch("git-only");
+    let git = Command::new("sh")
+        .args(["-c", "command -v git"])
+        .output()
+        .expect("find git");
+    let git = String::from_utf8_lossy(&git.stdout).trim().to_owned();
+    std::os::unix::fs::symlink(&git, bin.join("git")).expect("link git");
+    let cmd = watch_cmd(&repo, &records)
+        .env("PATH", &bin)
+        .args(["--exec", RECORD]);
+    let mut watch = start(&repo, cmd);
+    lease(&repo, &["acquire", "after", "--holder", BOB, "--ttl", "1h"]);
+    // The marker's command was tried before the next line was printed.
+    watch.wait_event("after", "acquire");
+    watch.signal("TERM");
+    let status = watch.wait_exit();
+    assert_eq!(status.code(), Some(0), "{status:?}\n{}", watch.stderr());
+    let stderr = watch.stderr();
+    for issue in ["marker", "after"] {
+        let said =
+            format!("the on-event command for the acquire of {issue} (token 1) could not start");
+        assert!(stderr.contains(&said), "{said:?} not in stderr:\n{stderr}");
+    }
+    records.none_left(&watch);
+}
+
+#[test]
 fn a_slow_command_delays_the_later_ones_but_loses_and_reorders_no_event() {
     let repo = TestRepo::new();
     let records = Records::new(&repo);
