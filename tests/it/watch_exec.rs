@@ -415,3 +415,23 @@ fn the_github_recipe_mirrors_claims_to_the_assignee() {
     assert_eq!(watch.wait_exit().code(), Some(0), "{}", watch.stderr());
     records.none_left(&watch);
 }
+
+#[test]
+fn a_second_signal_kills_a_command_that_ignores_the_first() {
+    let repo = TestRepo::new();
+    let records = Records::new(&repo);
+    // The marker's command ignores SIGINT and SIGTERM, and never ends by itself.
+    let command = format!("trap '' INT TERM; {RECORD}; exec tail -f /dev/null");
+    let mut watch = start(&repo, watch_cmd(&repo, &records).args(["--exec", &command]));
+    marker_recorded(&records, &watch);
+
+    watch.signal("INT");
+    watch.signal("TERM");
+    let status = watch.wait_exit();
+    assert_eq!(status.code(), Some(0), "{status:?}\n{}", watch.stderr());
+    let stderr = watch.stderr();
+    assert!(
+        stderr.contains("the acquire of marker (token 1) was killed by signal 9"),
+        "{stderr}"
+    );
+}

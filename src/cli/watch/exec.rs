@@ -41,8 +41,7 @@ impl Stopping {
     /// command running: the first as it is, any later one as SIGKILL.
     pub(super) fn signal(&self, sig: i32, nth: usize) {
         self.stopped.store(true, Ordering::SeqCst);
-        let running = self.running.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(group) = *running {
+        if let Some(group) = *self.running() {
             let sig = if nth == 0 { sig } else { libc::SIGKILL };
             // SAFETY: killpg(2) has no memory effects. The group cannot be gone and its id
             // reused meanwhile: its leader is reaped only after `running` is cleared.
@@ -50,6 +49,11 @@ impl Stopping {
                 libc::killpg(group, sig);
             }
         }
+    }
+
+    /// The process group of the command running, locked.
+    fn running(&self) -> std::sync::MutexGuard<'_, Option<i32>> {
+        self.running.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Whether a stop signal came.
@@ -73,13 +77,11 @@ impl OnEvent {
     /// Runs the command for `event` and waits for it; says on stderr why it failed, if it
     /// did. Runs nothing once a stop signal came.
     pub(super) fn run(&self, event: &WatchEvent) {
-        if self.stopping.stopped() {
-            return;
-        }
         let view = WatchView::from(event);
         let failure = match self.spawn_and_wait(&view) {
-            Ok(status) if status.success() => return,
-            Ok(status) => describe(status),
+            Ok(None) => return,
+            Ok(Some(status)) if status.success() => return,
+            Ok(Some(status)) => describe(status),
             Err(e) => format!("could not start: {e}"),
         };
         said::line(
@@ -92,12 +94,10 @@ impl OnEvent {
     }
 
     /// Starts `sh -c CMD` for `view`, writes the event to its standard input and waits for
-    /// it to end.
-    fn spawn_and_wait(&self, view: &WatchView) -> std::io::Result<ExitStatus> {
+    /// it to end. Starts nothing, and returns `None`, once a stop signal came.
+    fn spawn_and_wait(&self, view: &WatchView) -> std::io::Result<Option<ExitStatus>> {
         let input = json_text(view).map_err(std::io::Error::other)? + "\n";
-        let output = std::io::stderr().lock();
-        let to_stderr = std::os::fd::AsFd::as_fd(&output).try_clone_to_owned()?;
-        drop(output);
+        let to_stderr = std::os::fd::AsFd::as_fd(&std::io::stderr()).try_clone_to_owned()?;
         let mut command = Command::new("sh");
         command
             .arg("-c")
@@ -109,12 +109,12 @@ impl OnEvent {
             .stdin(Stdio::piped())
             .stdout(Stdio::from(to_stderr))
             .process_group(0);
-        // Hold the lock over the start, so that a signal finds either no command or its group.
-        let mut running = self
-            .stopping
-            .running
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
+        // Hold the lock over the start, so that a signal finds either no command or its
+        // group; one that came before the lock was taken is seen here.
+        let mut running = self.stopping.running();
+        if self.stopping.stopped() {
+            return Ok(None);
+        }
         let mut child = command.spawn()?;
         *running = i32::try_from(child.id()).ok();
         drop(running);
@@ -126,12 +126,8 @@ impl OnEvent {
         }
         wait_without_reaping(child.id());
         // Cleared before the leader is reaped: until then its group id cannot be reused.
-        *self
-            .stopping
-            .running
-            .lock()
-            .unwrap_or_else(|e| e.into_inner()) = None;
-        child.wait()
+        *self.stopping.running() = None;
+        child.wait().map(Some)
     }
 }
 
