@@ -131,7 +131,9 @@ fn fields(items: &[&str]) -> Vec<String> {
 fn the_command_gets_each_event_as_json_on_stdin_and_lease_variables_in_order() {
     let repo = TestRepo::new();
     let records = Records::new(&repo);
-    let mut watch = start(&repo, watch_cmd(&repo, &records).args(["--exec", RECORD]));
+    // What the command prints goes to the watch's stderr, never among its events.
+    let command = format!("echo \"said for $LEASE_EVENT of $LEASE_ISSUE\"; {RECORD}");
+    let mut watch = start(&repo, watch_cmd(&repo, &records).args(["--exec", &command]));
     marker_recorded(&records, &watch);
 
     lease(&repo, &["acquire", "a-1", "--holder", ALICE, "--ttl", "1h"]);
@@ -156,6 +158,11 @@ fn the_command_gets_each_event_as_json_on_stdin_and_lease_variables_in_order() {
     assert_eq!(got[1].1["previous_holder"], ALICE, "{}", got[1].1);
     watch.signal("TERM");
     assert_eq!(watch.wait_exit().code(), Some(0), "{}", watch.stderr());
+    // Every line of its stdout was an event (drain parses each as JSON).
+    watch.drain();
+    assert_eq!(watch.seen.len(), 4, "{:#?}", watch.seen);
+    let stderr = watch.stderr();
+    assert!(stderr.contains("said for release of a-1\n"), "{stderr}");
 }
 
 #[test]
