@@ -63,6 +63,8 @@
 //! - [`watch`]: `watch` among many ledgers: exactly what moved (one ledger, a new one, two
 //!   commits in one move, refs packed under it), expiries soonest first, a start from the list
 //!   cache.
+//! - [`watch_exec`]: `watch --exec` and `lease.onEvent`: a real command per event, in order,
+//!   failing, slow and interrupted; the GitHub assignee recipe of docs/EVENTS.md.
 //! - [`attack`]: the forged-push matrix (every event x pusher x forged data) against the
 //!   specification of who may push what, and when.
 //! - [`adversary`]: generated sequences of honest and forged pushes through a real server,
@@ -184,3 +186,4 @@ mod unknown_outcome;
 mod user_refs;
 mod verify;
 mod watch;
+mod watch_exec;

@@ -2,7 +2,7 @@
 
 use std::io::Write;
 
-use crate::cli::{Context, Failure};
+use crate::cli::{watch, Context, Failure};
 
 // The arguments of `watch`.
 #[derive(clap::Args, Debug)]
@@ -22,6 +22,15 @@ pub(crate) struct Args {
     /// then lease.holder, then user.email)
     #[arg(long)]
     pub(crate) mine: bool,
+    /// Run this shell command (sh -c) for each event, one at a time, in order: the event's
+    /// JSON on its stdin; LEASE_ISSUE, LEASE_EVENT, LEASE_HOLDER and LEASE_TOKEN in its
+    /// environment. A failure is said on stderr and the watch goes on; a signal is passed on
+    /// to the command, and the watch ends after it [config: lease.onEvent; '' runs none]
+    #[arg(long, value_name = "CMD", conflicts_with = "no_exec")]
+    pub(crate) exec: Option<String>,
+    /// Run no command for the events, whatever lease.onEvent says
+    #[arg(long)]
+    pub(crate) no_exec: bool,
     /// Only issues starting with this prefix
     pub(crate) prefix: Option<String>,
 }
@@ -34,16 +43,21 @@ pub(crate) fn run(ctx: &Context, args: Args, out: &mut dyn Write) -> Result<u8, 
         prefix,
         holder,
         mine,
+        exec,
+        no_exec,
     } = args;
     let holder = ctx.holder_filter(mine, holder)?;
-    crate::cli::watch::watch(
+    let configured = ctx.ledger.store().config_string(watch::exec::CONFIG_KEY);
+    let on_event = watch::exec::chosen(exec, no_exec, configured);
+    watch::watch_running(
         ctx,
-        crate::cli::watch::WatchArgs {
+        watch::WatchArgs {
             since,
             interval,
             prefix,
             holder,
         },
+        on_event,
         out,
     )
 }

@@ -9,12 +9,14 @@
 //! its verified tracking copies), and it ends with exit 0 on SIGINT, SIGTERM or SIGHUP and
 //! as soon as its standard output is closed. A signal ends it at once even while a fetch
 //! waits on a remote that never answers: that `git fetch` is ended (SIGTERM, SIGKILL a
-//! second later) and waited for, so nothing of the watch is left behind.
+//! second later) and waited for, so nothing of the watch is left behind. With `--exec` or
+//! `lease.onEvent`, [`exec`] runs a command for each event reported; a signal during that
+//! command is passed on to it, and the watch ends once it has.
 
 use std::collections::HashSet;
 use std::io::Write;
 use std::path::Path;
-use std::sync::mpsc;
+use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
@@ -29,6 +31,9 @@ use super::output::json::json_line;
 use super::output::said;
 use super::run::RunningClock;
 use super::{exit, parse_duration, Context, Failure};
+use exec::{OnEvent, Stopping};
+
+pub(crate) mod exec;
 
 /// How often the local refs are read again when no notification came (a file system that
 /// does not deliver them, a missed event).
@@ -55,6 +60,15 @@ pub(crate) struct WatchArgs {
     pub prefix: Option<String>,
     /// Only the events that matter to this holder.
     pub holder: Option<String>,
+}
+
+/// Where the events go: stdout, one line each, and the command of `--exec`, if any.
+struct Report {
+    json: bool,
+    /// Only the events that matter to this holder.
+    holder: Option<String>,
+    on_event: Option<OnEvent>,
+    stopping: Arc<Stopping>,
 }
 
 /// Where the tips come from.
@@ -84,6 +98,16 @@ impl Source<'_> {
 
 /// Runs `git lease watch`.
 pub(crate) fn watch(ctx: &Context, args: WatchArgs, out: &mut dyn Write) -> Result<u8, Failure> {
+    watch_running(ctx, args, None, out)
+}
+
+/// Runs `git lease watch`, and `on_event` (a shell command) for each event it reports.
+pub(crate) fn watch_running(
+    ctx: &Context,
+    args: WatchArgs,
+    on_event: Option<String>,
+    out: &mut dyn Write,
+) -> Result<u8, Failure> {
     // It runs until stopped: what it says beside its events is said at once.
     said::stream();
     let clock = RunningClock::starting_at(ctx.now);
@@ -93,20 +117,16 @@ pub(crate) fn watch(ctx: &Context, args: WatchArgs, out: &mut dyn Write) -> Resu
         .as_deref()
         .map(|s| parse_since(s, ctx.now))
         .transpose()?;
-    let mut source = match &ctx.remote {
-        Some(name) => Source::Remote(Box::new(Remote::new(&ctx.ledger, name)?)),
-        None => Source::Local(&ctx.ledger, RefScan::new(git_lease::issue::REF_PREFIX)),
+    let (mut source, interval) = source_and_interval(ctx, args.interval.as_deref())?;
+    let stopping = Arc::new(Stopping::default());
+    let report = Report {
+        json: ctx.json,
+        holder: args.holder,
+        on_event: on_event.map(|c| OnEvent::new(c, stopping.clone())),
+        stopping: stopping.clone(),
     };
-    let interval = match (&args.interval, &source) {
-        (Some(text), _) => parse_duration(text)?,
-        (None, Source::Local(..)) => LOCAL_FALLBACK,
-        (None, Source::Remote(_)) => REMOTE_INTERVAL,
-    };
-    if interval.is_zero() {
-        return Err(Error::InvalidInput("--interval must be more than zero".into()).into());
-    }
     let (wake, woken) = mpsc::channel::<Wake>();
-    stop_on_signals(wake.clone())?;
+    stop_on_signals(wake.clone(), stopping)?;
     stop_on_closed_stdout(wake.clone());
     // Kept alive for as long as the loop runs.
     let _watcher = match &source {
@@ -133,71 +153,134 @@ pub(crate) fn watch(ctx: &Context, args: WatchArgs, out: &mut dyn Write) -> Resu
         Some(since) => {
             let (follower, events) =
                 Follower::replay(store, &namespace, tips, &prefix, since, now)?;
-            print(ctx, args.holder.as_deref(), &events, out)?;
+            report.events(&events, out)?;
             follower
         }
         None => Follower::start(store, &namespace, tips, &prefix, now)?,
     };
-    let mut follower = follower.with_archive(&source.archive());
     out.flush()?;
+    let following = Following {
+        ctx,
+        follower: follower.with_archive(&source.archive()),
+        source,
+        reported,
+        report,
+        clock,
+        interval,
+        failures: 0,
+        next_read: Instant::now() + interval,
+    };
+    following.run(&woken, out)
+}
 
-    let mut failures = 0u32;
-    let mut next_read = Instant::now() + interval;
-    loop {
-        let mut wait = next_read.saturating_duration_since(Instant::now());
-        if let Some(expiry) = follower.next_expiry() {
-            // A whole-second instant: wake just after it, when the clock reads it.
-            wait = wait.min(clock.until(expiry) + Duration::from_millis(5));
-        }
-        match woken.recv_timeout(wait) {
-            Ok(Wake::Stop) => return Ok(exit::OK),
-            Ok(Wake::Changed) => {
-                // One read answers every notification queued so far.
-                while let Ok(w) = woken.try_recv() {
-                    if matches!(w, Wake::Stop) {
-                        return Ok(exit::OK);
-                    }
-                }
+/// Where the tips come from (the remote given or chosen, else the local refs), and how often
+/// they are read (`--interval`, else the source's default).
+fn source_and_interval<'a>(
+    ctx: &'a Context,
+    interval: Option<&str>,
+) -> Result<(Source<'a>, Duration), Failure> {
+    let source = match &ctx.remote {
+        Some(name) => Source::Remote(Box::new(Remote::new(&ctx.ledger, name)?)),
+        None => Source::Local(&ctx.ledger, RefScan::new(git_lease::issue::REF_PREFIX)),
+    };
+    let interval = match (interval, &source) {
+        (Some(text), _) => parse_duration(text)?,
+        (None, Source::Local(..)) => LOCAL_FALLBACK,
+        (None, Source::Remote(_)) => REMOTE_INTERVAL,
+    };
+    if interval.is_zero() {
+        return Err(Error::InvalidInput("--interval must be more than zero".into()).into());
+    }
+    Ok((source, interval))
+}
+
+/// The watch once started: what it follows, where from, and when it reads next.
+struct Following<'a> {
+    ctx: &'a Context,
+    source: Source<'a>,
+    follower: Follower,
+    reported: Reported,
+    report: Report,
+    clock: RunningClock,
+    interval: Duration,
+    /// Failed reads in a row.
+    failures: u32,
+    next_read: Instant,
+}
+
+impl Following<'_> {
+    /// Reports the events as they come until a [`Wake::Stop`] or an error.
+    fn run(mut self, woken: &mpsc::Receiver<Wake>, out: &mut dyn Write) -> Result<u8, Failure> {
+        let store = self.ctx.ledger.store();
+        loop {
+            let mut wait = self.next_read.saturating_duration_since(Instant::now());
+            if let Some(expiry) = self.follower.next_expiry() {
+                // A whole-second instant: wake just after it, when the clock reads it.
+                wait = wait.min(self.clock.until(expiry) + Duration::from_millis(5));
             }
-            Err(mpsc::RecvTimeoutError::Timeout) => {}
-            // Nothing can wake it any more (no watcher, no signal thread): poll.
-            Err(mpsc::RecvTimeoutError::Disconnected) => std::thread::sleep(wait),
+            if stop_after_waiting(woken, wait) {
+                return Ok(exit::OK);
+            }
+            // Read the tips before judging expiry, so that a renewal that landed in time is
+            // seen before its lease would be reported expired.
+            let remote_due = Instant::now() >= self.next_read
+                || self
+                    .follower
+                    .next_expiry()
+                    .is_some_and(|e| self.clock.until(e).is_zero());
+            let read_now = matches!(self.source, Source::Local(..)) || remote_due;
+            if read_now && self.read(out)? {
+                return Ok(exit::OK);
+            }
+            let (events, errors) = self.follower.expire(store, self.clock.now());
+            self.report.events(&events, out)?;
+            for e in errors {
+                said::line("error", &e.to_string());
+            }
+            out.flush()?;
         }
-        // Read the tips before judging expiry, so that a renewal that landed in time is seen
-        // before its lease would be reported expired.
-        let remote_due = Instant::now() >= next_read
-            || follower
-                .next_expiry()
-                .is_some_and(|e| clock.until(e).is_zero());
-        if matches!(source, Source::Local(..)) || remote_due {
-            // A remote's new commits are judged at the running clock, not the start's.
-            ctx.ledger.set_reader_clock(clock.now());
-            match read_tips(&mut source, &mut reported) {
-                Ok(moved) => {
-                    failures = 0;
-                    let (events, errors) = match moved {
-                        Moved::All(tips) => follower.update(store, &tips),
-                        Moved::Some(moved) => follower.update_moved(store, &moved),
-                    };
-                    print(ctx, args.holder.as_deref(), &events, out)?;
-                    for e in errors {
-                        said::line("error", &e.to_string());
-                    }
-                }
-                Err(_) if git_lease::git::stopping() => return Ok(exit::OK),
-                Err(e) => {
-                    failures = failures.saturating_add(1);
+    }
+
+    /// Reads the tips and reports what moved; returns true when a signal ended the read.
+    fn read(&mut self, out: &mut dyn Write) -> Result<bool, Failure> {
+        let store = self.ctx.ledger.store();
+        // A remote's new commits are judged at the running clock, not the start's.
+        self.ctx.ledger.set_reader_clock(self.clock.now());
+        match read_tips(&mut self.source, &mut self.reported) {
+            Ok(moved) => {
+                self.failures = 0;
+                let (events, errors) = match moved {
+                    Moved::All(tips) => self.follower.update(store, &tips),
+                    Moved::Some(moved) => self.follower.update_moved(store, &moved),
+                };
+                self.report.events(&events, out)?;
+                for e in errors {
                     said::line("error", &e.to_string());
                 }
             }
-            next_read = Instant::now() + backoff(interval, failures);
+            Err(_) if git_lease::git::stopping() => return Ok(true),
+            Err(e) => {
+                self.failures = self.failures.saturating_add(1);
+                said::line("error", &e.to_string());
+            }
         }
-        let (events, errors) = follower.expire(store, clock.now());
-        print(ctx, args.holder.as_deref(), &events, out)?;
-        for e in errors {
-            said::line("error", &e.to_string());
+        self.next_read = Instant::now() + backoff(self.interval, self.failures);
+        Ok(false)
+    }
+}
+
+/// Waits at most `wait` for a wake; returns true for [`Wake::Stop`].
+fn stop_after_waiting(woken: &mpsc::Receiver<Wake>, wait: Duration) -> bool {
+    match woken.recv_timeout(wait) {
+        Ok(Wake::Stop) => true,
+        // One read answers every notification queued so far.
+        Ok(Wake::Changed) => woken.try_iter().any(|w| matches!(w, Wake::Stop)),
+        Err(mpsc::RecvTimeoutError::Timeout) => false,
+        // Nothing can wake it any more (no watcher, no signal thread): poll.
+        Err(mpsc::RecvTimeoutError::Disconnected) => {
+            std::thread::sleep(wait);
+            false
         }
-        out.flush()?;
     }
 }
 
@@ -272,23 +355,29 @@ fn read_tips(source: &mut Source<'_>, reported: &mut Reported) -> Result<Moved, 
     }
 }
 
-fn print(
-    ctx: &Context,
-    holder: Option<&str>,
-    events: &[WatchEvent],
-    out: &mut dyn Write,
-) -> Result<(), Failure> {
-    for e in events
-        .iter()
-        .filter(|e| holder.is_none_or(|h| e.concerns(h)))
-    {
-        if ctx.json {
-            json_line(out, &WatchView::from(e))?;
-        } else {
-            writeln!(out, "{}", line(e))?;
+impl Report {
+    /// Prints `events` (those that matter to the holder followed), running the command of
+    /// `--exec` after each line; nothing more once a stop signal came.
+    fn events(&self, events: &[WatchEvent], out: &mut dyn Write) -> Result<(), Failure> {
+        for e in events
+            .iter()
+            .filter(|e| self.holder.as_deref().is_none_or(|h| e.concerns(h)))
+        {
+            if self.stopping.stopped() {
+                return Ok(());
+            }
+            if self.json {
+                json_line(out, &WatchView::from(e))?;
+            } else {
+                writeln!(out, "{}", line(e))?;
+            }
+            if let Some(on_event) = &self.on_event {
+                out.flush()?;
+                on_event.run(e);
+            }
         }
+        Ok(())
     }
-    Ok(())
 }
 
 /// One event in one line: when, the issue, what, the token, who. What the ledger's writers
@@ -326,12 +415,25 @@ fn line(e: &WatchEvent) -> String {
 }
 
 /// Sends [`Wake::Stop`] on SIGINT, SIGTERM or SIGHUP, and ends the git command a remote's
-/// fetch may be waiting on (the loop then finds it failed, and ends).
-fn stop_on_signals(wake: mpsc::Sender<Wake>) -> Result<(), Error> {
-    on_stop_signal(move || {
-        let _ = wake.send(Wake::Stop);
-        git_lease::git::stop_commands(FETCH_GRACE);
-    })
+/// fetch may be waiting on (the loop then finds it failed, and ends). Each signal is passed
+/// on to the command of `--exec` running, if one is ([`Stopping::signal`]).
+fn stop_on_signals(wake: mpsc::Sender<Wake>, stopping: Arc<Stopping>) -> Result<(), Error> {
+    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+    let mut signals =
+        signal_hook::iterator::Signals::new([SIGHUP, SIGINT, SIGTERM]).map_err(|e| Error::Io {
+            context: "cannot install signal handlers".into(),
+            source: e,
+        })?;
+    std::thread::spawn(move || {
+        for (nth, sig) in signals.forever().enumerate() {
+            stopping.signal(sig, nth);
+            if nth == 0 {
+                let _ = wake.send(Wake::Stop);
+                git_lease::git::stop_commands(FETCH_GRACE);
+            }
+        }
+    });
+    Ok(())
 }
 
 /// Calls `stop` on a thread of its own at the first SIGINT, SIGTERM or SIGHUP: the end of a
