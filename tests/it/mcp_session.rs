@@ -9,6 +9,7 @@ use serde_json::{json, Value};
 
 use crate::env::{self, TestRepo};
 use crate::mcp::{call, result, session};
+use crate::server::Server;
 use crate::session::{ALICE, BOB};
 
 /// `git lease --json show <issue>` in `repo`, at `now` when given (else the system clock).
@@ -211,34 +212,44 @@ fn mcp_a_revoke_reaches_the_client_as_a_notification_and_renewals_stop() {
 #[test]
 fn mcp_a_detached_lease_is_neither_renewed_nor_released_and_a_too_short_bound_one_is_refused() {
     let repo = TestRepo::new();
-    let Some((answers, _)) = session(
+    let claim = |issue: &str, ttl: &str, detached: bool| {
+        call(
+            "acquire",
+            json!({"issue": issue, "holder": ALICE, "ttl": ttl, "detached": detached}),
+        )
+    };
+    let Some((answers, seen)) = session(
         &repo,
         json!([
-            call(
-                "acquire",
-                json!({"issue": "7", "holder": ALICE, "ttl": "3s", "detached": true})
-            ),
-            call("acquire", json!({"issue": "8", "holder": ALICE, "ttl": "3s"})),
-            // A TTL after the claims: 7 would have been renewed by now.
+            claim("7", "3s", true),
+            // Bound, then released by the client; bound, then claimed again detached.
+            claim("11", "3s", false),
+            call("release", json!({"issue": "11", "holder": ALICE})),
+            claim("12", "3s", false),
+            claim("12", "3s", true),
+            claim("8", "3s", false),
+            // A TTL after the claims: 7, 11 and 12 would have been renewed by now.
             {"op": "event", "issue": "8", "event": "renew", "ttls": 1},
-            call("acquire", json!({"issue": "9", "holder": ALICE, "ttl": "1s"})),
-            call(
-                "acquire",
-                json!({"issue": "10", "holder": ALICE, "ttl": "1s", "detached": true})
-            ),
+            claim("9", "1s", false),
+            claim("10", "1s", true),
         ]),
     ) else {
         return;
     };
-    result(&answers[0], 0);
-    result(&answers[1], 0);
+    for answer in &answers[..6] {
+        result(answer, 0);
+    }
     assert_eq!(events(&repo, "7"), ["acquire"]);
+    assert_eq!(events(&repo, "11"), ["release", "acquire"]);
+    assert_eq!(events(&repo, "12"), ["acquire"]);
     assert_eq!(
         events(&repo, "8").first().map(String::as_str),
         Some("release")
     );
+    // Nothing freed by the client, or detached, was reported lost.
+    assert!(!seen.iter().any(|s| s.contains("lease_lost")), "{seen:#?}");
     // A second cannot be renewed in time: refused before anything is written.
-    let refused = &result(&answers[3], 2)["error"];
+    let refused = &result(&answers[7], 2)["error"];
     assert_eq!(refused["kind"], "usage", "{refused:#}");
     assert!(
         refused["message"]
@@ -247,6 +258,42 @@ fn mcp_a_detached_lease_is_neither_renewed_nor_released_and_a_too_short_bound_on
         "{refused:#}"
     );
     assert_eq!(repo.tip("9"), None);
-    result(&answers[4], 0);
+    result(&answers[8], 0);
     assert_eq!(events(&repo, "10"), ["acquire"]);
+}
+
+#[test]
+fn mcp_renewals_that_keep_failing_end_in_a_lost_notification() {
+    let mut daemon = Server::with_hook();
+    daemon.start();
+    let repo = daemon.client(ALICE);
+    repo.git(&["config", "lease.remote", "origin"]);
+    let Some((answers, seen)) = session(
+        &repo,
+        json!([
+            // Renewed every 3s: the first renewal comes well before the renew deadline.
+            call("acquire", json!({"issue": "7", "ttl": "9s"})),
+            // The remote can no longer be reached: every renewal fails from now on.
+            {"op": "git", "args": ["remote", "set-url", "origin", "git://127.0.0.1:1/gone"]},
+            {"op": "event", "issue": "7", "event": "lease_lost"},
+        ]),
+    ) else {
+        return;
+    };
+    let acquired = result(&answers[0], 0);
+    assert_eq!(
+        daemon.tip("7"),
+        acquired["commit"].as_str().map(str::to_owned)
+    );
+    let reason = answers[2]["reason"].as_str().unwrap_or_default();
+    assert!(
+        reason.contains("no renewal succeeded before the renew deadline"),
+        "{:#}",
+        answers[2]
+    );
+    // Each failure before the deadline was said, as a warning.
+    assert!(
+        seen.iter().any(|s| s.contains("failed, will retry")),
+        "{seen:#?}"
+    );
 }

@@ -123,11 +123,10 @@ impl Bound {
     }
 
     /// Stops renewing `issue`, leaving its lease as it is (freed by the client, or detached).
+    /// Does not wait: a renewal under way ends unsaid, so calls are never held up by one.
     pub(super) fn unbind(&self, issue: &str) {
         let held = self.held.lock().ok().and_then(|mut h| h.remove(issue));
-        if let Some(held) = held {
-            stop(held);
-        }
+        drop(held);
     }
 
     fn bind(
@@ -157,10 +156,8 @@ impl Bound {
             stop: stop_renewing,
             thread,
         };
-        if let Some(old) = held.insert(issue, new) {
-            drop(held);
-            stop(old);
-        }
+        // A claim of an issue already bound (the live holder's again) replaces its renewals.
+        held.insert(issue, new);
     }
 
     /// Forgets `tenure` of `issue` once it is lost, unless a newer claim replaced it.
@@ -181,7 +178,9 @@ impl Bound {
         };
         for held in all {
             let (handle, tenure) = (held.handle.clone(), held.tenure.clone());
-            stop(held);
+            // A renewal under way lands first: then the release is of the tenure as renewed.
+            drop(held.stop);
+            let _ = held.thread.join();
             let released = crate::cli::now().and_then(|now| {
                 handle.apply(now, |cur| {
                     rules::release_tenure(
@@ -203,12 +202,6 @@ impl Bound {
             }
         }
     }
-}
-
-/// Stops a lease's renewals and waits for a renewal under way.
-fn stop(held: Held) {
-    drop(held.stop);
-    let _ = held.thread.join();
 }
 
 /// The objects of an `acquire --json` document (one, several, or `--any`'s) that were acquired.
@@ -269,6 +262,13 @@ impl Renewer {
             let Err(why) = self.round() else {
                 continue;
             };
+            // Unbound while this round ran (freed by the client, detached): nothing was lost.
+            if matches!(
+                stopped.try_recv(),
+                Err(sync_mpsc::TryRecvError::Disconnected)
+            ) {
+                return;
+            }
             let _ = self.bound.notices.send(Notice::Lost(json!({
                 "schema_version": SCHEMA_VERSION,
                 "issue": self.handle.issue.as_str(),

@@ -401,9 +401,11 @@ impl ServerHandler for Server {
         info.server_info = Implementation::new("git-lease", env!("CARGO_PKG_VERSION"));
         info.instructions = Some(
             "Claims on issues kept in git (refs/leases/<issue>). acquire before working on an \
-             issue, renew before its expiry, complete or release when done; check a fencing \
-             token before acting on it. Results are the JSON of `git lease --json`; lease \
-             events arrive as logging notifications."
+             issue, complete or release when done; check a fencing token before acting on it. \
+             This server renews what you acquire while you stay connected and releases it when \
+             you go (detached: true keeps a lease past the session, renewed by you). Results \
+             are the JSON of `git lease --json`; lease events, and the loss of a lease held \
+             for you (lease_lost), arrive as logging notifications."
                 .into(),
         );
         info
