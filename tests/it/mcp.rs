@@ -1159,7 +1159,9 @@ fn mcp_ordered_claimers_racing_each_get_a_distinct_candidate_and_say_what_they_p
     };
     let queue = ["r1", "r2", "r3", "r4"];
     let holders = ["a@race", "b@race", "c@race", "d@race"];
-    let args = json!({"issues": queue, "any": true, "ordered": true, "ttl": "1h"});
+    // Detached: a client done first would otherwise free its claim for the slower ones.
+    let args =
+        json!({"issues": queue, "any": true, "ordered": true, "ttl": "1h", "detached": true});
     let out = client(
         &python,
         &repo,

@@ -417,6 +417,29 @@ fn is_sent(level: LoggingLevel, least: u8) -> bool {
     level as u8 >= least
 }
 
+/// Sends each notice as a logging notification, those below the level the client set
+/// (`least`) left out, until the connection ends.
+async fn notify(
+    peer: rmcp::Peer<RoleServer>,
+    mut received: mpsc::UnboundedReceiver<Notice>,
+    least: Arc<AtomicU8>,
+) {
+    while let Some(notice) = received.recv().await {
+        let (level, data) = match notice {
+            Notice::Event(event) => (LoggingLevel::Info, event),
+            Notice::Warning(text) => (LoggingLevel::Warning, Value::from(text)),
+            Notice::Lost(lost) => (LoggingLevel::Warning, lost),
+        };
+        if !is_sent(level, least.load(Ordering::Relaxed)) {
+            continue;
+        }
+        let message = LoggingMessageNotificationParam::new(level, data).with_logger(LOGGER);
+        if peer.notify_logging_message(message).await.is_err() {
+            return;
+        }
+    }
+}
+
 /// Ends the server on SIGINT, SIGTERM or SIGHUP, even before the client has initialized it.
 fn stop_on_signals(stop: CancellationToken) -> Result<(), Error> {
     crate::cli::watch::on_stop_signal(move || stop.cancel())
@@ -435,7 +458,7 @@ pub(crate) fn serve(ctx: &Context) -> Result<u8, Failure> {
             context: "cannot start the MCP server's runtime".into(),
             source: e,
         })?;
-    let (notices, mut received) = mpsc::unbounded_channel();
+    let (notices, received) = mpsc::unbounded_channel();
     let bound = bound::Bound::new(notices.clone());
     let (started, watching) = watch::channel(false);
     let stop = CancellationToken::new();
@@ -474,24 +497,7 @@ pub(crate) fn serve(ctx: &Context) -> Result<u8, Failure> {
             ) => return Ok(()),
             Err(e) => return Err(e.to_string()),
         };
-        let peer = service.peer().clone();
-        let least = level;
-        tokio::spawn(async move {
-            while let Some(notice) = received.recv().await {
-                let (level, data) = match notice {
-                    Notice::Event(event) => (LoggingLevel::Info, event),
-                    Notice::Warning(text) => (LoggingLevel::Warning, Value::from(text)),
-                    Notice::Lost(lost) => (LoggingLevel::Warning, lost),
-                };
-                if !is_sent(level, least.load(Ordering::Relaxed)) {
-                    continue;
-                }
-                let message = LoggingMessageNotificationParam::new(level, data).with_logger(LOGGER);
-                if peer.notify_logging_message(message).await.is_err() {
-                    return;
-                }
-            }
-        });
+        tokio::spawn(notify(service.peer().clone(), received, level));
         service.waiting().await.map_err(|e| e.to_string())?;
         Ok(())
     });
