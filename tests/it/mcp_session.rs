@@ -141,7 +141,7 @@ fn mcp_a_clients_leases_are_released_when_it_closes_its_session_or_its_server_is
 }
 
 #[test]
-fn mcp_the_lease_of_a_server_killed_with_sigkill_is_free_here_at_once_and_lapses_at_its_expiry() {
+fn mcp_the_lease_of_a_server_killed_with_sigkill_lapses_at_its_expiry() {
     let repo = TestRepo::new();
     let Some((answers, _)) = session(
         &repo,
@@ -153,32 +153,16 @@ fn mcp_the_lease_of_a_server_killed_with_sigkill_is_free_here_at_once_and_lapses
         return;
     };
     let acquired = result(&answers[0], 0);
-    // The lease records the server's process, as `run` records its own.
-    assert_eq!(
-        acquired["process"]["pid"], answers[1]["pid"],
-        "{acquired:#}"
-    );
-    // Nothing could release it, yet on this machine its holder is seen gone: not live.
+    // Nothing could release it: held until its expiry, then expired.
     assert_eq!(events(&repo, "7"), ["acquire"]);
     env::assert_fields(
         &show(&repo, "7", None),
-        &[("held", json!(false)), ("process_gone", json!(true))],
+        &[("state", json!("held")), ("holder", json!(ALICE))],
     );
-    // Past its expiry it is expired for every reader, wherever it runs.
     let past = env::rfc3339(instant(&acquired["expires_at"]) + chrono::Duration::seconds(1));
     env::assert_fields(
         &show(&repo, "7", Some(&past)),
         &[("state", json!("expired")), ("held", json!(false))],
-    );
-    // Another client takes it over at once, on the ground that its process is gone.
-    let taken = repo
-        .lease()
-        .args(["--json", "acquire", "7", "--holder", BOB])
-        .run();
-    taken.ok();
-    env::assert_fields(
-        &taken.json(),
-        &[("holder", json!(BOB)), ("takeover", json!("process_gone"))],
     );
 }
 

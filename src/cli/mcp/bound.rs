@@ -2,8 +2,7 @@
 //! A thread per lease renews its tenure, as `git lease run` does (every third of the TTL, the
 //! same [`keep`] and renew deadline), reading the clock once per round. A loss (revoked, taken
 //! over, no renewal in time) is sent to the client as a notice, and that lease's renewals stop.
-//! When the connection ends, every tenure still held is released. Each records this server's
-//! process, so that a server killed outright leaves a lease no longer live on this machine.
+//! When the connection ends, every tenure still held is released.
 
 use std::collections::HashMap;
 use std::sync::mpsc as sync_mpsc;
@@ -59,13 +58,6 @@ impl Terms {
             every,
         })
     }
-}
-
-/// This server's process id, where this machine can record it for a lease (see
-/// `acquire --pid`); `None` elsewhere, where a bound lease lapses at its expiry only.
-pub(super) fn this_process() -> Option<u32> {
-    let pid = std::process::id();
-    git_lease::liveness::HolderProcess::of(pid).map(|_| pid)
 }
 
 /// One lease held for the connection: its tenure and the thread that renews it.

@@ -157,9 +157,7 @@ impl Server {
             note: input.note,
             task: input.task,
             session: input.session,
-            // A bound lease records this server's process, as `run` does: once the server is
-            // gone from this machine, the lease is no longer live here.
-            pid: terms.as_ref().and_then(|_| bound::this_process()),
+            pid: None,
         };
         let state = self.state.clone();
         self.call(input.remote, move |ctx, out| {
