@@ -297,3 +297,38 @@ fn mcp_renewals_that_keep_failing_end_in_a_lost_notification() {
         "{seen:#?}"
     );
 }
+
+#[test]
+fn mcp_the_same_holders_lease_taken_elsewhere_stays_unbound() {
+    let repo = TestRepo::new();
+    repo.lease()
+        .args(["acquire", "7", "--holder", ALICE, "--ttl", "1h"])
+        .run()
+        .ok();
+    let Some((answers, _)) = session(
+        &repo,
+        json!([call(
+            "acquire",
+            json!({"issue": "7", "holder": ALICE, "ttl": "1h"})
+        )]),
+    ) else {
+        return;
+    };
+    // Idempotent for the live holder; the tenure began on the command line, so it stays
+    // that client's: the session's end releases nothing.
+    env::assert_fields(
+        result(&answers[0], 0),
+        &[("outcome", json!("acquired")), ("token", json!(1))],
+    );
+    env::assert_fields(
+        &show(&repo, "7", None),
+        &[("state", json!("held")), ("holder", json!(ALICE))],
+    );
+    // The claim refreshed it (reacquire) or, within the second, wrote nothing; no release.
+    let events = events(&repo, "7");
+    assert!(
+        ["acquire", "reacquire"].contains(&events[0].as_str()),
+        "{events:?}"
+    );
+    assert!(!events.contains(&"release".to_owned()), "{events:?}");
+}

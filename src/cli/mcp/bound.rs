@@ -21,9 +21,10 @@ use crate::cli::run::{keep, renew_interval, Handle, Kept, StopWindow};
 use crate::cli::{Context, HolderName, TtlArg};
 
 /// What a claim of this connection is bound by, known before it is made: who claims, on which
-/// ledgers, for how long, and how often it is renewed.
+/// ledgers, when, for how long, and how often it is renewed.
 pub(super) struct Terms {
     dir: std::path::PathBuf,
+    now: DateTime<Utc>,
     target: git_lease::backend::Target,
     holder: Holder,
     ttl: Ttl,
@@ -52,6 +53,7 @@ impl Terms {
         };
         Ok(Terms {
             dir: dir.to_owned(),
+            now: ctx.now,
             target: ctx.target(),
             holder: ctx.holder(&HolderName { holder })?,
             ttl: ttl_given,
@@ -84,7 +86,9 @@ impl Bound {
     }
 
     /// Binds each issue `printed` (an `acquire --json` document) says was acquired by these
-    /// terms to the connection; `secret` gives the session secret of an issue, if any.
+    /// terms to the connection; `secret` gives the session secret of an issue, if any. Only a
+    /// tenure this call began, or one already bound here, is bound: the same holder's live
+    /// lease of another client (an idempotent claim) stays that client's.
     pub(super) fn bind_claimed(
         &self,
         terms: &Terms,
@@ -99,7 +103,11 @@ impl Bound {
                 .as_str()
                 .map(str::to_owned)
                 .or_else(|| secret(issue.as_str()));
-            if let Some((tenure, expires_at)) = tenure_of(&item, secret.as_deref()) {
+            let Some((tenure, expires_at)) = tenure_of(&item, secret.as_deref()) else {
+                continue;
+            };
+            let began = item["wrote"] == true && tenure.acquired_at == terms.now;
+            if began || self.is_bound(issue.as_str(), &tenure) {
                 let handle = Handle {
                     dir: terms.dir.clone(),
                     target: terms.target.clone(),
@@ -110,6 +118,12 @@ impl Bound {
                 self.bind(handle, tenure, (terms.ttl, terms.every), expires_at);
             }
         }
+    }
+
+    fn is_bound(&self, issue: &str, tenure: &Tenure) -> bool {
+        self.held
+            .lock()
+            .is_ok_and(|held| held.get(issue).is_some_and(|h| h.tenure == *tenure))
     }
 
     /// Unbinds each issue `printed` says was acquired: a detached claim of an issue this
