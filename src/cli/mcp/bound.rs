@@ -325,3 +325,33 @@ impl Renewer {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_acquired_objects_are_bound_and_a_session_tenure_needs_its_secret() {
+        let printed = json!([
+            {"issue": "7", "outcome": "acquired", "wrote": true, "holder": "a", "token": 3,
+             "acquired_at": "2026-11-30T12:00:00Z", "expires_at": "2026-11-30T12:00:09Z",
+             "session": true},
+            {"issue": "8", "outcome": "held", "holder": "b", "token": 1},
+        ])
+        .to_string();
+        let items = acquired(printed.as_bytes());
+        assert_eq!(items.len(), 1);
+        assert!(tenure_of(&items[0], None).is_none());
+        let (tenure, expires_at) = tenure_of(&items[0], Some("gls_x")).expect("a tenure");
+        assert_eq!(tenure.token, 3);
+        assert_eq!(tenure.holder, "a");
+        assert_eq!(tenure.session, Some(git_lease::session::hash("gls_x")));
+        assert_eq!(
+            expires_at.map(git_lease::time::format_instant).as_deref(),
+            Some("2026-11-30T12:00:09Z")
+        );
+        // `any`'s answer when nothing was free: one object, nothing acquired.
+        let none = json!({"issue": null, "outcome": "held"}).to_string();
+        assert!(acquired(none.as_bytes()).is_empty());
+    }
+}
