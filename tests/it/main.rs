@@ -149,6 +149,7 @@ mod listing;
 mod liveness;
 mod manual;
 mod mcp;
+mod mcp_session;
 mod mirror;
 mod model;
 mod multi_acquire;

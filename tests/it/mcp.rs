@@ -94,7 +94,7 @@ pub(crate) fn session(repo: &TestRepo, steps: Value) -> Option<(Vec<Value>, Vec<
 }
 
 /// [`session`] on a clock held at `now` (see [`client_at`]).
-fn session_at(
+pub(crate) fn session_at(
     repo: &TestRepo,
     steps: Value,
     now: Option<&str>,
@@ -148,7 +148,7 @@ fn mcp_tools_are_the_lease_commands_with_json_schemas() {
         "{schema:#}"
     );
     for field in [
-        "issue", "issues", "any", "holder", "ttl", "note", "task", "session", "remote",
+        "issue", "issues", "any", "holder", "ttl", "note", "task", "session", "detached", "remote",
     ] {
         assert!(
             schema["properties"].get(field).is_some(),
@@ -316,7 +316,7 @@ fn mcp_acquire_refuses_a_second_client_then_renew_check_release_answer_as_json()
         &repo,
         json!([call(
             "acquire",
-            json!({"issues": ["42"], "holder": ALICE, "ttl": "1h"})
+            json!({"issues": ["42"], "holder": ALICE, "ttl": "1h", "detached": true})
         )]),
     ) else {
         return;
@@ -425,7 +425,7 @@ fn mcp_session_secret_stays_in_the_server_and_reaches_no_result_or_object() {
         &repo,
         json!([call(
             "acquire",
-            json!({"issues": ["8"], "holder": ALICE, "session": true})
+            json!({"issues": ["8"], "holder": ALICE, "session": true, "detached": true})
         ),]),
     ) else {
         return;
@@ -1063,7 +1063,7 @@ fn mcp_acquire_any_ordered_claims_the_first_free_candidate_and_the_next_client_t
     let ordered = |holder: &str| {
         call(
             "acquire",
-            json!({"issues": queue, "any": true, "ordered": true, "holder": holder}),
+            json!({"issues": queue, "any": true, "ordered": true, "holder": holder, "detached": true}),
         )
     };
     // One second for both calls, so the holder's retry refreshes nothing and writes nothing.
@@ -1121,7 +1121,7 @@ fn mcp_acquire_any_ordered_claims_the_first_free_candidate_and_the_next_client_t
             call("release", json!({"issue": "q3", "holder": CAROL})),
             call(
                 "acquire",
-                json!({"issues": queue, "any": true, "holder": "erin@example.com"})
+                json!({"issues": queue, "any": true, "holder": "erin@example.com", "detached": true})
             ),
             call(
                 "acquire",
@@ -1159,7 +1159,9 @@ fn mcp_ordered_claimers_racing_each_get_a_distinct_candidate_and_say_what_they_p
     };
     let queue = ["r1", "r2", "r3", "r4"];
     let holders = ["a@race", "b@race", "c@race", "d@race"];
-    let args = json!({"issues": queue, "any": true, "ordered": true, "ttl": "1h"});
+    // Detached: a client done first would otherwise free its claim for the slower ones.
+    let args =
+        json!({"issues": queue, "any": true, "ordered": true, "ttl": "1h", "detached": true});
     let out = client(
         &python,
         &repo,

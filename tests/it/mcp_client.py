@@ -18,16 +18,26 @@ answer per step:
     {"op": "level", "level": L}             -> {"ok": true} once logging/setLevel is
                                                answered, or {"error": {"code", "message"}}
     {"op": "event", "issue": I, "event": E} -> the data of the first logging notification
-                                               that is that event of that issue (waits for it)
+                                               that is that event of that issue (waits for it);
+                                               with "ttls": N, the first whose "at" is N TTLs
+                                               (its expires_at less its at) or more past its
+                                               acquired_at
     {"op": "git", "args": [..]}             -> {"code", "stdout", "stderr"} of plain git run
                                                in the current directory, mid-session
+    {"op": "lease", "args": [..]}           -> the same, of `<binary> args` (another process)
+    {"op": "kill", "signal": N}             -> {"pid"}: sends signal N to the server and waits
+                                               until it is gone (the last step of a session)
+
+A session that the plan did not end with `kill` is made quiet before it closes (logging/setLevel
+to `error`): the SDK kills its server (SIGKILL) when a notification arrives after the session
+closed, and the server would then have no chance to release its session's leases.
 
 With a transcript file, `steps` starts the server as `<binary> mcp | tee <transcript>`, so
 that the test can read every byte the server wrote on its stdout, as the SDK received it.
 
 `race` initializes every session first, then has them all call `acquire` of the issue at
-once (with a session; given a JSON object on stdin, with those arguments and each one's holder
-instead), and prints their answers in the holders' order. Everything any session received (each
+once (with a session, detached so that the winner's lease outlives the sessions; given a JSON
+object on stdin, with those arguments and each one's holder instead), and prints their answers in the holders' order. Everything any session received (each
 result's text, each notification) is also printed, as `"seen"`, so that a test can look for
 what must never appear.
 """
@@ -35,6 +45,7 @@ what must never appear.
 import json
 import os
 import sys
+from datetime import datetime
 
 import anyio
 from mcp import ClientSession, StdioServerParameters
@@ -45,8 +56,48 @@ from mcp.shared.exceptions import McpError
 LIMIT = 120
 
 
+def instant(text):
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+def held_for(event):
+    """How many TTLs past its tenure's start an event is (its TTL: expires_at less at)."""
+    at = instant(event["at"])
+    ttl = instant(event["expires_at"]) - at
+    return (at - instant(event["acquired_at"])) / ttl
+
+
+def server_pid():
+    """The process id of this process's child that serves `mcp`."""
+    me = os.getpid()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                stat = f.read()
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                argv = f.read().split(b"\0")
+        except OSError:
+            continue
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        if ppid == me and b"mcp" in argv[1:]:
+            return int(entry)
+    raise SystemExit("no server process found")
+
+
+def gone(pid):
+    """True once `pid` has exited (a zombie, or reaped)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True
+
+
 class Client:
-    def __init__(self, transcript=None):
+    def __init__(self, transcript=None, binary=None):
+        self.binary = binary
         self.events = []
         self.seen = []
         self.arrived = anyio.Event()
@@ -86,11 +137,12 @@ class Client:
             "structured": result.structuredContent,
         }
 
-    async def event(self, issue, event):
+    async def event(self, issue, event, ttls=None):
         while True:
             for data in self.events:
                 if isinstance(data, dict) and data.get("issue") == issue and data.get("event") == event:
-                    return data
+                    if ttls is None or held_for(data) >= ttls:
+                        return data
             self.arrived = anyio.Event()
             await self.arrived.wait()
 
@@ -122,9 +174,17 @@ class Client:
             return {"ok": True}
         if op == "event":
             with anyio.fail_after(LIMIT):
-                return await self.event(step["issue"], step["event"])
-        if op == "git":
-            done = await anyio.run_process(["git", *step["args"]], check=False)
+                return await self.event(step["issue"], step["event"], step.get("ttls"))
+        if op == "kill":
+            pid = server_pid()
+            os.kill(pid, step["signal"])
+            with anyio.fail_after(LIMIT):
+                while not gone(pid):
+                    await anyio.sleep(0.01)
+            return {"pid": pid}
+        if op in ("git", "lease"):
+            program = "git" if op == "git" else self.binary
+            done = await anyio.run_process([program, *step["args"]], check=False)
             return {
                 "code": done.returncode,
                 "stdout": done.stdout.decode(errors="replace"),
@@ -153,7 +213,7 @@ async def closing(run):
 
 
 async def steps(binary, plan, transcript=None):
-    client = Client(transcript)
+    client = Client(transcript, binary)
     answers = []
 
     async def run():
@@ -163,6 +223,9 @@ async def steps(binary, plan, transcript=None):
                     await session.initialize()
                 for step in plan:
                     answers.append(await client.step(session, step))
+                if not plan or plan[-1]["op"] != "kill":
+                    with anyio.fail_after(LIMIT):
+                        await session.set_logging_level("error")
 
     await closing(run)
     if len(answers) != len(plan):
@@ -185,7 +248,7 @@ async def race(binary, issue, holders, args):
                     await session.initialize()
                     ready[i].set()
                     await go.wait()
-                    claim = dict(args) if args else {"issues": [issue], "session": True}
+                    claim = dict(args) if args else {"issues": [issue], "session": True, "detached": True}
                     claim["holder"] = holder
                     answers[i] = await client.call(session, "acquire", claim)
 

@@ -152,15 +152,16 @@ impl Server {
         kept
     }
 
-    /// Forgets the secret of a lease this client freed.
+    /// Forgets the secret of a lease this client freed, and stops renewing it.
     fn forget_ended(&self, value: &Value) {
         if value.get("outcome").and_then(Value::as_str) != Some("released") {
             return;
         }
-        if let (Some(issue), Ok(mut secrets)) = (
-            value.get("issue").and_then(Value::as_str),
-            self.state.secrets.lock(),
-        ) {
+        let Some(issue) = value.get("issue").and_then(Value::as_str) else {
+            return;
+        };
+        self.state.bound.unbind(issue);
+        if let Ok(mut secrets) = self.state.secrets.lock() {
             secrets.remove(issue);
         }
     }

@@ -53,6 +53,7 @@ pub(super) fn start_watch(
             remote: remote.clone(),
             unshared,
             secrets: Mutex::default(),
+            bound: super::bound::Bound::new(notices.clone()),
             watching: started.subscribe(),
         };
         let result = open(&state, remote).map_err(Failure::from).and_then(|ctx| {

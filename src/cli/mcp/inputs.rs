@@ -62,6 +62,11 @@ pub(super) struct AcquireInput {
     /// later renew, release, complete, abandon and acquire of the issue
     #[serde(default)]
     pub(super) session: bool,
+    /// Detach the lease from this connection: not renewed by the server, nor freed when the
+    /// client goes. By default a lease is renewed while the client is connected (every third
+    /// of its TTL) and released when it goes
+    #[serde(default)]
+    pub(super) detached: bool,
     /// Operate on this remote (a name or URL) instead of the server's default
     pub(super) remote: Option<String>,
 }

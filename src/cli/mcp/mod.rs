@@ -12,6 +12,9 @@
 //! only, by issue, and given back to the commands of the same client that need them (renew,
 //! release, complete, abandon, acquire again): no result carries one.
 //!
+//! A lease `acquire` claims is held for the connection unless the call says `detached`: the
+//! server renews it and releases it when the connection ends ([`bound`]).
+//!
 //! Lease events (the watch of `git lease watch`, on the same ledgers) reach the client as
 //! logging notifications (`notifications/message`, logger `git-lease`, level `info`), each
 //! one's `data` a `watch --json` event. A tool call waits until the watch has read the
@@ -42,6 +45,7 @@ use git_lease::{Ending, Error};
 use super::{commands, exit, resolve_for_write, Context, Failure, HolderArg, HolderName, TtlArg};
 
 mod answer;
+mod bound;
 mod events;
 mod inputs;
 mod schema;
@@ -62,16 +66,19 @@ enum Notice {
     Event(Value),
     /// Something the client should know (the watch could not start, or failed).
     Warning(String),
+    /// A lease held for the connection was lost: the issue, the tenure, why.
+    Lost(Value),
 }
 
 /// What every call shares: where the repository is, where its leases are by default (a remote,
 /// or else why the local refs are for reading only, when they are), the session secrets of this
-/// client's claims, and whether the watch has started.
+/// client's claims, the leases held for the connection, and whether the watch has started.
 struct State {
     dir: PathBuf,
     remote: Option<String>,
     unshared: Option<git_lease::backend::Unshared>,
     secrets: Mutex<HashMap<String, String>>,
+    bound: bound::Bound,
     watching: watch::Receiver<bool>,
 }
 
@@ -139,19 +146,34 @@ impl Server {
         } else {
             issues.iter().find_map(|i| self.state.secret(i))
         };
+        let holder = input.holder.or_else(super::env_holder);
+        let terms = (!input.detached).then(|| (holder.clone(), input.ttl.clone()));
         let args = commands::acquire::Args {
             issues,
             any: input.any,
             ordered: input.ordered,
-            holder: holder_arg(input.holder, secret),
+            holder: holder_arg(holder, secret),
             ttl: TtlArg { ttl: input.ttl },
             note: input.note,
             task: input.task,
             session: input.session,
             pid: None,
         };
+        let state = self.state.clone();
         self.call(input.remote, move |ctx, out| {
-            commands::acquire::run(ctx, args, out)
+            // A lease too short to be renewed is refused before anything is written.
+            let terms = match terms {
+                Some((holder, ttl)) => Some(bound::Terms::of(ctx, &state.dir, holder, ttl)?),
+                None => None,
+            };
+            let code = commands::acquire::run(ctx, args, out)?;
+            match terms {
+                Some(terms) => state
+                    .bound
+                    .bind_claimed(&terms, out, |issue| state.secret(issue)),
+                None => state.bound.unbind_claimed(out),
+            }
+            Ok(code)
         })
         .await
     }
@@ -379,9 +401,11 @@ impl ServerHandler for Server {
         info.server_info = Implementation::new("git-lease", env!("CARGO_PKG_VERSION"));
         info.instructions = Some(
             "Claims on issues kept in git (refs/leases/<issue>). acquire before working on an \
-             issue, renew before its expiry, complete or release when done; check a fencing \
-             token before acting on it. Results are the JSON of `git lease --json`; lease \
-             events arrive as logging notifications."
+             issue, complete or release when done; check a fencing token before acting on it. \
+             This server renews what you acquire while you stay connected and releases it when \
+             you go (detached: true keeps a lease past the session, renewed by you). Results \
+             are the JSON of `git lease --json`; lease events, and the loss of a lease held \
+             for you (lease_lost), arrive as logging notifications."
                 .into(),
         );
         info
@@ -391,6 +415,29 @@ impl ServerHandler for Server {
 /// Whether a notification of `level` reaches a client that asked for `least` and above.
 fn is_sent(level: LoggingLevel, least: u8) -> bool {
     level as u8 >= least
+}
+
+/// Sends each notice as a logging notification, those below the level the client set
+/// (`least`) left out, until the connection ends.
+async fn notify(
+    peer: rmcp::Peer<RoleServer>,
+    mut received: mpsc::UnboundedReceiver<Notice>,
+    least: Arc<AtomicU8>,
+) {
+    while let Some(notice) = received.recv().await {
+        let (level, data) = match notice {
+            Notice::Event(event) => (LoggingLevel::Info, event),
+            Notice::Warning(text) => (LoggingLevel::Warning, Value::from(text)),
+            Notice::Lost(lost) => (LoggingLevel::Warning, lost),
+        };
+        if !is_sent(level, least.load(Ordering::Relaxed)) {
+            continue;
+        }
+        let message = LoggingMessageNotificationParam::new(level, data).with_logger(LOGGER);
+        if peer.notify_logging_message(message).await.is_err() {
+            return;
+        }
+    }
 }
 
 /// Ends the server on SIGINT, SIGTERM or SIGHUP, even before the client has initialized it.
@@ -411,7 +458,8 @@ pub(crate) fn serve(ctx: &Context) -> Result<u8, Failure> {
             context: "cannot start the MCP server's runtime".into(),
             source: e,
         })?;
-    let (notices, mut received) = mpsc::unbounded_channel();
+    let (notices, received) = mpsc::unbounded_channel();
+    let bound = bound::Bound::new(notices.clone());
     let (started, watching) = watch::channel(false);
     let stop = CancellationToken::new();
     stop_on_signals(stop.clone())?;
@@ -429,6 +477,7 @@ pub(crate) fn serve(ctx: &Context) -> Result<u8, Failure> {
             remote: ctx.remote.clone(),
             unshared: ctx.unshared.clone(),
             secrets: Mutex::default(),
+            bound: bound.clone(),
             watching,
         }),
         tool_router: Server::tool_router(),
@@ -448,26 +497,12 @@ pub(crate) fn serve(ctx: &Context) -> Result<u8, Failure> {
             ) => return Ok(()),
             Err(e) => return Err(e.to_string()),
         };
-        let peer = service.peer().clone();
-        let least = level;
-        tokio::spawn(async move {
-            while let Some(notice) = received.recv().await {
-                let (level, data) = match notice {
-                    Notice::Event(event) => (LoggingLevel::Info, event),
-                    Notice::Warning(text) => (LoggingLevel::Warning, Value::from(text)),
-                };
-                if !is_sent(level, least.load(Ordering::Relaxed)) {
-                    continue;
-                }
-                let message = LoggingMessageNotificationParam::new(level, data).with_logger(LOGGER);
-                if peer.notify_logging_message(message).await.is_err() {
-                    return;
-                }
-            }
-        });
+        tokio::spawn(notify(service.peer().clone(), received, level));
         service.waiting().await.map_err(|e| e.to_string())?;
         Ok(())
     });
+    // The client is gone (its input ended, or a signal came): its leases are released.
+    bound.release_all();
     // Not waiting for the read of standard input that the runtime may still have going.
     runtime.shutdown_background();
     // A remote's fetch the watch may be waiting on ends with the server.

@@ -51,7 +51,7 @@ pub(super) fn on_ref_moves(
 }
 
 /// What one renewal (or, for a lease that never expires, one reading) found.
-enum Kept {
+pub(crate) enum Kept {
     /// Still this run's tenure; it now expires then.
     Yes(Option<DateTime<Utc>>),
     /// Lost, and why.
@@ -60,7 +60,12 @@ enum Kept {
 
 /// Renews `tenure` at `now`, or for a lease that never expires reads it: still this tenure
 /// and live, or lost.
-fn keep(handle: &Handle, tenure: &Tenure, ttl: Ttl, now: DateTime<Utc>) -> Result<Kept, Error> {
+pub(crate) fn keep(
+    handle: &Handle,
+    tenure: &Tenure,
+    ttl: Ttl,
+    now: DateTime<Utc>,
+) -> Result<Kept, Error> {
     let report = match ttl {
         // Nothing to extend: a renewal would only write the same state again.
         Ttl::Never => {

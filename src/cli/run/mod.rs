@@ -56,6 +56,8 @@ mod follow;
 mod lost;
 use lost::lost_reason;
 mod renewal;
+pub(crate) use follow::{keep, Kept};
+pub(crate) use renewal::{renew_interval, StopWindow};
 #[cfg(target_os = "linux")]
 mod tree;
 mod wait;
@@ -104,7 +106,6 @@ use super::output::said;
 use super::{exit, output, Context, Failure};
 use child::{catch_signals, child_code, forward_signals, stop_child, supervise};
 use follow::{renew_in_background, wait_for_stop, Stop, Wake};
-use renewal::renew_interval;
 pub(crate) use wait::wait;
 
 /// What a child's end turns into.
@@ -247,12 +248,13 @@ fn after(d: Duration) -> Instant {
 /// Everything needed to act on the lease from any thread: each call opens the repository
 /// afresh, since a gix repository handle stays on its thread.
 #[derive(Clone)]
-struct Handle {
-    dir: PathBuf,
-    target: git_lease::backend::Target,
-    issue: IssueId,
-    holder: Holder,
-    secret: String,
+pub(crate) struct Handle {
+    pub(crate) dir: PathBuf,
+    pub(crate) target: git_lease::backend::Target,
+    pub(crate) issue: IssueId,
+    pub(crate) holder: Holder,
+    /// The session secret, if the tenure has one (every tenure of `run` has).
+    pub(crate) secret: Option<String>,
 }
 
 impl Handle {
@@ -264,7 +266,7 @@ impl Handle {
             .with_reader_clock(now)
     }
 
-    fn apply(
+    pub(crate) fn apply(
         &self,
         now: DateTime<Utc>,
         mut decide: impl FnMut(Option<rules::Current<'_>>) -> rules::Transition,
@@ -281,10 +283,10 @@ impl Handle {
         backend.current(&self.issue)
     }
 
-    fn credentials(&self) -> Credentials<'_> {
+    pub(crate) fn credentials(&self) -> Credentials<'_> {
         Credentials {
             holder: &self.holder,
-            secret: Some(&self.secret),
+            secret: self.secret.as_deref(),
         }
     }
 }
@@ -321,7 +323,7 @@ pub(crate) fn run(ctx: &Context, args: RunArgs) -> Result<u8, Failure> {
         target: ctx.target(),
         issue: issue.clone(),
         holder: args.holder.clone(),
-        secret: secret.clone(),
+        secret: Some(secret.clone()),
     };
     let Some(Taken {
         handle,

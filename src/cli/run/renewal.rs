@@ -9,11 +9,11 @@ use git_lease::{Error, Ttl};
 /// When `run` stops its child if no renewal has succeeded: the renew deadline, computed here
 /// only (see the module documentation).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) struct StopWindow {
+pub(crate) struct StopWindow {
     /// The lease's recorded expiry.
     pub(super) expires_at: DateTime<Utc>,
     /// The renew deadline: SIGTERM from then on.
-    pub(super) term_at: DateTime<Utc>,
+    pub(crate) term_at: DateTime<Utc>,
     /// SIGKILL at the latest.
     pub(super) kill_by: DateTime<Utc>,
 }
@@ -29,7 +29,7 @@ impl StopWindow {
     }
 
     /// The window of a lease of `ttl` recorded to expire at `expires_at`.
-    pub(super) fn before(expires_at: DateTime<Utc>, ttl: chrono::Duration) -> StopWindow {
+    pub(crate) fn before(expires_at: DateTime<Utc>, ttl: chrono::Duration) -> StopWindow {
         let reserve = Self::reserve(ttl);
         StopWindow {
             expires_at,
@@ -51,7 +51,7 @@ pub(super) const NEVER_EVERY: Duration = Duration::from_secs(10);
 /// Returns how often to renew: `every`, or a third of the TTL (half the renew deadline for TTLs
 /// under 3s); for a lease that never expires, how often to read it (`every`, or
 /// [`NEVER_EVERY`]). An interval that cannot renew before the renew deadline is refused.
-pub(super) fn renew_interval(ttl: Ttl, every: Option<Duration>) -> Result<Option<Duration>, Error> {
+pub(crate) fn renew_interval(ttl: Ttl, every: Option<Duration>) -> Result<Option<Duration>, Error> {
     let Ttl::For(ttl) = ttl else {
         return match every.unwrap_or(NEVER_EVERY) {
             every if every.is_zero() => {
