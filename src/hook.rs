@@ -16,7 +16,7 @@ use gix::ObjectId;
 
 use crate::issue::{IssueId, REF_PREFIX};
 use crate::liveness::LocalHost;
-use crate::probe::{ProbeReport, PROBE_PREFIX};
+use crate::probe::{ProbeReport, PROBE_PREFIX, REPORT_ONLY_OPTION};
 pub use crate::step::Pusher;
 use crate::step::{Arrival, Judgement};
 use crate::store::{Store, ARCHIVE_REF};
@@ -122,7 +122,16 @@ pub fn check_push(
     let mut approvals = Vec::new();
     for update in updates {
         if update.name.starts_with(PROBE_PREFIX) {
-            // A doctor's scratch ref: no ledger, no work; whatever a fence glob says.
+            // A doctor's scratch ref: no ledger, no work; whatever a fence glob says. Asked
+            // for the report alone, the hook refuses it, so that nothing is written.
+            if push_options.is_some_and(|o| o.iter().any(|o| o == REPORT_ONLY_OPTION)) {
+                refusals.push(Refusal {
+                    name: update.name.clone(),
+                    commit: update.new.to_string(),
+                    rule: "probe".into(),
+                    detail: "the report alone was asked for: nothing is written".into(),
+                });
+            }
             continue;
         } else if update.name.starts_with(REPLACE_PREFIX) {
             refusals.push(Refusal {

@@ -28,6 +28,11 @@
 //! | `refs` | the served repository's ref storage: `files` or `reftable` |
 //! | `archive` | `judged`: the hook refuses a fold that forgets an entry and a ledger started over after its fold, so a clone may claim from the newest fold alone ([`ARCHIVE_JUDGED`]) |
 //!
+//! A push that carries the push option [`REPORT_ONLY_OPTION`] gets the line, and its scratch
+//! refs are refused: the first write through a server asks that way, and a hook that says
+//! `archive=judged` spares it the race of doctor's probe (a hook of git-lease runs in git's
+//! own receive-pack, which refuses a stale expected old value).
+//!
 //! A reader ignores the fields it does not know, and fields are only ever added; a field that
 //! changed meaning would take a new `format`.
 
@@ -39,6 +44,10 @@ use crate::step::Pusher;
 
 /// The namespace of the scratch refs `git lease doctor` pushes, which the hook lets pass.
 pub const PROBE_PREFIX: &str = "refs/lease-probe/";
+
+/// The push option that asks the hook for its report alone: it answers a push to a scratch
+/// ref that carries it, then refuses the ref, so that nothing is written.
+pub const REPORT_ONLY_OPTION: &str = "lease-probe=report";
 
 /// How the hook's report line begins.
 pub const PROBE_MARK: &str = "git-lease: probe:";

@@ -26,7 +26,7 @@ use std::process::Command;
 
 use gix::ObjectId;
 
-use crate::probe::{ProbeReport, PROBE_PREFIX};
+use crate::probe::{ProbeReport, PROBE_PREFIX, REPORT_ONLY_OPTION};
 use crate::remote::{hook_verdict, HookVerdict, Remote};
 
 /// What reaching a remote showed.
@@ -124,6 +124,31 @@ pub(super) fn reach(remote: &Remote, pattern: &str, scratch: &Path) -> Result<Re
         _ => capabilities(&received).and_then(|caps| agent_of(&caps)),
     };
     Ok(Reached { protocol, agent })
+}
+
+/// Asks the hook of `remote` for its report with one push that writes nothing: `root` to the
+/// scratch ref `probe`, with [`REPORT_ONLY_OPTION`]. `None` when no report came (no hook, a
+/// server without push options, a push that failed); a scratch ref an older hook let through
+/// is removed.
+pub(super) fn report_only(
+    remote: &Remote,
+    probe: &str,
+    root: ObjectId,
+    scratch: &Path,
+) -> Option<ProbeReport> {
+    let mut cmd = push_command(remote, &scratch.join("hooks")).ok()?;
+    cmd.args(["-o", REPORT_ONLY_OPTION, "--no-verify", "--"])
+        .arg(remote.target())
+        .arg(format!("{root}:{probe}"));
+    let (written, _, stderr) = run(remote, cmd, "git push").ok()?;
+    if written {
+        let mut cmd = push_command(remote, &scratch.join("hooks")).ok()?;
+        cmd.args(["--no-verify", "--"])
+            .arg(remote.target())
+            .arg(format!(":{probe}"));
+        let _ = run(remote, cmd, "git push");
+    }
+    ProbeReport::find(&stderr)
 }
 
 /// Runs the probe pushes against `remote` on the scratch ref `probe` with the commits

@@ -6,6 +6,7 @@ use chrono::{DateTime, Utc};
 
 use super::engine::{self, Cas, Refused};
 use crate::ledger::Ledger;
+use crate::probe::ProbeReport;
 use crate::remote::Remote;
 
 /// What the probe found of a server's compare-and-swap, for a write.
@@ -39,11 +40,24 @@ pub(crate) fn cas(
 ) -> crate::Result<Judgement> {
     let (scratch, nonce, probe) = engine::scratch("git-lease-probe-")?;
     let commits = ledger.store().write_probe(&nonce, now)?;
+    // A hook of git-lease runs in git's own receive-pack, which refuses a stale expected old
+    // value: its word, in one push that writes nothing, spares the race.
+    let heard = engine::report_only(remote, &probe, commits[0], scratch.path());
+    if let Some(report) = heard.filter(ProbeReport::judges_archive) {
+        return Ok(Judgement {
+            finding: Finding::Holds(format!(
+                "its git-lease {} hook answered: git's receive-pack, which refuses a stale \
+                 expected old value",
+                report.version
+            )),
+            archive_judged: true,
+        });
+    }
     let probed = engine::probe(remote, &probe, commits, scratch.path());
     let archive_judged = probed
         .report
         .as_ref()
-        .is_some_and(crate::probe::ProbeReport::judges_archive);
+        .is_some_and(ProbeReport::judges_archive);
     let finding = match (probed.cas, probed.refused) {
         (Cas::Honoured, _) => {
             Finding::Holds("it refused a push whose expected old value was stale".into())

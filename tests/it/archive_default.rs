@@ -69,6 +69,36 @@ fn a_hooked_server_vouches_for_its_archive_and_a_new_clone_takes_the_newest_fold
 }
 
 #[test]
+fn the_first_write_through_a_hooked_server_asks_its_hook_in_one_push_that_writes_nothing() {
+    let (server, _alice) = seven_free_and_eight_held();
+    fold_at(&server, 200);
+    let bob = server.client("bob");
+    let trace = bob.path().join("trace.txt");
+    bob.lease()
+        .now(&at(210))
+        .env("GIT_TRACE", &trace)
+        .args(["acquire", "10", "--remote", "origin"])
+        .run()
+        .ok()
+        .stdout_has("(token 1)");
+    let traced = std::fs::read_to_string(&trace).expect("git's trace");
+    let pushes: Vec<&str> = traced
+        .lines()
+        .filter(|l| l.contains("trace: built-in: git push"))
+        .collect();
+    assert_eq!(
+        pushes.len(),
+        2,
+        "the probe's one push, then the claim's: {pushes:#?}"
+    );
+    assert!(pushes[0].contains("lease-probe=report"), "{}", pushes[0]);
+    assert!(probe_records(&bob).contains("its git-lease"));
+    assert!(server
+        .git(&["for-each-ref", "refs/lease-probe/"])
+        .is_empty());
+}
+
+#[test]
 fn a_hookless_server_vouches_for_nothing_and_a_new_clone_verifies_its_archive() {
     let (server, _alice) = seven_free_and_eight_held_on(Server::without_hook());
     let bob = first_claim_after_a_fold(&server, server.client("bob"));
