@@ -146,13 +146,19 @@ fn mcp_the_lease_of_a_server_killed_with_sigkill_lapses_at_its_expiry() {
     let Some((answers, _)) = session(
         &repo,
         json!([
-            call("acquire", json!({"issue": "7", "holder": ALICE, "ttl": "1m"})),
+            call("acquire", json!({"issue": "7", "holder": ALICE})),
             {"op": "kill", "signal": 9},
         ]),
     ) else {
         return;
     };
     let acquired = result(&answers[0], 0);
+    // A session-bound lease's TTL is short by default: 5 minutes, not lease.ttl's 1 hour.
+    assert_eq!(
+        instant(&acquired["expires_at"]) - instant(&acquired["acquired_at"]),
+        chrono::Duration::minutes(5),
+        "{acquired}"
+    );
     // Nothing could release it: held until its expiry, then expired.
     assert_eq!(events(&repo, "7"), ["acquire"]);
     env::assert_fields(

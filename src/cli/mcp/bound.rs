@@ -20,6 +20,20 @@ use crate::cli::output::json::SCHEMA_VERSION;
 use crate::cli::run::{keep, renew_interval, Handle, Kept, StopWindow};
 use crate::cli::{Context, HolderName, TtlArg};
 
+/// The TTL of a session-bound lease when neither the call nor `lease.ttl` gives one: renewed
+/// every 100 s while the client is connected, and lapsed 5 minutes after its server was killed.
+pub(super) const BOUND_DEFAULT_TTL: &str = "5m";
+
+/// The TTL of a session-bound claim: `ttl` as the call gave it, else `lease.ttl`, else
+/// [`BOUND_DEFAULT_TTL`]. A lease nobody renews once its server is killed lapses at its
+/// expiry, so it is short by default.
+pub(super) fn session_ttl(ctx: &Context, ttl: Option<String>) -> Option<String> {
+    ttl.or_else(|| {
+        (ctx.ledger.store().config_string("lease.ttl").is_none())
+            .then(|| BOUND_DEFAULT_TTL.to_owned())
+    })
+}
+
 /// What a claim of this connection is bound by, known before it is made: who claims, on which
 /// ledgers, when, for how long, and how often it is renewed.
 pub(super) struct Terms {

@@ -52,7 +52,8 @@ pub(super) struct AcquireInput {
     pub(super) ordered: bool,
     /// Who holds [default: GIT_LEASE_HOLDER, then lease.holder, then user.email]
     pub(super) holder: Option<String>,
-    /// How long the lease lasts: 90s, 15m, 2h, 1d or never [default: lease.ttl, else 1h]
+    /// How long the lease lasts: 90s, 15m, 2h, 1d or never [default: lease.ttl, else 1h; 5m
+    /// for a session-bound lease]
     pub(super) ttl: Option<String>,
     /// Free text stored with the claim
     pub(super) note: Option<String>,

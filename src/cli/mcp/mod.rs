@@ -161,9 +161,14 @@ impl Server {
         };
         let state = self.state.clone();
         self.call(input.remote, move |ctx, out| {
+            let mut args = args;
             // A lease too short to be renewed is refused before anything is written.
             let terms = match terms {
-                Some((holder, ttl)) => Some(bound::Terms::of(ctx, &state.dir, holder, ttl)?),
+                Some((holder, ttl)) => {
+                    let ttl = bound::session_ttl(ctx, ttl);
+                    args.ttl = TtlArg { ttl: ttl.clone() };
+                    Some(bound::Terms::of(ctx, &state.dir, holder, ttl)?)
+                }
                 None => None,
             };
             let code = commands::acquire::run(ctx, args, out)?;
