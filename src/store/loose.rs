@@ -82,7 +82,11 @@ impl Store {
         loop {
             match self.repo.objects.write_buf_with_known_id(kind, data, id) {
                 Ok(_) => return self.shared.adjust_up_to(&path, objects_dir),
-                Err(_) if attempt < FAN_OUT_ATTEMPTS && fan_out_vanished(&path) => attempt += 1,
+                Err(e)
+                    if attempt < FAN_OUT_ATTEMPTS && (fan_out_vanished(&path) || not_found(&e)) =>
+                {
+                    attempt += 1
+                }
                 Err(e) => return Err(Error::git(format!("cannot write object {id}"), e)),
             }
         }
@@ -116,6 +120,22 @@ fn freshen(path: &Path) -> bool {
 /// gix made it and before the object's rename.
 fn fan_out_vanished(path: &Path) -> bool {
     path.parent().is_some_and(|dir| !dir.is_dir())
+}
+
+/// Whether a write failed because a file or directory it needed was not there: a fan-out
+/// directory removed between gix's making of it and the rename, and made again since by
+/// another writer, so that it is there when looked at.
+fn not_found(error: &(dyn std::error::Error + 'static)) -> bool {
+    let mut cause = Some(error);
+    while let Some(e) = cause {
+        if e.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::NotFound)
+        {
+            return true;
+        }
+        cause = e.source();
+    }
+    error.to_string().contains("No such file or directory")
 }
 
 #[cfg(test)]
