@@ -317,13 +317,17 @@ fn cas_check(remote: &Remote, probe: &str, probed: &engine::Probed) -> crate::Re
                 ),
             )
         }
-        Cas::OneAtATime(secs) => Check::warn(
+        Cas::OneAtATime(secs) => {
+            // Claims through it hold, as the first write's probe finds and records too.
+            remote.record_one_at_a_time(*secs)?;
+            Check::warn(
             "compare_and_swap",
             &format!(
                 "cannot tell whether {shown} honours a push's expected old value: it took no second connection while the probe's push held one open (within {secs}s), so it seems to serve one connection at a time, which keeps a push's advertisement and its update together over this URL (claims through it hold), whether or not it checks old values{left}"
             ),
             "nothing over this URL; if the repository is also served at another URL (http), check that one: git lease doctor --remote <url>",
-        ),
+        )
+        }
         Cas::Unknown(why) => {
             let why = match &probed.refused {
                 Some(Refused::Hook(_)) => "the server's hooks declined the probe ref".to_owned(),

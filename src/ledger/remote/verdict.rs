@@ -198,6 +198,18 @@ impl Remote<'_> {
         }
     }
 
+    /// Records doctor's finding that the server serves one connection at a time (within
+    /// `secs`): a push's advertisement and its update stay together, so claims through it hold.
+    pub(crate) fn record_one_at_a_time(&self, secs: u64) -> Result<()> {
+        self.verdict.record_allowed(
+            &format!(
+                "git lease doctor: it took no second connection within {secs}s: one connection \
+                 at a time"
+            ),
+            false,
+        )
+    }
+
     /// Refuses a write, before its first push, through a server found to ignore expected old
     /// values, unless the user accepted that for this remote. A server nothing has judged is
     /// probed first, once ([`judge::cas`]), unless it needs none.
