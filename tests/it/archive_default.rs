@@ -58,7 +58,8 @@ fn a_hooked_server_vouches_for_its_archive_and_a_new_clone_takes_the_newest_fold
         bob.git_run(&["cat-file", "-e", &archived_tip]).code != 0,
         "no archived ledger was fetched for a claim of a new issue"
     );
-    // An archived issue is revived from its verified ledger, trust or not.
+    // An archived issue is revived from its verified ledger, trust or not: the hook refuses
+    // the blind claim of it, and the claim reads the archive and goes on from it.
     lease(&bob, 211, &["acquire", "7", "--remote", "origin"])
         .ok()
         .stdout_has("(token 2)");
@@ -70,6 +71,7 @@ fn a_hooked_server_vouches_for_its_archive_and_a_new_clone_takes_the_newest_fold
 
 #[test]
 fn the_first_write_through_a_hooked_server_asks_its_hook_in_one_push_that_writes_nothing() {
+    // ...then claims blind: one push, no fetch.
     let (server, _alice) = seven_free_and_eight_held();
     fold_at(&server, 200);
     let bob = server.client("bob");
@@ -92,6 +94,11 @@ fn the_first_write_through_a_hooked_server_asks_its_hook_in_one_push_that_writes
         "the probe's one push, then the claim's: {pushes:#?}"
     );
     assert!(pushes[0].contains("lease-probe=report"), "{}", pushes[0]);
+    // The hook judges every claim against its archive: the claim went blind, unfetched.
+    assert!(
+        !traced.contains("trace: built-in: git fetch"),
+        "no fetch before a blind claim:\n{traced}"
+    );
     assert!(probe_records(&bob).contains("its git-lease"));
     assert!(server
         .git(&["for-each-ref", "refs/lease-probe/"])

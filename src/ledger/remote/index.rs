@@ -109,6 +109,21 @@ impl Remote<'_> {
             && !self.unsafe_cas_allowed()?)
     }
 
+    /// Whether a write may push its first claim of an issue never seen here blind: nothing of
+    /// the archive was verified here, `lease.trustArchive` is unset (set, it decides how the
+    /// archive is read), and the server's hook said it judges every fold, and so every claim
+    /// against the archive (probed first, once, if nothing judged the server yet: the probe
+    /// would run before the push anyway).
+    pub(crate) fn hook_judges_claims(&self) -> Result<bool> {
+        if self.trust_archive.is_some() || self.seen_archive()?.is_some() {
+            return Ok(false);
+        }
+        if !self.local_push {
+            self.check_writes_allowed()?;
+        }
+        Ok(self.verdict.archive_judged())
+    }
+
     /// Marks a claim under way: from now on, a read of the archive may probe the server
     /// ([`Remote::trusts_newest_fold_once_judged`]).
     pub(crate) fn begin_claim(&self) {

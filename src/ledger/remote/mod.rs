@@ -30,6 +30,7 @@ mod name;
 mod push;
 pub mod refusal;
 mod shares;
+mod start;
 mod verdict;
 
 use std::process::Command;
@@ -373,40 +374,12 @@ impl Backend for Remote<'_> {
     ) -> Result<Report> {
         self.begin_claim();
         let store = self.ledger.store();
-        let mut fresh = false;
-        // Never seen here, the issue may be in the remote's archive, and a claim must go on
-        // from there, never start it over: the first push of such a claim holds only while
-        // the remote's archive is the one verified here (`guard`), which records it or not.
-        let mut guard = None;
-        let mut current = match self.tracked_entry(issue)? {
-            Some(tracked) => Some(tracked),
-            None => match self.seen_archive()? {
-                Some(seen) => {
-                    guard = Some(seen);
-                    self.archived_in_seen(issue, seen)?
-                }
-                None => {
-                    // The remote's newest fold as last taken on sight (`lease.trustArchive`),
-                    // if it does not record the issue: the push holds only while it is the
-                    // newest.
-                    guard = self.fold_without(issue)?;
-                    if guard.is_some() {
-                        None
-                    } else {
-                        // No archive verified here yet: one fetch asks for the ref and the
-                        // archive (with `lease.trustArchive`, for the ref alone; the newest
-                        // fold comes in a second fetch if the remote has no such ref).
-                        let (mut states, diverged) =
-                            self.fetch_some(std::slice::from_ref(issue))?;
-                        if let Some(d) = diverged.into_iter().next() {
-                            return Err(d.into_error(&self.shown));
-                        }
-                        fresh = true;
-                        states.remove(issue).flatten()
-                    }
-                }
-            },
-        };
+        let start::Start {
+            mut current,
+            mut guard,
+            mut fresh,
+            mut blind,
+        } = self.start(issue)?;
         // The lock in the way of the last attempt's push, if one was.
         let mut locked: Option<String> = None;
         let answer = cas::retry(
@@ -461,6 +434,14 @@ impl Backend for Remote<'_> {
                         if fresh {
                             backoff(attempt);
                         }
+                        current = self.current(issue)?;
+                        fresh = true;
+                        Ok(Attempt::Again)
+                    }
+                    // A blind claim the hook refused (the archive records the issue, most
+                    // likely): decide again from what the remote and its archive hold.
+                    PushResult::Declined(_) if blind => {
+                        blind = false;
                         current = self.current(issue)?;
                         fresh = true;
                         Ok(Attempt::Again)
