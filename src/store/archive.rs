@@ -399,7 +399,7 @@ impl Store {
         }
         let tree = editor
             .write(|tree| {
-                let data = super::objects::encode(tree)?;
+                let data = super::encode::encode(tree)?;
                 staged.add(hash, gix::objs::Kind::Tree, data)
             })
             .map_err(|e: Error| e)?;
@@ -415,7 +415,7 @@ impl Store {
         let empty = staged.add(
             hash,
             gix::objs::Kind::Tree,
-            super::objects::encode(&gix::objs::Tree::empty())?,
+            super::encode::encode(&gix::objs::Tree::empty())?,
         )?;
         // Oldest tip first: git walks a commit's parents into a list ordered by time, and
         // each tip newer than those before it goes in at the list's head, not after them all.
@@ -453,7 +453,7 @@ impl Store {
                     message: format!("git-lease: carry {} {what}\n", chunk.len()).into(),
                     extra_headers: Vec::new(),
                 };
-                let data = super::objects::encode(&carrier)?;
+                let data = super::encode::encode(&carrier)?;
                 next.push(staged.add(hash, gix::objs::Kind::Commit, data)?);
             }
             level = next;
@@ -472,7 +472,7 @@ impl Store {
             message: format!("git-lease: fold {} ledgers\n", paths.len()).into(),
             extra_headers: Vec::new(),
         };
-        let mut data = super::objects::encode(&commit)?;
+        let mut data = super::encode::encode(&commit)?;
         if let Some(signer) = self.signer()? {
             data = signer.sign_commit(hash, &data)?;
         }

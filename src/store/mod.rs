@@ -20,8 +20,10 @@
 mod archive;
 mod cas;
 pub mod durability;
+mod encode;
 mod files;
 pub(crate) mod loose;
+mod many_entries;
 pub mod nofollow;
 mod objects;
 mod open;
@@ -156,7 +158,7 @@ pub struct Store {
     signer: std::cell::OnceCell<Option<std::sync::Arc<crate::sign::Signer>>>,
     /// The object database that reads of ledger commits, trees and `lease.json` try first,
     /// once a listing opened it ([`Store::entries`]): the repository's, refusing to allocate
-    /// more than [`objects::SMALL_OBJECT_BYTES`] for one object (`None` inside: not to be
+    /// more than [`many_entries::SMALL_OBJECT_BYTES`] for one object (`None` inside: not to be
     /// had).
     small_objects: std::cell::OnceCell<Option<gix::odb::Handle>>,
 }
