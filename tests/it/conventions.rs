@@ -479,7 +479,6 @@ const LONG_FUNCTIONS: &[(&str, &str, &str)] = &[
         "apply",
         "the remote backend is being rewritten (issue 49); split with it",
     ),
-    ("src/cli/run/mod.rs", "run", "next to be split"),
     ("src/ledger/mirror.rs", "sync", "next to be split"),
     ("src/cli/commands/list.rs", "list", "next to be split"),
     (
