@@ -479,7 +479,6 @@ const LONG_FUNCTIONS: &[(&str, &str, &str)] = &[
         "apply",
         "the remote backend is being rewritten (issue 49); split with it",
     ),
-    ("src/ledger/mirror.rs", "sync", "next to be split"),
     ("src/cli/commands/list.rs", "list", "next to be split"),
     (
         "src/store/scan.rs",
@@ -489,7 +488,6 @@ const LONG_FUNCTIONS: &[(&str, &str, &str)] = &[
     ("src/store/reftable/table.rs", "open", "next to be split"),
     ("src/timeline/html.rs", "draw_bar", "next to be split"),
     ("src/ledger/verify.rs", "verify_segment", "next to be split"),
-    ("src/ledger/mirror.rs", "sync_archive", "next to be split"),
     (
         "src/doctor/engine.rs",
         "compare_and_swap",
