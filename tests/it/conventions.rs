@@ -492,12 +492,10 @@ const LONG_FUNCTIONS: &[(&str, &str, &str)] = &[
         "compare_and_swap",
         "next to be split",
     ),
-    ("src/cli/commands/sync.rs", "sync", "next to be split"),
     ("src/rules/archive.rs", "judge_fold", "next to be split"),
     ("src/doctor/mod.rs", "examine_remote", "next to be split"),
     ("src/timeline/mod.rs", "build", "next to be split"),
     ("src/model/issue.rs", "new", "next to be split"),
-    ("src/cli/commands/timeline.rs", "run", "next to be split"),
     ("src/git.rs", "output_within", "next to be split"),
     ("src/timeline/mod.rs", "closed_tenures", "next to be split"),
 ];
