@@ -485,7 +485,6 @@ const LONG_FUNCTIONS: &[(&str, &str, &str)] = &[
         "next to be split",
     ),
     ("src/store/reftable/table.rs", "open", "next to be split"),
-    ("src/timeline/html.rs", "draw_bar", "next to be split"),
     ("src/ledger/verify.rs", "verify_segment", "next to be split"),
     (
         "src/doctor/engine.rs",
@@ -494,10 +493,8 @@ const LONG_FUNCTIONS: &[(&str, &str, &str)] = &[
     ),
     ("src/rules/archive.rs", "judge_fold", "next to be split"),
     ("src/doctor/mod.rs", "examine_remote", "next to be split"),
-    ("src/timeline/mod.rs", "build", "next to be split"),
     ("src/model/issue.rs", "new", "next to be split"),
     ("src/git.rs", "output_within", "next to be split"),
-    ("src/timeline/mod.rs", "closed_tenures", "next to be split"),
 ];
 
 /// Every `.rs` file under `dir`, sorted.
