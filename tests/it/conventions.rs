@@ -485,7 +485,6 @@ const LONG_FUNCTIONS: &[(&str, &str, &str)] = &[
         "next to be split",
     ),
     ("src/store/reftable/table.rs", "open", "next to be split"),
-    ("src/ledger/verify.rs", "verify_segment", "next to be split"),
     (
         "src/doctor/engine.rs",
         "compare_and_swap",
