@@ -490,7 +490,6 @@ const LONG_FUNCTIONS: &[(&str, &str, &str)] = &[
         "compare_and_swap",
         "next to be split",
     ),
-    ("src/rules/archive.rs", "judge_fold", "next to be split"),
     ("src/doctor/mod.rs", "examine_remote", "next to be split"),
 ];
 
