@@ -479,11 +479,6 @@ const LONG_FUNCTIONS: &[(&str, &str, &str)] = &[
         "apply",
         "the remote backend is being rewritten (issue 49); split with it",
     ),
-    (
-        "src/store/scan.rs",
-        "a_reftable_scan_reads_the_tables_added_since_it_looked_and_all_when_none_is_shared",
-        "next to be split",
-    ),
 ];
 
 /// Every `.rs` file under `dir`, sorted.
