@@ -537,7 +537,7 @@ fn code_only(source: &str) -> String {
             let hashes = rest[1..].iter().take_while(|c| **c == '#').count();
             if rest.get(1 + hashes) == Some(&'"') {
                 let close: Vec<char> = std::iter::once('"')
-                    .chain(std::iter::repeat('#').take(hashes))
+                    .chain(std::iter::repeat_n('#', hashes))
                     .collect();
                 let body = 2 + hashes;
                 (body..rest.len())
