@@ -6,13 +6,15 @@
 //! - This module holds the ref seam, `RefDb`, chosen once from `extensions.refStorage` when
 //!   the repository is opened (`open`); its configuration is read in `settings`. Every ref
 //!   read (`refs`) and write (`ref_updates`) of the store ([`Store::tip_of`],
-//!   [`Store::refs_under`], `Store::swap`, `Store::swap_many`, ...) goes to git's files backend, in-process (`files`), or to reftable (git 3.0's default),
-//!   read in-process (`reftable`) and written through git's own commands (`refdb`), with the
-//!   same compare-and-swap and the same answers, so that no lease rule is written twice; any other ref storage is refused.
+//!   [`Store::refs_under`], `Store::swap`, `Store::swap_many`, ...) goes to git's files
+//!   backend, in-process (`files`), or to reftable (git 3.0's default), read in-process
+//!   (`reftable`) and written through git's own commands (`refdb`), with the same
+//!   compare-and-swap and the same answers, so that no lease rule is written twice; any other
+//!   ref storage is refused.
 //! - `objects` reads and checks ledger commits (exactly one tree entry, `lease.json`, and at
 //!   most one parent: [`Store::entry`] refuses anything else, naming the commit, so a corrupt
-//!   ledger is an error and never a guess) and encodes new ones; `loose` writes them through
-//!   gix; `durability` fsyncs as git's settings say.
+//!   ledger is an error and never a guess), `many_entries` many tips at once; `encode` encodes
+//!   new ones, `loose` writes them through gix; `durability` fsyncs as git's settings say.
 //! - Only a real absence is one: every read of refs (`Store::read_refs`) and of objects
 //!   (`Store::lookup`) is made again when `git gc`, `git repack` or `git pack-refs` moved what
 //!   it reads meanwhile.

@@ -1,7 +1,7 @@
 //! Ledger commits as objects: reading and checking them (a commit, its one-entry tree and
-//! its `lease.json`, each looked up again in a fresh object database when packing moved it),
-//! decoding many on threads, and encoding an event's blob, tree and commit to be written as
-//! loose objects ([`super::loose`]).
+//! its `lease.json`, each looked up again in a fresh object database when packing moved it).
+//! Many are decoded at once in [`super::many_entries`]; new ones are encoded in
+//! [`super::encode`].
 
 use gix::bstr::ByteSlice;
 use gix::ObjectId;
