@@ -125,26 +125,7 @@ pub fn output_within(
             .map(|p| Box::new(p) as Box<dyn Read + Send>),
     );
     drop(closed);
-    let deadline = limit.map(|l| Instant::now() + l);
-    let mut timed_out = false;
-    for _ in 0..2 {
-        let in_time = match deadline {
-            None => pipes_closed.recv().is_ok(),
-            Some(at) => pipes_closed
-                .recv_timeout(at.saturating_duration_since(Instant::now()))
-                .is_ok(),
-        };
-        if !in_time {
-            // SIGTERM first: git removes its lock files on the way out; SIGKILL for what is
-            // still there a moment later.
-            timed_out = true;
-            signal_tree(pid, libc::SIGTERM);
-            if pipes_closed.recv_timeout(KILL_GRACE).is_err() {
-                signal_tree(pid, libc::SIGKILL);
-            }
-            break;
-        }
-    }
+    let timed_out = !pipes_close_within(&pipes_closed, pid, limit);
     // Its id leaves the list before it is reaped, so no signal ever reaches a process that
     // took the id over.
     wait_exited(pid);
@@ -167,6 +148,35 @@ pub fn output_within(
         },
         timed_out,
     ))
+}
+
+/// Waits until both pipes of the command `pid` are closed (each says so on `pipes_closed`),
+/// for at most `limit` (`None`: as long as it takes). Returns false when the limit passed
+/// first, having stopped the command with what it started.
+fn pipes_close_within(
+    pipes_closed: &std::sync::mpsc::Receiver<()>,
+    pid: u32,
+    limit: Option<Duration>,
+) -> bool {
+    let deadline = limit.map(|l| Instant::now() + l);
+    for _ in 0..2 {
+        let in_time = match deadline {
+            None => pipes_closed.recv().is_ok(),
+            Some(at) => pipes_closed
+                .recv_timeout(at.saturating_duration_since(Instant::now()))
+                .is_ok(),
+        };
+        if !in_time {
+            // SIGTERM first: git removes its lock files on the way out; SIGKILL for what is
+            // still there a moment later.
+            signal_tree(pid, libc::SIGTERM);
+            if pipes_closed.recv_timeout(KILL_GRACE).is_err() {
+                signal_tree(pid, libc::SIGKILL);
+            }
+            return false;
+        }
+    }
+    true
 }
 
 /// Waits until the child `pid` has exited, without reaping it.

@@ -55,6 +55,7 @@
 //! very list it reads (its version, the list's blob id): a changed list, or a file written by a
 //! listing that did not verify, has every ledger verified again.
 
+mod checksum;
 pub mod codec;
 
 use std::cmp::Ordering;
@@ -146,9 +147,10 @@ impl ListCache {
             .collect();
         order.sort_by(|a, b| a.lease.issue.cmp(&b.lease.issue));
         let verified = verified.unwrap_or_default().as_bytes();
-        let Ok(len) = u8::try_from(verified.len()) else {
+        // Its length is one byte of the file.
+        if u8::try_from(verified.len()).is_err() {
             return Ok(());
-        };
+        }
         // The body goes to the file as it is encoded, its checksum taken on the way, and the
         // header is written over the room left for it once both are known: at 100k ledgers a
         // body held whole would be 13 MB more at the peak of a cold listing.
@@ -164,39 +166,11 @@ impl ListCache {
             std::process::id(),
             fastrand::u32(..)
         ));
-        let write = |file: &mut std::fs::File| -> std::io::Result<bool> {
-            let mut out = std::io::BufWriter::new(&mut *file);
-            out.write_all(&[0; HEADER_LEN])?;
-            let mut sum = codec::Checksum::default();
-            let mut put = |bytes: &[u8]| {
-                sum.update(bytes);
-                out.write_all(bytes)
-            };
-            put(&[len])?;
-            put(verified)?;
-            let mut count = 0u64;
-            let mut record = Vec::with_capacity(256);
-            for entry in order {
-                record.clear();
-                if codec::encode_record(&mut record, entry, hash_len) {
-                    put(&record)?;
-                    count += 1;
-                }
-            }
-            out.flush()?;
-            drop(out);
-            let Some(header) = codec::header(hash_len, count, sum.total(), sum.finish()) else {
-                return Ok(false);
-            };
-            file.seek(std::io::SeekFrom::Start(0))?;
-            file.write_all(&header)?;
-            Ok(true)
-        };
         let written = std::fs::OpenOptions::new()
             .write(true)
             .create_new(true)
             .open(&tmp)
-            .and_then(|mut f| write(&mut f));
+            .and_then(|mut f| write_records(&mut f, &order, verified, hash_len));
         match written {
             Ok(true) => {
                 if let Err(e) = self.shared.adjust(&tmp) {
@@ -340,4 +314,45 @@ pub(crate) fn fnv1a(bytes: &[u8]) -> u64 {
     bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| {
         (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3)
     })
+}
+
+/// Writes to `file` a cache of the records of `order` (each of ids `hash_len` bytes long), the
+/// body saying that they were verified under the allowed signers list of version `verified`:
+/// the body first, its checksum taken on the way, then the header over the room left for it.
+/// Returns false when this build cannot cache at all ([`codec::header`]).
+fn write_records(
+    file: &mut std::fs::File,
+    order: &[&Entry],
+    verified: &[u8],
+    hash_len: usize,
+) -> std::io::Result<bool> {
+    let mut out = std::io::BufWriter::new(&mut *file);
+    out.write_all(&[0; HEADER_LEN])?;
+    let mut sum = checksum::Checksum::default();
+    let mut put = |bytes: &[u8]| {
+        sum.update(bytes);
+        out.write_all(bytes)
+    };
+    let Ok(len) = u8::try_from(verified.len()) else {
+        return Ok(false);
+    };
+    put(&[len])?;
+    put(verified)?;
+    let mut count = 0u64;
+    let mut record = Vec::with_capacity(256);
+    for entry in order {
+        record.clear();
+        if codec::encode_record(&mut record, entry, hash_len) {
+            put(&record)?;
+            count += 1;
+        }
+    }
+    out.flush()?;
+    drop(out);
+    let Some(header) = codec::header(hash_len, count, sum.total(), sum.finish()) else {
+        return Ok(false);
+    };
+    file.seek(std::io::SeekFrom::Start(0))?;
+    file.write_all(&header)?;
+    Ok(true)
 }

@@ -4,6 +4,7 @@
 mod any;
 mod commands;
 mod completion;
+mod context;
 mod exit;
 mod gc;
 mod guard;
@@ -24,8 +25,9 @@ use crate::cli::output::json::{error_text, json_text};
 use crate::cli::output::{color, said};
 use chrono::{DateTime, Utc};
 use clap::{Args, CommandFactory, Parser, Subcommand};
-use git_lease::backend::{Backend, Target, Unshared};
-use git_lease::{Ending, Error, Holder, IssueId, Ledger, Ttl};
+use git_lease::{Ending, Error, Ledger};
+
+pub(crate) use context::{resolve_for_write, Context};
 
 /// The heading of the options every command takes, shown after a command's own.
 const GLOBAL: &str = "Global options";
@@ -378,125 +380,6 @@ fn now() -> Result<DateTime<Utc>, Error> {
     }
 }
 
-/// Resolves for a write: an id that matches no lease is taken as an exact, never-leased id.
-pub(crate) fn resolve_for_write(backend: &dyn Backend, prefix: &str) -> Result<IssueId, Error> {
-    match backend.resolve(prefix) {
-        Err(Error::NoSuchLease(_)) => IssueId::new(prefix),
-        other => other,
-    }
-}
-
-pub(crate) struct Context {
-    pub(crate) ledger: Ledger,
-    pub(crate) now: DateTime<Utc>,
-    pub(crate) json: bool,
-    /// The remote this command's ledgers are on, if they are on one.
-    pub(crate) remote: Option<String>,
-    /// `--local`: the local refs, whatever `lease.remote` says.
-    pub(crate) local: bool,
-    /// Without a remote: why the local refs are for reading only, when they are.
-    pub(crate) unshared: Option<Unshared>,
-}
-
-impl Context {
-    /// Returns the context of `cli`'s command on `ledger` at `now`, its ledgers where the
-    /// command line, `lease.remote` or the repository's remotes say
-    /// ([`git_lease::backend::choose`]). A claim nobody else would see is refused here, before
-    /// anything is written.
-    fn at(ledger: Ledger, now: DateTime<Utc>, cli: &Cli) -> Result<Context, Error> {
-        let stated = git_lease::backend::stated(&ledger, cli.remote.as_deref(), cli.local);
-        let local = stated == Some(Target::Local);
-        let target = match stated {
-            Some(target) => target,
-            None if cli.command.finds_its_remote() => git_lease::backend::found(&ledger)?,
-            None => Target::Local,
-        };
-        let (remote, unshared) = match target {
-            Target::Remote(name) => (Some(name), None),
-            Target::Unshared(unshared) if cli.command.writes_leases() => {
-                return Err(unshared.error())
-            }
-            Target::Unshared(unshared) => (None, Some(unshared)),
-            Target::Local => (None, None),
-        };
-        Ok(Context {
-            ledger,
-            now,
-            json: cli.json,
-            remote,
-            local,
-            unshared,
-        })
-    }
-
-    /// Returns where this command's ledgers are ([`Target`]).
-    pub(crate) fn target(&self) -> Target {
-        match (&self.remote, &self.unshared) {
-            (Some(name), _) => Target::Remote(name.clone()),
-            (None, Some(unshared)) => Target::Unshared(unshared.clone()),
-            (None, None) => Target::Local,
-        }
-    }
-
-    /// Returns the backend of this command's ledgers ([`Context::target`]).
-    pub(crate) fn backend(&self) -> Result<Box<dyn Backend + '_>, Error> {
-        git_lease::backend::open(&self.ledger, &self.target())
-    }
-
-    /// Who this command acts as where no `--holder` is given: `GIT_LEASE_HOLDER` (set under
-    /// `git lease run`), else `lease.holder`, else `user.email`.
-    pub(crate) fn me(&self) -> Result<Holder, Error> {
-        self.holder(&HolderName {
-            holder: env_holder(),
-        })
-    }
-
-    /// The holder a listing keeps, from `--mine` ([`Context::me`]) or `--holder H`.
-    pub(crate) fn holder_filter(
-        &self,
-        mine: bool,
-        holder: Option<String>,
-    ) -> Result<Option<String>, Error> {
-        Ok(if mine {
-            Some(self.me()?.to_string())
-        } else {
-            holder
-        })
-    }
-
-    pub(crate) fn holder(&self, arg: &HolderName) -> Result<Holder, Error> {
-        let name = arg
-            .holder
-            .clone()
-            .or_else(|| self.ledger.store().config_string("lease.holder"))
-            .or_else(|| self.ledger.store().config_string("user.email"))
-            .ok_or_else(|| {
-                Error::InvalidInput(
-                    "no holder: pass --holder, or set `git config lease.holder` or user.email"
-                        .into(),
-                )
-            })?;
-        Holder::new(name)
-    }
-
-    /// Returns the TTL of a claim made now, refusing one whose expiry the ledger could not
-    /// record.
-    fn ttl(&self, arg: &TtlArg) -> Result<Ttl, Error> {
-        let ttl = match &arg.ttl {
-            Some(t) => Ttl::parse(t)?,
-            None => {
-                let set = self.ledger.store().config_string("lease.ttl");
-                match git_lease::config::ttl("lease.ttl", set.as_deref())? {
-                    Some(t) => t,
-                    None => Ttl::parse(DEFAULT_TTL)?,
-                }
-            }
-        };
-        ttl.check_from(self.now)?;
-        Ok(ttl)
-    }
-}
-
 fn run(cli: Cli) -> Result<u8, Failure> {
     // The server's hook judges at the server's clock: never at one the pusher's environment
     // names. The client's (pre-push, pre-commit) read the clock as every client command does.
@@ -514,56 +397,10 @@ fn run(cli: Cli) -> Result<u8, Failure> {
         })?;
     }
     // The manual and completions describe the tool, not a repository: no repository needed.
-    match &cli.command {
-        Command::Man(args) if cli.json && args.install.is_none() => {
-            return Err(Error::InvalidInput(
-                "man prints the manual page (roff), which has no JSON form: --json goes with \
-                 man --install, which reports the pages it wrote"
-                    .into(),
-            )
-            .into())
-        }
-        Command::Completions(_) if cli.json => {
-            return Err(Error::InvalidInput(
-                "completions prints a shell script, which has no JSON form: leave out --json"
-                    .into(),
-            )
-            .into())
-        }
-        Command::Hook(_) if cli.json => {
-            return Err(Error::InvalidInput(
-                "hook speaks git's hook protocol (refusals are lines git relays to the \
-                 pusher), which has no JSON form: leave out --json"
-                    .into(),
-            )
-            .into())
-        }
-        Command::Man(args) => {
-            let mut out = std::io::stdout().lock();
-            return manual::man(args.install.clone(), cli.json, &mut out);
-        }
-        Command::Completions(args) => {
-            return completion::script(args.shell, &mut std::io::stdout().lock())
-        }
-        _ => {}
+    if let Some(done) = without_repository(&cli) {
+        return done;
     }
-    let cwd = std::env::current_dir().map_err(|e| Error::Io {
-        context: "cannot read the current directory".into(),
-        source: e,
-    })?;
-    let ledger = match &cli.command {
-        // It may run as root in a repository someone else owns: no configuration file is read
-        // through a link.
-        Command::InstallHook(commands::install_hook::Args { repo, .. }) => Ledger::from_store(
-            git_lease::Store::open_unfollowed(repo.as_deref().unwrap_or(&cwd), repo.is_some())?,
-        ),
-        // A hook reads the pushed objects from git's quarantine as well.
-        Command::Hook(_) => {
-            Ledger::from_store(git_lease::Store::discover(&cwd)?.with_push_quarantine()?)
-        }
-        _ => Ledger::discover(&cwd)?,
-    }
-    .with_local_liveness();
+    let ledger = open_ledger(&cli.command)?;
     let now = if is_hook {
         server::hook_clock(ledger.store())?.unwrap_or(now)
     } else {
@@ -597,6 +434,60 @@ fn run(cli: Cli) -> Result<u8, Failure> {
     let code = result?;
     out.flush()?;
     Ok(code)
+}
+
+/// Runs the commands that need no repository (the manual, the completions), and refuses
+/// `--json` where a command's output has no JSON form; `None` for every other command.
+fn without_repository(cli: &Cli) -> Option<Result<u8, Failure>> {
+    match &cli.command {
+        Command::Man(args) if cli.json && args.install.is_none() => Some(Err(Error::InvalidInput(
+            "man prints the manual page (roff), which has no JSON form: --json goes with \
+                 man --install, which reports the pages it wrote"
+                .into(),
+        )
+        .into())),
+        Command::Completions(_) if cli.json => Some(Err(Error::InvalidInput(
+            "completions prints a shell script, which has no JSON form: leave out --json".into(),
+        )
+        .into())),
+        Command::Hook(_) if cli.json => Some(Err(Error::InvalidInput(
+            "hook speaks git's hook protocol (refusals are lines git relays to the \
+                 pusher), which has no JSON form: leave out --json"
+                .into(),
+        )
+        .into())),
+        Command::Man(args) => {
+            let mut out = std::io::stdout().lock();
+            Some(manual::man(args.install.clone(), cli.json, &mut out))
+        }
+        Command::Completions(args) => Some(completion::script(
+            args.shell,
+            &mut std::io::stdout().lock(),
+        )),
+        _ => None,
+    }
+}
+
+/// Opens the ledger of `command` in the repository of the current directory, with local
+/// liveness.
+fn open_ledger(command: &Command) -> Result<Ledger, Error> {
+    let cwd = std::env::current_dir().map_err(|e| Error::Io {
+        context: "cannot read the current directory".into(),
+        source: e,
+    })?;
+    Ok(match command {
+        // It may run as root in a repository someone else owns: no configuration file is read
+        // through a link.
+        Command::InstallHook(commands::install_hook::Args { repo, .. }) => Ledger::from_store(
+            git_lease::Store::open_unfollowed(repo.as_deref().unwrap_or(&cwd), repo.is_some())?,
+        ),
+        // A hook reads the pushed objects from git's quarantine as well.
+        Command::Hook(_) => {
+            Ledger::from_store(git_lease::Store::discover(&cwd)?.with_push_quarantine()?)
+        }
+        _ => Ledger::discover(&cwd)?,
+    }
+    .with_local_liveness())
 }
 
 /// Routes a parsed command to its body.

@@ -227,13 +227,7 @@ fn compare_and_swap(
     let hooks = scratch.join("hooks");
     let mark = scratch.join("moved");
     let log = scratch.join("moved.log");
-    let written = std::fs::create_dir_all(&hooks).and_then(|()| {
-        use std::os::unix::fs::PermissionsExt;
-        let hook = hooks.join("pre-push");
-        std::fs::write(&hook, PRE_PUSH)?;
-        std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o700))
-    });
-    if let Err(e) = written {
+    if let Err(e) = write_pre_push(&hooks) {
         return Cas::Unknown(format!("cannot write the probe's pre-push hook: {e}"));
     }
     let inner_trace = scratch.join("moved.trace");
@@ -272,21 +266,8 @@ fn compare_and_swap(
     let refused = stdout
         .lines()
         .any(|l| l.starts_with('!') && l.contains(probe));
-    let mut cmd = match remote.git() {
-        Ok(cmd) => cmd,
-        Err(e) => return Cas::Unknown(e.to_string()),
-    };
-    cmd.env("LC_ALL", "C")
-        .args(["ls-remote", "--"])
-        .arg(remote.target())
-        .arg(probe);
-    let now_at = match run(remote, cmd, "git ls-remote") {
-        Ok((true, listed, _)) => listed
-            .lines()
-            .filter_map(|l| l.split_once('\t'))
-            .find(|(_, name)| *name == probe)
-            .map(|(id, _)| id.to_owned()),
-        Ok((false, stdout, stderr)) => return Cas::Unknown(said(&stdout, &stderr)),
+    let now_at = match probe_ref_at(remote, probe) {
+        Ok(at) => at,
         Err(message) => return Cas::Unknown(message),
     };
     let (moved, stale) = (moved.to_string(), stale.to_string());
@@ -313,6 +294,33 @@ fn compare_and_swap(
             "the probe ref is at {} afterwards, neither value pushed",
             other.as_deref().unwrap_or("nothing")
         )),
+    }
+}
+
+/// Writes the probe's `pre-push` hook into `hooks`.
+fn write_pre_push(hooks: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::create_dir_all(hooks)?;
+    let hook = hooks.join("pre-push");
+    std::fs::write(&hook, PRE_PUSH)?;
+    std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o700))
+}
+
+/// Where the probe ref `probe` is on `remote` now (`None`: nowhere), by `git ls-remote`; or
+/// what went wrong.
+fn probe_ref_at(remote: &Remote, probe: &str) -> Result<Option<String>, String> {
+    let mut cmd = remote.git().map_err(|e| e.to_string())?;
+    cmd.env("LC_ALL", "C")
+        .args(["ls-remote", "--"])
+        .arg(remote.target())
+        .arg(probe);
+    match run(remote, cmd, "git ls-remote")? {
+        (true, listed, _) => Ok(listed
+            .lines()
+            .filter_map(|l| l.split_once('\t'))
+            .find(|(_, name)| *name == probe)
+            .map(|(id, _)| id.to_owned())),
+        (false, stdout, stderr) => Err(said(&stdout, &stderr)),
     }
 }
 

@@ -207,6 +207,21 @@ fn examine_remote(
         Cas::Ignored(_) => "ignored",
         Cas::Unknown(_) | Cas::OneAtATime(_) => "unknown",
     });
+    hook_checks(&probed, &probe, holder, now, checks);
+    report.hook = probed.report;
+    report.server = Some(server);
+    Ok(())
+}
+
+/// The checks of the server's hook, from what answered the probe of `probe` (`probed`): its
+/// report, its policy, `holder`'s identity and its clock at `now`; or why none answered.
+fn hook_checks(
+    probed: &engine::Probed,
+    probe: &str,
+    holder: Option<&Holder>,
+    now: DateTime<Utc>,
+    checks: &mut Vec<Check>,
+) {
     match (&probed.report, &probed.refused) {
         (Some(hook), _) => {
             checks.push(hook_check(hook));
@@ -237,9 +252,6 @@ fn examine_remote(
             "on the server: git lease install-hook --repo <the bare repository> (docs/SERVER.md)",
         )),
     }
-    report.hook = probed.report;
-    report.server = Some(server);
-    Ok(())
 }
 
 fn capabilities_check(caps: Option<&[String]>) -> Check {

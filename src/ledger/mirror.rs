@@ -11,7 +11,7 @@ use serde::Serialize;
 use crate::error::Result;
 use crate::issue::IssueId;
 use crate::ledger::Ledger;
-use crate::remote::Remote;
+use crate::remote::{Fetched, Remote};
 use crate::store::{Swap, ARCHIVE_REF};
 use crate::verify::{self, Finding};
 
@@ -161,11 +161,9 @@ pub fn sync(
     progress: &mut dyn FnMut(usize, usize),
 ) -> Result<SyncReport> {
     let store = ledger.store();
-    let reading = ledger.reading();
     // What this clone had verified from the remote before this fetch (see the ahead case).
     let verified_before = remote.seen_all()?;
     let fetched = remote.fetch_all()?;
-    let remote_refs = &fetched.remote;
     let local_refs = store.lease_refs()?;
     let mut report = SyncReport {
         remote: remote.name().to_owned(),
@@ -177,138 +175,27 @@ pub fn sync(
             .ok()
             .map(|i| local_refs[i].1)
     };
-    let total = remote_refs.len();
-    for (done, (issue, remote_tip)) in remote_refs.iter().enumerate() {
-        let local = local_tip(issue);
-        let refuse = |reason: String, findings: Vec<Finding>| Refused {
-            issue: issue.clone(),
-            local: local.map(|l| l.to_string()),
-            remote: Some(remote_tip.to_string()),
-            reason,
-            findings,
-        };
+    let syncing = Syncing {
+        ledger,
+        remote,
+        adopt,
+        fetched: &fetched,
+        verified_before: &verified_before,
+    };
+    let total = fetched.remote.len();
+    for (done, (issue, remote_tip)) in fetched.remote.iter().enumerate() {
         progress(done + 1, total);
+        let local = local_tip(issue);
         if local == Some(*remote_tip) {
             report.unchanged += 1;
             continue;
         }
-        let id = match IssueId::new(issue) {
-            Ok(id) => id,
-            Err(e) => {
-                report.skipped.push(refuse(
-                    format!("{e}; no git-lease writes such a ledger, it is left alone"),
-                    Vec::new(),
-                ));
-                continue;
-            }
-        };
-        // The remote went back on what this clone verified from it before.
-        if let Some(d) = fetched.diverged.iter().find(|d| &d.issue == issue) {
-            report.refused.push(refuse(
-                format!("remote ledger {}: {}", d.divergence.as_str(), d.detail),
-                d.findings.clone(),
-            ));
-            continue;
-        }
-        // The remote's ledger is consistent with what was seen of it, so where this copy is
-        // not behind it, this copy has commits the remote never had: claims made here.
-        if let Some(l) = local {
-            if !verify::descends_from(store, *remote_tip, l) {
-                if adopt.contains(issue) {
-                    match adopt_remote(ledger, &id, l, *remote_tip)? {
-                        Ok(kept) => report.adopted.push(Adopted {
-                            issue: issue.clone(),
-                            kept,
-                            from: l.to_string(),
-                            to: remote_tip.to_string(),
-                        }),
-                        Err(reason) => report.refused.push(refuse(reason, Vec::new())),
-                    }
-                    continue;
-                }
-                // Ahead of the remote, the commits beyond it were never verified from it
-                // (the memory would have refused a rewind). With nothing of this ledger ever
-                // verified from the remote, it was copied here by plain git, not claimed
-                // here: the remote went back. Otherwise they were made here, most likely.
-                let ahead = verify::descends_from(store, l, *remote_tip);
-                if ahead
-                    && verified_before
-                        .binary_search_by(|(n, _)| n.cmp(issue))
-                        .is_err()
-                {
-                    report.refused.push(refuse(
-                        format!(
-                            "remote ledger rewound: {}'s is at {remote_tip}, behind this clone's {l}, whose newer commits were copied here without git-lease",
-                            remote.name()
-                        ),
-                        Vec::new(),
-                    ));
-                    continue;
-                }
-                let how = if ahead {
-                    "it is ahead of the remote's, with commits this clone never verified from the remote: claims made here, or a rewind of history copied here without git-lease"
-                } else {
-                    "it has commits the remote never had (claims made here)"
-                };
-                report.refused.push(refuse(
-                    format!(
-                        "this clone's ledger has diverged from {}'s: {how}; adopt the remote's with `git lease sync --adopt {issue}`, which keeps this one as {}{issue}",
-                        remote.name(),
-                        DIVERGED_PREFIX
-                    ),
-                    Vec::new(),
-                ));
-                continue;
-            }
-        }
-        let check = verify::verify_segment(
-            store,
+        let tips = Tips {
             issue,
-            *remote_tip,
             local,
-            crate::step::Judgement::reader(reading.as_ref()),
-        );
-        if let Some(first) = check.findings.first() {
-            let reason = if first.rule == verify::Rule::FastForward {
-                "not a fast-forward: the remote rewrote this ledger".to_owned()
-            } else {
-                format!(
-                    "the remote's new commits break {} rule(s), first: {}",
-                    check.findings.len(),
-                    first
-                )
-            };
-            report.refused.push(refuse(reason, check.findings));
-            continue;
-        }
-        if local.is_none() {
-            if let Some(existing) = store.clash(&id)? {
-                report.refused.push(refuse(
-                    format!("clashes with the existing ref {existing}"),
-                    Vec::new(),
-                ));
-                continue;
-            }
-        }
-        match store.swap(&id, *remote_tip, local, "git-lease: sync")? {
-            Swap::Done => {
-                let moved = Moved {
-                    issue: issue.clone(),
-                    from: local.map(|l| l.to_string()),
-                    to: remote_tip.to_string(),
-                    commits: check.commits,
-                };
-                if local.is_some() {
-                    report.updated.push(moved);
-                } else {
-                    report.new.push(moved);
-                }
-            }
-            Swap::Lost => report.refused.push(refuse(
-                "the local ref moved during the sync; run it again".into(),
-                Vec::new(),
-            )),
-        }
+            remote: *remote_tip,
+        };
+        syncing.ledger(&tips, &mut report)?;
     }
     sync_archive(ledger, remote, &mut report)?;
     // A ledger the remote had before and no longer has was deleted upstream: lease refs are
@@ -333,6 +220,168 @@ pub fn sync(
     report.adopted.sort_by(|a, b| by_issue(&a.issue, &b.issue));
     report.archived.sort_by(|a, b| by_issue(a, b));
     Ok(report)
+}
+
+/// One ledger a sync moves: its issue, and its tips here (if any) and on the remote.
+struct Tips<'a> {
+    issue: &'a String,
+    local: Option<ObjectId>,
+    remote: ObjectId,
+}
+
+impl Tips<'_> {
+    /// The refusal of this ledger's sync, for `reason`.
+    fn refuse(&self, reason: String, findings: Vec<Finding>) -> Refused {
+        Refused {
+            issue: self.issue.clone(),
+            local: self.local.map(|l| l.to_string()),
+            remote: Some(self.remote.to_string()),
+            reason,
+            findings,
+        }
+    }
+}
+
+/// A sync under way: what each ledger's is decided by.
+struct Syncing<'a> {
+    ledger: &'a Ledger,
+    remote: &'a Remote<'a>,
+    /// The issues whose diverged ledgers the remote's replace (`--adopt`).
+    adopt: &'a [String],
+    fetched: &'a Fetched,
+    /// What this clone had verified from the remote before this fetch.
+    verified_before: &'a [(String, ObjectId)],
+}
+
+impl Syncing<'_> {
+    /// Moves the ledger of `tips` forward to the remote's tip, verified, or says in `report`
+    /// why not.
+    fn ledger(&self, tips: &Tips<'_>, report: &mut SyncReport) -> Result<()> {
+        let (store, issue, local) = (self.ledger.store(), tips.issue, tips.local);
+        let id = match IssueId::new(issue) {
+            Ok(id) => id,
+            Err(e) => {
+                let reason = format!("{e}; no git-lease writes such a ledger, it is left alone");
+                report.skipped.push(tips.refuse(reason, Vec::new()));
+                return Ok(());
+            }
+        };
+        // The remote went back on what this clone verified from it before.
+        if let Some(d) = self.fetched.diverged.iter().find(|d| &d.issue == issue) {
+            report.refused.push(tips.refuse(
+                format!("remote ledger {}: {}", d.divergence.as_str(), d.detail),
+                d.findings.clone(),
+            ));
+            return Ok(());
+        }
+        // The remote's ledger is consistent with what was seen of it, so where this copy is
+        // not behind it, this copy has commits the remote never had: claims made here.
+        if let Some(l) = local {
+            if !verify::descends_from(store, tips.remote, l) {
+                return self.diverged(&id, tips, l, report);
+            }
+        }
+        let reading = self.ledger.reading();
+        let check = verify::verify_segment(
+            store,
+            issue,
+            tips.remote,
+            local,
+            crate::step::Judgement::reader(reading.as_ref()),
+        );
+        if let Some(first) = check.findings.first() {
+            let reason = if first.rule == verify::Rule::FastForward {
+                "not a fast-forward: the remote rewrote this ledger".to_owned()
+            } else {
+                format!(
+                    "the remote's new commits break {} rule(s), first: {}",
+                    check.findings.len(),
+                    first
+                )
+            };
+            report.refused.push(tips.refuse(reason, check.findings));
+            return Ok(());
+        }
+        if local.is_none() {
+            if let Some(existing) = store.clash(&id)? {
+                let reason = format!("clashes with the existing ref {existing}");
+                report.refused.push(tips.refuse(reason, Vec::new()));
+                return Ok(());
+            }
+        }
+        match store.swap(&id, tips.remote, local, "git-lease: sync")? {
+            Swap::Done => {
+                let moved = Moved {
+                    issue: issue.clone(),
+                    from: local.map(|l| l.to_string()),
+                    to: tips.remote.to_string(),
+                    commits: check.commits,
+                };
+                if local.is_some() {
+                    report.updated.push(moved);
+                } else {
+                    report.new.push(moved);
+                }
+            }
+            Swap::Lost => report.refused.push(tips.refuse(
+                "the local ref moved during the sync; run it again".into(),
+                Vec::new(),
+            )),
+        }
+        Ok(())
+    }
+
+    /// A ledger whose copy here (at `local`) has commits the remote's never had: the remote's
+    /// adopted where `--adopt` names it, else refused, saying why.
+    fn diverged(
+        &self,
+        id: &IssueId,
+        tips: &Tips<'_>,
+        local: ObjectId,
+        report: &mut SyncReport,
+    ) -> Result<()> {
+        let (store, issue, remote_tip) = (self.ledger.store(), tips.issue, tips.remote);
+        if self.adopt.contains(issue) {
+            match adopt_remote(self.ledger, id, local, remote_tip)? {
+                Ok(kept) => report.adopted.push(Adopted {
+                    issue: issue.clone(),
+                    kept,
+                    from: local.to_string(),
+                    to: remote_tip.to_string(),
+                }),
+                Err(reason) => report.refused.push(tips.refuse(reason, Vec::new())),
+            }
+            return Ok(());
+        }
+        // Ahead of the remote, the commits beyond it were never verified from it (the memory
+        // would have refused a rewind). With nothing of this ledger ever verified from the
+        // remote, it was copied here by plain git, not claimed here: the remote went back.
+        // Otherwise they were made here, most likely.
+        let ahead = verify::descends_from(store, local, remote_tip);
+        let never_verified = self
+            .verified_before
+            .binary_search_by(|(n, _)| n.cmp(issue))
+            .is_err();
+        let reason = if ahead && never_verified {
+            format!(
+                "remote ledger rewound: {}'s is at {remote_tip}, behind this clone's {local}, whose newer commits were copied here without git-lease",
+                self.remote.name()
+            )
+        } else {
+            let how = if ahead {
+                "it is ahead of the remote's, with commits this clone never verified from the remote: claims made here, or a rewind of history copied here without git-lease"
+            } else {
+                "it has commits the remote never had (claims made here)"
+            };
+            format!(
+                "this clone's ledger has diverged from {}'s: {how}; adopt the remote's with `git lease sync --adopt {issue}`, which keeps this one as {}{issue}",
+                self.remote.name(),
+                DIVERGED_PREFIX
+            )
+        };
+        report.refused.push(tips.refuse(reason, Vec::new()));
+        Ok(())
+    }
 }
 
 /// Brings the remote's archive here, verified (docs/FORMAT.md, "The archive"): the local
@@ -385,9 +434,46 @@ fn sync_archive(ledger: &Ledger, remote: &Remote<'_>, report: &mut SyncReport) -
         }
     }
     let before = local.map(|l| store.fold(l)).transpose()?;
+    let take = archived_to_take(ledger, before.as_ref(), &fold, report)?;
+    // Every ledger of the new folds is verified: only then does the archive move.
+    let message = format!("git-lease: archive synced from {}", remote.name());
+    if !store.archive_transaction(
+        &[(ARCHIVE_REF.to_owned(), Some(fold.commit), local)],
+        &message,
+    )? {
+        report.refused.push(refuse(
+            Some(fold.commit),
+            "the local archive moved during the sync; run it again".into(),
+            Vec::new(),
+        ));
+        return Ok(());
+    }
+    report.archive = Some(fold.commit.to_string());
+    for (id, here, _tip) in take {
+        if let Some(h) = here {
+            // Against the tip read: a claim here meanwhile keeps its ref.
+            if !store.archive_transaction(&[(id.ref_name(), None, Some(h))], &message)? {
+                continue;
+            }
+        }
+        report.archived.push(id.to_string());
+    }
+    Ok(())
+}
+
+/// The ledgers the folds from `before` to `fold` archive, each verified up to its archived tip,
+/// as `(issue, its tip here, its archived tip)`: a ledger claimed here after the fold is left
+/// out (a revival keeps its ref), and one that breaks a rule is refused in `report`.
+fn archived_to_take(
+    ledger: &Ledger,
+    before: Option<&crate::store::Fold>,
+    fold: &crate::store::Fold,
+    report: &mut SyncReport,
+) -> Result<Vec<(IssueId, Option<ObjectId>, ObjectId)>> {
+    let store = ledger.store();
     let reading = ledger.reading();
     let mut take = Vec::new();
-    for (issue, _, tip) in store.archive_diff(before.as_ref(), &fold)? {
+    for (issue, _, tip) in store.archive_diff(before, fold)? {
         let Some(tip) = tip else { continue };
         let Ok(id) = IssueId::new(&issue) else {
             continue;
@@ -418,30 +504,7 @@ fn sync_archive(ledger: &Ledger, remote: &Remote<'_>, report: &mut SyncReport) -
         }
         take.push((id, here, tip));
     }
-    // Every ledger of the new folds is verified: only then does the archive move.
-    let message = format!("git-lease: archive synced from {}", remote.name());
-    if !store.archive_transaction(
-        &[(ARCHIVE_REF.to_owned(), Some(fold.commit), local)],
-        &message,
-    )? {
-        report.refused.push(refuse(
-            Some(fold.commit),
-            "the local archive moved during the sync; run it again".into(),
-            Vec::new(),
-        ));
-        return Ok(());
-    }
-    report.archive = Some(fold.commit.to_string());
-    for (id, here, _tip) in take {
-        if let Some(h) = here {
-            // Against the tip read: a claim here meanwhile keeps its ref.
-            if !store.archive_transaction(&[(id.ref_name(), None, Some(h))], &message)? {
-                continue;
-            }
-        }
-        report.archived.push(id.to_string());
-    }
-    Ok(())
+    Ok(take)
 }
 
 /// Whether the fold `newer` follows `older`: `older` is `newer` or one of the folds before it

@@ -86,7 +86,7 @@ pub fn verify_segment(
     // Walk back to the base (or the root), newest first.
     let signatures = judgement.signers().is_some();
     let header = signature_header(store.repo().object_hash());
-    let mut walked: Vec<(ObjectId, Result<Lease, Violation>, Option<Signed>)> = Vec::new();
+    let mut walked: Walked = Vec::new();
     let mut next = Some(tip);
     let mut reached_base = base.is_none();
     while let Some(commit) = next {
@@ -109,18 +109,7 @@ pub fn verify_segment(
             ));
             return result;
         }
-        let decoded = match raw.lease_json {
-            Err(reason) => Err((Rule::Tree, reason)),
-            Ok(bytes) => match lease::decode(&bytes) {
-                Ok(lease) if lease.issue != issue => Err((
-                    Rule::Issue,
-                    format!("lease.json is for issue {:?}, not {issue:?}", lease.issue),
-                )),
-                Ok(lease) => Ok(lease),
-                Err(e @ DecodeError::UnknownVersion(_)) => Err((Rule::Version, e.to_string())),
-                Err(e) => Err((Rule::Json, e.to_string())),
-            },
-        };
+        let decoded = decode_record(issue, raw.lease_json);
         next = raw.parents.first().copied();
         let signed = signatures.then(|| split_commit(&raw.commit, header));
         walked.push((commit, decoded, signed));
@@ -148,25 +137,60 @@ pub fn verify_segment(
             }
         },
     };
-    for (commit, decoded, signed) in walked.into_iter().rev() {
-        result.commits += 1;
-        match decoded {
-            Err((rule, detail)) => {
-                result.findings.push(finding(commit, rule, detail));
-                // Without a readable state the following step cannot be judged.
-                return result;
-            }
-            Ok(lease) => {
-                let prev = result.steps.last().map(|(_, l)| l).or(result.base.as_ref());
-                for (rule, detail) in judge_signed(prev, &lease, signed.as_ref(), judgement) {
-                    result.findings.push(finding(commit, rule, detail));
+    result.judge(issue, walked, judgement);
+    result
+}
+
+/// The state `lease_json` (a commit's `lease.json`, or why it has none) records for `issue`, or
+/// the rule it breaks.
+fn decode_record(issue: &str, lease_json: Result<Vec<u8>, String>) -> Result<Lease, Violation> {
+    match lease_json {
+        Err(reason) => Err((Rule::Tree, reason)),
+        Ok(bytes) => match lease::decode(&bytes) {
+            Ok(lease) if lease.issue != issue => Err((
+                Rule::Issue,
+                format!("lease.json is for issue {:?}, not {issue:?}", lease.issue),
+            )),
+            Ok(lease) => Ok(lease),
+            Err(e @ DecodeError::UnknownVersion(_)) => Err((Rule::Version, e.to_string())),
+            Err(e) => Err((Rule::Json, e.to_string())),
+        },
+    }
+}
+
+impl SegmentCheck {
+    /// Judges the commits of `issue` `walked` (newest first: each, its record or the rule it
+    /// breaks, and its signature), each on top of the one before it, from the base.
+    fn judge(&mut self, issue: &str, walked: Walked, judgement: Judgement<'_>) {
+        for (commit, decoded, signed) in walked.into_iter().rev() {
+            self.commits += 1;
+            let finding = |rule, detail| Finding {
+                issue: issue.to_owned(),
+                commit: commit.to_string(),
+                rule,
+                detail,
+            };
+            match decoded {
+                Err((rule, detail)) => {
+                    self.findings.push(finding(rule, detail));
+                    // Without a readable state the following step cannot be judged.
+                    return;
                 }
-                result.steps.push((commit, lease));
+                Ok(lease) => {
+                    let prev = self.steps.last().map(|(_, l)| l).or(self.base.as_ref());
+                    for (rule, detail) in judge_signed(prev, &lease, signed.as_ref(), judgement) {
+                        self.findings.push(finding(rule, detail));
+                    }
+                    self.steps.push((commit, lease));
+                }
             }
         }
     }
-    result
 }
+
+/// The commits a verification walked, newest first: each, its record or the rule it breaks,
+/// and its signature where signatures are judged.
+type Walked = Vec<(ObjectId, Result<Lease, Violation>, Option<Signed>)>;
 
 /// Verifies the commits from `tip` back to `base` as [`verify_segment`] does, for a reader
 /// that uses the ledger only if every step is legitimate (a local read with

@@ -35,90 +35,13 @@ impl IssueId {
     ///
     /// Returns [`Error::InvalidIssue`] naming the first rule `id` breaks.
     pub fn new(id: &str) -> Result<IssueId, Error> {
-        let refuse = |rule: &'static str| Error::InvalidIssue {
-            id: id.to_owned(),
-            rule,
-        };
-        if id.is_empty() {
-            return Err(refuse("an issue id must not be empty"));
+        match broken_rule(id) {
+            Some(rule) => Err(Error::InvalidIssue {
+                id: id.to_owned(),
+                rule,
+            }),
+            None => Ok(IssueId(id.to_owned())),
         }
-        if id.len() > 200 {
-            return Err(refuse("an issue id must be at most 200 bytes"));
-        }
-        if id.chars().any(|c| c.is_control()) {
-            return Err(refuse("an issue id must not contain control characters"));
-        }
-        // Ids that look alike are one id, or none: invisible and bidi characters are refused,
-        // and an id is in Unicode NFC, so `café` typed composed or decomposed is one issue.
-        if id.chars().any(crate::text::is_hidden) {
-            return Err(refuse(
-                "an issue id must not contain invisible or bidirectional control characters",
-            ));
-        }
-        if !unicode_normalization::is_nfc(id) {
-            return Err(refuse(
-                "an issue id must be in Unicode normalization form C (NFC): type it composed",
-            ));
-        }
-        if id.contains(' ') {
-            return Err(refuse("an issue id must not contain spaces"));
-        }
-        if id.contains(['~', '^', ':', '?', '*', '[', '\\']) {
-            return Err(refuse("an issue id must not contain any of ~ ^ : ? * [ \\"));
-        }
-        // git carries these in ref names, but they cannot name a file where git's files
-        // backend keeps a ref on Windows, and gix, which reads every ref here, refuses them in
-        // a ref's path (tests/it/odd_ids.rs).
-        if id.contains(['"', '<', '>', '|']) {
-            return Err(refuse("an issue id must not contain any of \" < > |"));
-        }
-        if id.contains("..") {
-            return Err(refuse("an issue id must not contain '..'"));
-        }
-        if id.contains("@{") {
-            return Err(refuse("an issue id must not contain '@{'"));
-        }
-        if id.starts_with('-') {
-            return Err(refuse("an issue id must not start with '-'"));
-        }
-        if id.starts_with('/') || id.ends_with('/') {
-            return Err(refuse("an issue id must not start or end with '/'"));
-        }
-        if id.contains("//") {
-            return Err(refuse("an issue id must not contain '//'"));
-        }
-        if id.ends_with('.') {
-            return Err(refuse("an issue id must not end with '.'"));
-        }
-        for component in id.split('/') {
-            if component.starts_with('.') {
-                return Err(refuse(
-                    "an issue id (and each '/'-separated part) must not start with '.'",
-                ));
-            }
-            if component.ends_with(".lock") {
-                return Err(refuse(
-                    "an issue id (and each '/'-separated part) must not end with '.lock'",
-                ));
-            }
-            if gix::validate::path::component_is_windows_device(component.into()) {
-                return Err(refuse(
-                    "an issue id (and each '/'-separated part) must not be a Windows device name (CON, PRN, AUX, NUL, COM1 to COM9, LPT0 to LPT9, CONIN$, CONOUT$, in any case, alone or before a '.')",
-                ));
-            }
-            // What gix checks of every path component of a ref it reads or lists.
-            let options = gix::validate::path::component::Options::default();
-            if gix::validate::path::component(component.into(), None, options).is_err() {
-                return Err(refuse(
-                    "an issue id (and each '/'-separated part) must be a file name on every system git runs on",
-                ));
-            }
-        }
-        // git's own parser is the final word on anything the rules above missed.
-        if gix::refs::FullName::try_from(format!("{REF_PREFIX}{id}")).is_err() {
-            return Err(refuse("an issue id must be a valid git ref name component"));
-        }
-        Ok(IssueId(id.to_owned()))
     }
 
     /// Returns the id as given.
@@ -250,6 +173,88 @@ impl std::str::FromStr for IssueId {
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         IssueId::new(s)
     }
+}
+
+/// The first ref-name rule `id` breaks, if any ([`IssueId::new`]).
+fn broken_rule(id: &str) -> Option<&'static str> {
+    if id.is_empty() {
+        return Some("an issue id must not be empty");
+    }
+    if id.len() > 200 {
+        return Some("an issue id must be at most 200 bytes");
+    }
+    if id.chars().any(|c| c.is_control()) {
+        return Some("an issue id must not contain control characters");
+    }
+    // Ids that look alike are one id, or none: invisible and bidi characters are refused,
+    // and an id is in Unicode NFC, so `café` typed composed or decomposed is one issue.
+    if id.chars().any(crate::text::is_hidden) {
+        return Some("an issue id must not contain invisible or bidirectional control characters");
+    }
+    if !unicode_normalization::is_nfc(id) {
+        return Some("an issue id must be in Unicode normalization form C (NFC): type it composed");
+    }
+    if id.contains(' ') {
+        return Some("an issue id must not contain spaces");
+    }
+    if id.contains(['~', '^', ':', '?', '*', '[', '\\']) {
+        return Some("an issue id must not contain any of ~ ^ : ? * [ \\");
+    }
+    // git carries these in ref names, but they cannot name a file where git's files
+    // backend keeps a ref on Windows, and gix, which reads every ref here, refuses them in
+    // a ref's path (tests/it/odd_ids.rs).
+    if id.contains(['"', '<', '>', '|']) {
+        return Some("an issue id must not contain any of \" < > |");
+    }
+    if id.contains("..") {
+        return Some("an issue id must not contain '..'");
+    }
+    if id.contains("@{") {
+        return Some("an issue id must not contain '@{'");
+    }
+    if id.starts_with('-') {
+        return Some("an issue id must not start with '-'");
+    }
+    if id.starts_with('/') || id.ends_with('/') {
+        return Some("an issue id must not start or end with '/'");
+    }
+    if id.contains("//") {
+        return Some("an issue id must not contain '//'");
+    }
+    if id.ends_with('.') {
+        return Some("an issue id must not end with '.'");
+    }
+    if let Some(rule) = id.split('/').find_map(broken_part_rule) {
+        return Some(rule);
+    }
+    // git's own parser is the final word on anything the rules above missed.
+    if gix::refs::FullName::try_from(format!("{REF_PREFIX}{id}")).is_err() {
+        return Some("an issue id must be a valid git ref name component");
+    }
+    None
+}
+
+/// The first rule a `/`-separated part of an issue id breaks, if any.
+fn broken_part_rule(component: &str) -> Option<&'static str> {
+    if component.starts_with('.') {
+        return Some("an issue id (and each '/'-separated part) must not start with '.'");
+    }
+    if component.ends_with(".lock") {
+        return Some("an issue id (and each '/'-separated part) must not end with '.lock'");
+    }
+    if gix::validate::path::component_is_windows_device(component.into()) {
+        return Some(
+                "an issue id (and each '/'-separated part) must not be a Windows device name (CON, PRN, AUX, NUL, COM1 to COM9, LPT0 to LPT9, CONIN$, CONOUT$, in any case, alone or before a '.')",
+            );
+    }
+    // What gix checks of every path component of a ref it reads or lists.
+    let options = gix::validate::path::component::Options::default();
+    if gix::validate::path::component(component.into(), None, options).is_err() {
+        return Some(
+                "an issue id (and each '/'-separated part) must be a file name on every system git runs on",
+            );
+    }
+    None
 }
 
 #[cfg(test)]

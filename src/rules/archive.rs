@@ -124,50 +124,62 @@ pub fn judge_fold(step: &FoldStep<'_>, judge: Judge) -> Vec<(Rule, String)> {
         Judge::History => step.at,
     };
     for r in step.recorded {
-        let issue = r.issue;
-        let lease = match &r.state {
-            Ok(lease) => *lease,
-            Err(why) => {
-                refuse(format!(
-                    "issue {issue}: the recorded tip {} is no ledger of it: {why}",
-                    r.tip
-                ));
-                continue;
-            }
-        };
-        if let Judge::Arrival { .. } = judge {
-            if r.ref_tip != Some(r.tip) {
-                refuse(format!(
-                    "issue {issue}: the fold records {}, but its ledger is at {}: a fold \
-                     records a ledger's tip",
-                    r.tip,
-                    r.ref_tip
-                        .map_or_else(|| "no ref".to_owned(), |t| t.to_string())
-                ));
-            }
-        }
-        if is_live(Current::recorded(lease), now) {
-            refuse(format!(
-                "issue {issue} is held by {} (token {}) until {}: only a free or expired lease \
-                 is folded",
-                lease.holder.as_deref().unwrap_or("nobody"),
-                lease.token,
-                lease
-                    .expires_at
-                    .map_or_else(|| "released".to_owned(), crate::time::format_instant)
-            ));
-        }
-        if let Some(before) = r.before {
-            if !r.descends {
-                refuse(format!(
-                    "issue {issue}: the fold records {}, which does not descend from {before}, \
-                     the tip archived before: the ledger would go back",
-                    r.tip
-                ));
-            }
-        }
+        judge_recorded(r, judge, now, &mut refuse);
     }
     broken
+}
+
+/// Adds to `refuse` every rule the fold breaks in recording `r`, judged as `judge` says at
+/// `now`: the tip of a free or expired ledger of its issue, at its ref (on arrival), going on
+/// from the tip archived before.
+fn judge_recorded(
+    r: &Recorded<'_>,
+    judge: Judge,
+    now: DateTime<Utc>,
+    refuse: &mut impl FnMut(String),
+) {
+    let issue = r.issue;
+    let lease = match &r.state {
+        Ok(lease) => *lease,
+        Err(why) => {
+            refuse(format!(
+                "issue {issue}: the recorded tip {} is no ledger of it: {why}",
+                r.tip
+            ));
+            return;
+        }
+    };
+    if let Judge::Arrival { .. } = judge {
+        if r.ref_tip != Some(r.tip) {
+            refuse(format!(
+                "issue {issue}: the fold records {}, but its ledger is at {}: a fold \
+                 records a ledger's tip",
+                r.tip,
+                r.ref_tip
+                    .map_or_else(|| "no ref".to_owned(), |t| t.to_string())
+            ));
+        }
+    }
+    if is_live(Current::recorded(lease), now) {
+        refuse(format!(
+            "issue {issue} is held by {} (token {}) until {}: only a free or expired lease \
+             is folded",
+            lease.holder.as_deref().unwrap_or("nobody"),
+            lease.token,
+            lease
+                .expires_at
+                .map_or_else(|| "released".to_owned(), crate::time::format_instant)
+        ));
+    }
+    if let Some(before) = r.before {
+        if !r.descends {
+            refuse(format!(
+                "issue {issue}: the fold records {}, which does not descend from {before}, \
+                 the tip archived before: the ledger would go back",
+                r.tip
+            ));
+        }
+    }
 }
 
 /// Whether a lease ref at `old` may be deleted, when the archive records `archived` for its

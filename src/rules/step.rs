@@ -10,97 +10,16 @@
 //! takeover, is decided at the server's clock, and `by`, the holder, and an administrator's
 //! rights are checked against who pushed. Nothing else in the crate restates these rules.
 
+mod rule;
+
 use chrono::{DateTime, Duration, Utc};
-use serde::Serialize;
 
 use crate::lease::{Event, Lease, Takeover};
 use crate::liveness::{Current, LocalHost, ProcessState};
 use crate::rules::is_live;
 use crate::rules::signers::{self, AllowedSigners, Signed};
 use crate::time::{format_instant, short_duration};
-
-/// A rule a ledger step can break. The names are stable: they appear in `--json` output and in
-/// hook refusals.
-#[derive(Serialize, Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[serde(rename_all = "kebab-case")]
-pub enum Rule {
-    /// A ledger commit has at most one parent (none for the first).
-    SingleParent,
-    /// A ledger commit's tree holds exactly one regular file, `lease.json`.
-    Tree,
-    /// `lease.json` is valid JSON of the documented shape.
-    Json,
-    /// `lease.json` is of a version this build knows.
-    Version,
-    /// `lease.json`'s issue is the ref's issue.
-    Issue,
-    /// A ledger starts with an acquire of token 1.
-    FirstToken,
-    /// The token grows by exactly one per new tenure and never otherwise.
-    TokenStep,
-    /// The holder changes, or someone else frees the lease (a revoke aside), only once it is
-    /// no longer live (free, expired, or its holder process gone).
-    HolderChange,
-    /// Events are in time order and each state's times are consistent.
-    TimeOrder,
-    /// The event agrees with the state it records (a freed lease has no holder, a renew keeps
-    /// the tenure, a release frees something that was held).
-    Event,
-    /// The ledger was rewound or rewritten: the new tip does not descend from the old one.
-    FastForward,
-    /// A pushed event's time is too far from the server's clock.
-    ClockSkew,
-    /// The step names an actor other than the authenticated pusher, or no pusher was
-    /// authenticated.
-    Identity,
-    /// Only an administrator (`lease.admins`) may revoke.
-    Admin,
-    /// A takeover the server cannot check (a holder process on another machine or in another
-    /// PID namespace, or one hidden from it).
-    Unverifiable,
-    /// With `lease.requireSignatures`, the step is not signed by a key of the allowed signers
-    /// list that may make it ([`crate::rules::signers`]).
-    Signature,
-    /// The archive of quiet ledgers keeps every token: a fold records only free ledgers at
-    /// their tips and never drops an entry; a ledger ref goes only once the archive records
-    /// its tip; a revived ledger continues from its archived tip (docs/FORMAT.md, "The
-    /// archive").
-    Archive,
-}
-
-impl Rule {
-    /// Returns the rule's stable name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Rule::SingleParent => "single-parent",
-            Rule::Tree => "tree",
-            Rule::Json => "json",
-            Rule::Version => "version",
-            Rule::Issue => "issue",
-            Rule::FirstToken => "first-token",
-            Rule::TokenStep => "token-step",
-            Rule::HolderChange => "holder-change",
-            Rule::TimeOrder => "time-order",
-            Rule::Event => "event",
-            Rule::FastForward => "fast-forward",
-            Rule::ClockSkew => "clock-skew",
-            Rule::Identity => "identity",
-            Rule::Admin => "admin",
-            Rule::Unverifiable => "unverifiable",
-            Rule::Signature => "signature",
-            Rule::Archive => "archive",
-        }
-    }
-}
-
-impl std::fmt::Display for Rule {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// A rule broken by one step, before it is tied to a commit.
-pub type Violation = (Rule, String);
+pub use rule::{Rule, Violation};
 
 /// Who pushed, as a server established it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -367,132 +286,171 @@ fn check_transition(
             ),
         ));
     }
-    // The record alone decides liveness here: a gone holder process counts only as the
-    // recorded takeover says (an audit) or as this server sees it (an arrival), below.
-    let prev_live = is_live(Current::recorded(prev), decided_at);
-    let gone = process_gone_takeover(prev, next, arrival);
-    let until = || {
-        prev.expires_at
-            .map(format_instant)
-            .unwrap_or_else(|| "no expiry".into())
-    };
-    let clock = if arrival.is_some_and(|a| a.now == decided_at) {
-        " by the server's clock"
-    } else {
-        ""
+    let step = Step {
+        prev,
+        next,
+        // The record alone decides liveness here: a gone holder process counts only as the
+        // recorded takeover says (an audit) or as this server sees it (an arrival), below.
+        prev_live: is_live(Current::recorded(prev), decided_at),
+        gone: process_gone_takeover(prev, next, arrival),
+        arrival: arrival.is_some(),
+        clock: if arrival.is_some_and(|a| a.now == decided_at) {
+            " by the server's clock"
+        } else {
+            ""
+        },
     };
     match next.event {
-        Event::Acquire => {
-            if prev_live && prev.holder != next.holder && !gone {
-                let unverifiable = next.takeover == Some(Takeover::ProcessGone)
-                    && prev.process.is_some()
-                    && arrival.is_some();
-                if unverifiable {
-                    found.push((
-                        Rule::Unverifiable,
-                        format!(
-                            "the takeover says {}'s process is gone, which this server cannot check (it ran on another machine or in another PID namespace, is hidden from the server, or is running); wait until {} or ask an administrator to revoke",
-                            prev.holder.as_deref().unwrap_or("nobody"),
-                            until()
-                        ),
-                    ));
-                } else {
-                    found.push((
-                        Rule::HolderChange,
-                        format!(
-                            "{} took the lease while {} still held it (token {}, until {}{clock})",
-                            next.holder.as_deref().unwrap_or("nobody"),
-                            prev.holder.as_deref().unwrap_or("nobody"),
-                            prev.token,
-                            until()
-                        ),
-                    ));
-                }
-            } else if prev_live && !gone {
-                found.push((
-                    Rule::TokenStep,
-                    format!(
-                        "a new tenure began while the same holder's tenure (token {}) was live; a re-acquire keeps the token",
-                        prev.token
-                    ),
-                ));
-            }
-            if Some(next.token) != prev.token.checked_add(1) {
-                found.push((
-                    Rule::TokenStep,
-                    format!(
-                        "a new tenure must take token {}, not {}",
-                        prev.token.saturating_add(1),
-                        next.token
-                    ),
-                ));
-            }
+        Event::Acquire => step.check_new_tenure(found),
+        Event::Reacquire | Event::Renew => step.check_same_tenure(found),
+        Event::Release | Event::Complete | Event::Abandon | Event::Revoke => {
+            step.check_ending(found)
         }
-        Event::Reacquire | Event::Renew => {
-            if prev.holder != next.holder {
+    }
+}
+
+/// One step from `prev` to `next`, with what its judgement decided of `prev`.
+struct Step<'a> {
+    prev: &'a Lease,
+    next: &'a Lease,
+    /// Whether `prev` was live when the step is decided.
+    prev_live: bool,
+    /// Whether the step takes over from a holder process that is gone.
+    gone: bool,
+    /// Whether a server judges the step as it arrives.
+    arrival: bool,
+    /// How a message says whose clock decided: the server's, or nothing.
+    clock: &'static str,
+}
+
+impl Step<'_> {
+    /// When `prev` expires, as a message says it.
+    fn until(&self) -> String {
+        self.prev
+            .expires_at
+            .map(format_instant)
+            .unwrap_or_else(|| "no expiry".into())
+    }
+
+    /// Checks an acquire: a new tenure, over a lease no longer live, with the next token.
+    fn check_new_tenure(&self, found: &mut Vec<Violation>) {
+        let (prev, next, clock) = (self.prev, self.next, self.clock);
+        if self.prev_live && prev.holder != next.holder && !self.gone {
+            let unverifiable = next.takeover == Some(Takeover::ProcessGone)
+                && prev.process.is_some()
+                && self.arrival;
+            if unverifiable {
+                found.push((
+                    Rule::Unverifiable,
+                    format!(
+                        "the takeover says {}'s process is gone, which this server cannot check (it ran on another machine or in another PID namespace, is hidden from the server, or is running); wait until {} or ask an administrator to revoke",
+                        prev.holder.as_deref().unwrap_or("nobody"),
+                        self.until()
+                    ),
+                ));
+            } else {
                 found.push((
                     Rule::HolderChange,
                     format!(
-                        "a {} cannot change the holder from {} to {}",
-                        next.event,
+                        "{} took the lease while {} still held it (token {}, until {}{clock})",
+                        next.holder.as_deref().unwrap_or("nobody"),
                         prev.holder.as_deref().unwrap_or("nobody"),
-                        next.holder.as_deref().unwrap_or("nobody")
+                        prev.token,
+                        self.until()
                     ),
-                ));
-            } else if !prev_live {
-                found.push((
-                    Rule::Event,
-                    format!(
-                        "a {} of a lease that was not live{clock} (it expired at {})",
-                        next.event,
-                        until()
-                    ),
-                ));
-            } else if next.acquired_at != prev.acquired_at {
-                found.push((
-                    Rule::Event,
-                    format!("a {} must keep the tenure's acquired_at", next.event),
-                ));
-            } else if prev.session.is_some() && next.session != prev.session {
-                found.push((
-                    Rule::Event,
-                    format!("a {} must keep the tenure's session", next.event),
                 ));
             }
+        } else if self.prev_live && !self.gone {
+            found.push((
+                Rule::TokenStep,
+                format!(
+                    "a new tenure began while the same holder's tenure (token {}) was live; a re-acquire keeps the token",
+                    prev.token
+                ),
+            ));
         }
-        Event::Release | Event::Complete | Event::Abandon | Event::Revoke => {
-            match prev.holder.as_deref() {
-                None => found.push((
-                    Rule::Event,
-                    format!("a {} of a lease that was already free", next.event),
-                )),
-                Some(h) => {
-                    if next.previous_holder.as_deref() != Some(h) {
-                        found.push((
-                            Rule::Event,
-                            format!(
-                                "a {} must record the previous holder {h}, not {}",
-                                next.event,
-                                next.previous_holder.as_deref().unwrap_or("nothing")
-                            ),
-                        ));
-                    }
-                    let by_other = next.by.as_deref().is_some_and(|b| b != h);
-                    if prev_live && by_other && !gone && next.event != Event::Revoke {
-                        found.push((
-                            Rule::HolderChange,
-                            format!(
-                                "{} freed the lease while {h} still held it (until {}{clock})",
-                                next.by.as_deref().unwrap_or("someone"),
-                                until()
-                            ),
-                        ));
-                    }
+        if Some(next.token) != prev.token.checked_add(1) {
+            found.push((
+                Rule::TokenStep,
+                format!(
+                    "a new tenure must take token {}, not {}",
+                    prev.token.saturating_add(1),
+                    next.token
+                ),
+            ));
+        }
+    }
+
+    /// Checks a re-acquire or a renew: the same tenure, live, kept as it was.
+    fn check_same_tenure(&self, found: &mut Vec<Violation>) {
+        let (prev, next, clock) = (self.prev, self.next, self.clock);
+        if prev.holder != next.holder {
+            found.push((
+                Rule::HolderChange,
+                format!(
+                    "a {} cannot change the holder from {} to {}",
+                    next.event,
+                    prev.holder.as_deref().unwrap_or("nobody"),
+                    next.holder.as_deref().unwrap_or("nobody")
+                ),
+            ));
+        } else if !self.prev_live {
+            found.push((
+                Rule::Event,
+                format!(
+                    "a {} of a lease that was not live{clock} (it expired at {})",
+                    next.event,
+                    self.until()
+                ),
+            ));
+        } else if next.acquired_at != prev.acquired_at {
+            found.push((
+                Rule::Event,
+                format!("a {} must keep the tenure's acquired_at", next.event),
+            ));
+        } else if prev.session.is_some() && next.session != prev.session {
+            found.push((
+                Rule::Event,
+                format!("a {} must keep the tenure's session", next.event),
+            ));
+        }
+    }
+
+    /// Checks a release, a complete, an abandon or a revoke: of a held lease, recording its
+    /// holder, by that holder while it is live (a revoke excepted).
+    fn check_ending(&self, found: &mut Vec<Violation>) {
+        let (prev, next, clock) = (self.prev, self.next, self.clock);
+        match prev.holder.as_deref() {
+            None => found.push((
+                Rule::Event,
+                format!("a {} of a lease that was already free", next.event),
+            )),
+            Some(h) => {
+                if next.previous_holder.as_deref() != Some(h) {
+                    found.push((
+                        Rule::Event,
+                        format!(
+                            "a {} must record the previous holder {h}, not {}",
+                            next.event,
+                            next.previous_holder.as_deref().unwrap_or("nothing")
+                        ),
+                    ));
+                }
+                let by_other = next.by.as_deref().is_some_and(|b| b != h);
+                if self.prev_live && by_other && !self.gone && next.event != Event::Revoke {
+                    found.push((
+                        Rule::HolderChange,
+                        format!(
+                            "{} freed the lease while {h} still held it (until {}{clock})",
+                            next.by.as_deref().unwrap_or("someone"),
+                            self.until()
+                        ),
+                    ));
                 }
             }
-            if next.event == Event::Revoke && next.by.is_none() {
-                found.push((Rule::Event, "a revoke must record who revoked".into()));
-            }
+        }
+        if next.event == Event::Revoke && next.by.is_none() {
+            found.push((Rule::Event, "a revoke must record who revoked".into()));
         }
     }
 }
@@ -609,142 +567,5 @@ fn check_shape(next: &Lease, found: &mut Vec<Violation>) {
 }
 
 #[cfg(test)]
-mod tests {
-    //! The arrival rules at exact instants: who may author each step, judged at the server's
-    //! clock.
-    use super::*;
-    use crate::liveness::Observation;
-    use crate::rules::fixtures::{h, id, rec, t};
-    use crate::rules::{self, Claim, Ending};
-    use crate::time::Ttl;
-    /// alice's lease, taken at 0 for 10 minutes.
-    fn alices() -> Lease {
-        let claim = Claim::new(h("alice"), Ttl::For(Duration::minutes(10)));
-        rules::acquire(&id(), None, &claim, t(0)).next.unwrap()
-    }
-    fn rules_at(prev: &Lease, next: &Lease, now: i64, pusher: &str) -> Vec<Rule> {
-        let pusher = Pusher::Known(pusher.into());
-        let admins = ["ops".to_owned()];
-        let arrival = Arrival {
-            now: t(now),
-            max_skew: Duration::minutes(5),
-            pusher: &pusher,
-            admins: &admins,
-            host: None,
-            signers: None,
-        };
-        judge(Some(prev), next, Judgement::Arrival(&arrival))
-            .into_iter()
-            .map(|(rule, _)| rule)
-            .collect()
-    }
-
-    #[test]
-    fn the_holders_own_steps_only_by_the_holder() {
-        let prev = alices();
-        let renew = rules::renew(
-            rec(&prev),
-            &h("alice"),
-            Ttl::For(Duration::minutes(10)),
-            t(5),
-        )
-        .next
-        .unwrap();
-        assert_eq!(rules_at(&prev, &renew, 5, "alice"), []);
-        assert_eq!(rules_at(&prev, &renew, 5, "bob"), [Rule::Identity]);
-        let release = rules::release(&id(), rec(&prev), &h("alice"), Ending::Release, t(5))
-            .next
-            .unwrap();
-        assert_eq!(rules_at(&prev, &release, 5, "alice"), []);
-        assert_eq!(rules_at(&prev, &release, 5, "bob"), [Rule::Identity]);
-    }
-
-    #[test]
-    fn a_renew_backdated_before_the_expiry_is_judged_at_the_servers_clock() {
-        let prev = alices();
-        let renew = rules::renew(
-            rec(&prev),
-            &h("alice"),
-            Ttl::For(Duration::minutes(10)),
-            t(9),
-        )
-        .next
-        .unwrap();
-        assert_eq!(rules_at(&prev, &renew, 9, "alice"), []);
-        assert_eq!(rules_at(&prev, &renew, 12, "alice"), [Rule::Event]);
-        assert!(judge(Some(&prev), &renew, Judgement::Recorded).is_empty());
-    }
-
-    #[test]
-    fn by_is_always_the_pusher_and_a_revoke_needs_an_admin() {
-        let prev = alices();
-        let free = |by: &str, at| {
-            rules::release(&id(), rec(&prev), &h(by), Ending::Release, t(at))
-                .next
-                .unwrap()
-        };
-        // After expiry anyone may free it, in their own name only.
-        assert_eq!(rules_at(&prev, &free("bob", 11), 11, "bob"), []);
-        assert_eq!(
-            rules_at(&prev, &free("bob", 11), 11, "carol"),
-            [Rule::Identity]
-        );
-        assert_eq!(
-            rules_at(&prev, &free("alice", 11), 11, "bob"),
-            [Rule::Identity]
-        );
-        let revoke = |by: &str| {
-            rules::revoke(
-                &id(),
-                rec(&prev),
-                &h(by),
-                &crate::Remark::new(crate::RemarkKind::Reason, "r").unwrap(),
-                t(5),
-            )
-            .next
-            .unwrap()
-        };
-        assert_eq!(rules_at(&prev, &revoke("ops"), 5, "ops"), []);
-        assert_eq!(rules_at(&prev, &revoke("ops"), 5, "bob"), [Rule::Admin]);
-        assert_eq!(rules_at(&prev, &revoke("bob"), 5, "bob"), [Rule::Admin]);
-        assert_eq!(
-            rules_at(&prev, &revoke("alice"), 5, "ops"),
-            [Rule::Identity]
-        );
-    }
-
-    #[test]
-    fn a_new_tenure_only_by_its_holder_and_never_over_a_live_lease() {
-        let prev = alices();
-        let claim = |who: &str| Claim::new(h(who), Ttl::For(Duration::minutes(10)));
-        let bobs = rules::acquire(&id(), rec(&prev), &claim("bob"), t(10))
-            .next
-            .unwrap();
-        assert_eq!(rules_at(&prev, &bobs, 10, "bob"), []);
-        assert_eq!(rules_at(&prev, &bobs, 10, "carol"), [Rule::Identity]);
-        // Dated after the expiry, but the server's clock says alice still holds it.
-        assert_eq!(rules_at(&prev, &bobs, 8, "bob"), [Rule::HolderChange]);
-    }
-
-    #[test]
-    fn a_process_gone_takeover_the_server_cannot_see_is_unverifiable() {
-        let mut prev = alices();
-        prev.process = Some(Box::new(crate::liveness::HolderProcess {
-            pid: 1,
-            boot_id: "another-machine".into(),
-            pid_ns: Some(1),
-            start_ticks: 1,
-        }));
-        let seen_gone = Current {
-            lease: &prev,
-            seen: Observation { process_gone: true },
-        };
-        let claim = Claim::new(h("bob"), Ttl::For(Duration::minutes(10)));
-        let takeover = rules::acquire(&id(), Some(seen_gone), &claim, t(5))
-            .next
-            .unwrap();
-        assert_eq!(takeover.takeover, Some(Takeover::ProcessGone));
-        assert_eq!(rules_at(&prev, &takeover, 5, "bob"), [Rule::Unverifiable]);
-        assert!(judge(Some(&prev), &takeover, Judgement::Recorded).is_empty());
-    }
-}
+#[path = "step_tests.rs"]
+mod tests;

@@ -27,8 +27,10 @@ use std::path::{Path, PathBuf};
 use super::refdb::Target;
 use crate::error::{Error, Result};
 
+mod bytes;
 mod table;
-use table::{corrupt, io_error, Table};
+use bytes::{corrupt, io_error};
+use table::Table;
 
 /// The name of the stack's list of tables, in the `reftable/` directory.
 const TABLES_LIST: &str = "tables.list";

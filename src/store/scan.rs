@@ -314,10 +314,9 @@ mod tests {
             .count()
     }
 
-    #[test]
-    fn a_reftable_scan_reads_the_tables_added_since_it_looked_and_all_when_none_is_shared() {
-        let dir = tempfile::tempdir().expect("a temporary directory");
-        let repo = dir.path();
+    /// Makes `repo` a reftable repository with 2,000 ledgers in one table, all at one commit;
+    /// returns the ids of that commit and of another.
+    fn two_thousand_ledgers(repo: &std::path::Path) -> (String, String) {
         git(repo, &["init", "-q", "--ref-format=reftable"]);
         let tree = "4b825dc642cb6eb9a060e54bf8d69288fbee4904";
         let one = git(repo, &["commit-tree", tree, "-m", "one"]);
@@ -344,6 +343,37 @@ mod tests {
             })
             .expect("git update-ref --stdin runs");
         assert!(out.status.success(), "{out:?}");
+        (one, two)
+    }
+
+    /// Runs `git update-ref` with `args`, which may name a ref that is not UTF-8, in `repo`.
+    fn update_ref_raw(repo: &std::path::Path, args: &[&OsStr]) {
+        let out = Command::new("git")
+            .arg("-C")
+            .arg(repo)
+            .arg("update-ref")
+            .args(args)
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .output()
+            .expect("git update-ref runs");
+        assert!(out.status.success(), "{out:?}");
+    }
+
+    /// What `scan` finds moved in `store`, which must be the refs of the tables appended
+    /// since it last looked.
+    fn appended(store: &Store, scan: &mut RefScan) -> Vec<(String, ObjectId)> {
+        match store.scan(scan).expect("a scan") {
+            Moved::Some(moved) => moved,
+            other => panic!("an appended table is read alone, not {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_reftable_scan_reads_the_tables_added_since_it_looked_and_all_when_none_is_shared() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let repo = dir.path();
+        let (one, two) = two_thousand_ledgers(repo);
         let store = Store::open(repo).expect("the repository opens");
         let mut scan = RefScan::new("refs/leases/");
         let scanned = |scan: &mut RefScan| store.scan(scan).expect("a scan");
@@ -359,15 +389,11 @@ mod tests {
         // never the oldest table's; a ref outside the namespace is not a move.
         git(repo, &["update-ref", "refs/leases/c", &one]);
         git(repo, &["update-ref", "refs/heads/main", &one]);
-        let Moved::Some(moved) = scanned(&mut scan) else {
-            panic!("an appended table is read alone");
-        };
+        let moved = appended(&store, &mut scan);
         assert!(moved.contains(&("c".to_owned(), id(&one))), "{moved:?}");
         assert_eq!(old_ones(&moved), 0, "{moved:?}");
         git(repo, &["update-ref", "refs/leases/old-0007", &two]);
-        let Moved::Some(moved) = scanned(&mut scan) else {
-            panic!("an appended table is read alone");
-        };
+        let moved = appended(&store, &mut scan);
         assert!(
             moved.contains(&("old-0007".to_owned(), id(&two))),
             "{moved:?}"
@@ -388,9 +414,7 @@ mod tests {
         let list = repo.join(".git/reftable/tables.list");
         let before = std::fs::read(&list).expect("read tables.list");
         git(repo, &["update-ref", "refs/leases/old-0009", &two]);
-        let Moved::Some(moved) = scanned(&mut scan) else {
-            panic!("an appended table is read alone");
-        };
+        let moved = appended(&store, &mut scan);
         assert!(
             moved.contains(&("old-0009".to_owned(), id(&two))),
             "{moved:?}"
@@ -404,20 +428,8 @@ mod tests {
         // A ref git took by a name that is not UTF-8, then deleted: the deletion's record
         // (kept while the tables it is in are not merged with the oldest) reads as one.
         let odd = OsStr::from_bytes(b"refs/leases/x\xff");
-        let update_ref = |args: &[&OsStr]| {
-            let out = Command::new("git")
-                .arg("-C")
-                .arg(repo)
-                .arg("update-ref")
-                .args(args)
-                .env("GIT_CONFIG_GLOBAL", "/dev/null")
-                .env("GIT_CONFIG_NOSYSTEM", "1")
-                .output()
-                .expect("git update-ref runs");
-            assert!(out.status.success(), "{out:?}");
-        };
-        update_ref(&[odd, OsStr::new(&one)]);
-        update_ref(&[OsStr::new("-d"), odd]);
+        update_ref_raw(repo, &[odd, OsStr::new(&one)]);
+        update_ref_raw(repo, &[OsStr::new("-d"), odd]);
         let Moved::All(all) = scanned(&mut scan) else {
             panic!("a deletion makes a scan read every ref");
         };

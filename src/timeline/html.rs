@@ -238,6 +238,7 @@ fn draw_row(out: &mut String, row: &Row, t: &Timeline) {
     out.push_str("</div></div>\n");
 }
 
+/// Writes the bar of `tenure` on `issue`'s track of `t`, with its renewals and its tooltip.
 fn draw_bar(out: &mut String, issue: &str, tenure: &Tenure, t: &Timeline) {
     let (since, until) = (t.since, t.until);
     let end = tenure.end_or(t.now);
@@ -285,6 +286,12 @@ fn draw_bar(out: &mut String, issue: &str, tenure: &Tenure, t: &Timeline) {
         tenure.token,
         tenure.ending.label()
     );
+    tip_fields(out, tenure, end);
+    out.push_str("</dl></div></div>");
+}
+
+/// Writes the fields of `tenure`'s tooltip (which ends at `end`, or is live until then).
+fn tip_fields(out: &mut String, tenure: &Tenure, end: chrono::DateTime<chrono::Utc>) {
     field(out, "holder", &tenure.holder);
     let held = short_duration(end - tenure.start);
     let span = match tenure.end {
@@ -356,7 +363,6 @@ fn draw_bar(out: &mut String, issue: &str, tenure: &Tenure, t: &Timeline) {
     if let Some(c) = &tenure.end_commit {
         field_code(out, "ended by", c);
     }
-    out.push_str("</dl></div></div>");
 }
 
 fn field(out: &mut String, name: &str, value: &str) {

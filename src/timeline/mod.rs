@@ -161,6 +161,26 @@ pub fn tenures(chain: &[Entry], tip_live: bool, now: DateTime<Utc>) -> Vec<Tenur
     out
 }
 
+/// The tenure the acquire `l` (at `commit`) begins, live until a later event ends it.
+fn begun(l: &crate::lease::Lease, commit: String) -> Tenure {
+    Tenure {
+        token: l.token,
+        holder: l.holder.clone().unwrap_or_default(),
+        start: l.acquired_at.unwrap_or(l.at),
+        end: None,
+        ending: Ending::Live,
+        takeover: None,
+        expires_at: l.expires_at,
+        commit,
+        end_commit: None,
+        note: l.note.as_deref().map(str::to_owned),
+        task: l.task.as_deref().map(str::to_owned),
+        by: None,
+        reason: None,
+        renewals: Vec::new(),
+    }
+}
+
 /// Returns the tenures `chain` (oldest first) ended, and the one its newest state still
 /// records a holder for, whose end depends on liveness at `now` ([`close`]).
 fn closed_tenures(chain: &[Entry]) -> (Vec<Tenure>, Option<Tenure>) {
@@ -183,22 +203,7 @@ fn closed_tenures(chain: &[Entry]) -> (Vec<Tenure>, Option<Tenure>) {
                     previous.by = l.holder.clone();
                     out.push(previous);
                 }
-                open = Some(Tenure {
-                    token: l.token,
-                    holder: l.holder.clone().unwrap_or_default(),
-                    start: l.acquired_at.unwrap_or(l.at),
-                    end: None,
-                    ending: Ending::Live,
-                    takeover: None,
-                    expires_at: l.expires_at,
-                    commit,
-                    end_commit: None,
-                    note: l.note.as_deref().map(str::to_owned),
-                    task: l.task.as_deref().map(str::to_owned),
-                    by: None,
-                    reason: None,
-                    renewals: Vec::new(),
-                });
+                open = Some(begun(l, commit));
             }
             Event::Renew | Event::Reacquire => {
                 if let Some(t) = open.as_mut() {
@@ -367,16 +372,8 @@ pub fn build(
         })
         .cloned()
         .collect();
-    let since = filter.since;
-    let until = filter.until;
-    let keep = |t: &Tenure| {
-        filter.holder.as_deref().is_none_or(|h| t.holder == h)
-            && t.overlaps(
-                since.unwrap_or(DateTime::<Utc>::MIN_UTC),
-                until.unwrap_or(DateTime::<Utc>::MAX_UTC),
-                now,
-            )
-    };
+    let (since, until) = (filter.since, filter.until);
+    let keep = |t: &Tenure| filter.keeps(t, now);
     // Each ledger on its own: only its tenures are kept, never its whole chain.
     // One ledger that cannot be read is set aside and named; every other one is drawn.
     let read = store.per_ref(&chosen, |store, issue, tip| {
@@ -412,14 +409,7 @@ pub fn build(
             })
         });
     let mut issues: Vec<Row> = rows.into_iter().flatten().collect();
-    match order {
-        Order::Issue => issues.sort_by(|a, b| natural_cmp(&a.issue, &b.issue)),
-        Order::Recent => issues.sort_by(|a, b| {
-            b.last_activity
-                .cmp(&a.last_activity)
-                .then_with(|| natural_cmp(&a.issue, &b.issue))
-        }),
-    }
+    sort_rows(&mut issues, order);
     let all = || issues.iter().flat_map(|r| &r.tenures);
     let since = since
         .or_else(|| all().map(|t| t.start).min())
@@ -464,4 +454,30 @@ pub fn summarize(rows: &[Row], now: DateTime<Utc>) -> Summary {
     summary.holders = holders.len();
     summary.mean_held_seconds = (summary.tenures > 0).then(|| held / summary.tenures as f64);
     summary
+}
+
+/// Sorts `rows` as `order` says: by issue (in natural order: 2 before 10), or the most recent
+/// activity first.
+fn sort_rows(rows: &mut [Row], order: Order) {
+    match order {
+        Order::Issue => rows.sort_by(|a, b| natural_cmp(&a.issue, &b.issue)),
+        Order::Recent => rows.sort_by(|a, b| {
+            b.last_activity
+                .cmp(&a.last_activity)
+                .then_with(|| natural_cmp(&a.issue, &b.issue))
+        }),
+    }
+}
+
+impl Filter {
+    /// Whether the timeline keeps tenure `t`: of the holder asked for, if any, and overlapping
+    /// the span asked for, at `now`.
+    fn keeps(&self, t: &Tenure, now: DateTime<Utc>) -> bool {
+        self.holder.as_deref().is_none_or(|h| t.holder == h)
+            && t.overlaps(
+                self.since.unwrap_or(DateTime::<Utc>::MIN_UTC),
+                self.until.unwrap_or(DateTime::<Utc>::MAX_UTC),
+                now,
+            )
+    }
 }

@@ -1,6 +1,7 @@
 //! git's own conventions: settings read as git reads them (`git -c` included, run through git
 //! itself), `--json` whose stderr holds JSON only, hints given only when they apply, one name
-//! for a timeout, and the plain words of a newcomer's first mistakes.
+//! for a timeout, the plain words of a newcomer's first mistakes, and the size of src files
+//! and functions (a house one can read).
 
 use serde_json::Value;
 
@@ -437,4 +438,264 @@ fn install_hook_says_each_warning_once() {
         "{run}"
     );
     assert_eq!(run.stderr, "", "{run}");
+}
+
+// ---------------------------------------------------------------------------------------------
+// A house one can read: the size of src files and functions
+
+/// The most lines a file of `src` may have.
+const MAX_FILE_LINES: usize = 600;
+/// The most lines a function of `src` may span, from its `fn` line to its closing brace.
+const MAX_FN_LINES: usize = 80;
+
+/// The files of `src` allowed past [`MAX_FILE_LINES`], each with why (also in ARCHITECTURE.md).
+const LONG_FILES: &[(&str, &str)] = &[];
+
+/// The functions of `src` allowed past [`MAX_FN_LINES`] as `(file, function, why)`, each also
+/// named in ARCHITECTURE.md.
+const LONG_FUNCTIONS: &[(&str, &str, &str)] = &[
+    (
+        "src/ledger/any.rs",
+        "acquire_any",
+        "the remote backend is being rewritten (issue 49); split with it",
+    ),
+    (
+        "src/ledger/any.rs",
+        "fetch_some_once",
+        "the remote backend is being rewritten (issue 49); split with it",
+    ),
+    (
+        "src/ledger/remote/mod.rs",
+        "apply",
+        "the remote backend is being rewritten (issue 49); split with it",
+    ),
+];
+
+/// Every `.rs` file under `dir`, sorted.
+fn rust_files(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir).expect("a readable directory") {
+        let path = entry.expect("a directory entry").path();
+        if path.is_dir() {
+            files.extend(rust_files(&path));
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            files.push(path);
+        }
+    }
+    files.sort();
+    files
+}
+
+/// `source` with its comments, strings and character literals blanked (new lines kept), so that
+/// every brace left is one of the code's.
+fn code_only(source: &str) -> String {
+    let text: Vec<char> = source.chars().collect();
+    let mut out = String::with_capacity(source.len());
+    let blank = |out: &mut String, from: &[char]| {
+        out.extend(from.iter().map(|c| if *c == '\n' { '\n' } else { ' ' }))
+    };
+    let ident = |at: Option<usize>| at.is_some_and(|p| text[p].is_alphanumeric() || text[p] == '_');
+    // An `r` that is no identifier's middle (a `b` before it makes `br"..."`).
+    let raw_may_start = |at: usize| match at.checked_sub(1) {
+        Some(p) if text[p] == 'b' => !ident(p.checked_sub(1)),
+        before => !ident(before),
+    };
+    let mut i = 0;
+    while i < text.len() {
+        let rest = &text[i..];
+        let end = if rest.starts_with(&['/', '/']) {
+            rest.iter().position(|c| *c == '\n').unwrap_or(rest.len())
+        } else if rest.starts_with(&['/', '*']) {
+            let mut depth = 0;
+            let mut j = 0;
+            while j < rest.len() {
+                if rest[j..].starts_with(&['/', '*']) {
+                    depth += 1;
+                    j += 2;
+                } else if rest[j..].starts_with(&['*', '/']) {
+                    depth -= 1;
+                    j += 2;
+                    if depth == 0 {
+                        break;
+                    }
+                } else {
+                    j += 1;
+                }
+            }
+            j
+        } else if rest[0] == 'r' && raw_may_start(i) {
+            let hashes = rest[1..].iter().take_while(|c| **c == '#').count();
+            if rest.get(1 + hashes) == Some(&'"') {
+                let close: Vec<char> = std::iter::once('"')
+                    .chain(std::iter::repeat_n('#', hashes))
+                    .collect();
+                let body = 2 + hashes;
+                (body..rest.len())
+                    .find(|j| rest[*j..].starts_with(&close))
+                    .map_or(rest.len(), |j| j + close.len())
+            } else {
+                0
+            }
+        } else if rest[0] == '"' {
+            let mut j = 1;
+            while j < rest.len() && rest[j] != '"' {
+                j += if rest[j] == '\\' { 2 } else { 1 };
+            }
+            j + 1
+        } else if rest[0] == '\'' && rest.get(1) == Some(&'\\') {
+            2 + rest[2..]
+                .iter()
+                .position(|c| *c == '\'')
+                .map_or(0, |p| p + 1)
+        } else if rest[0] == '\'' && rest.get(2) == Some(&'\'') {
+            3
+        } else {
+            0
+        };
+        let end = end.min(rest.len());
+        if end == 0 {
+            out.push(rest[0]);
+            i += 1;
+        } else {
+            blank(&mut out, &rest[..end]);
+            i += end;
+        }
+    }
+    out
+}
+
+/// Each function with a body in `code` (from [`code_only`]) as `(name, its fn line from 1, its
+/// lines from that line to its closing brace)`.
+fn functions(code: &str) -> Vec<(String, usize, usize)> {
+    let bytes = code.as_bytes();
+    let is_ident = |b: u8| b.is_ascii_alphanumeric() || b == b'_';
+    let line_of = |at: usize| code[..at].matches('\n').count() + 1;
+    let mut found = Vec::new();
+    for (at, _) in code.match_indices("fn ") {
+        if at > 0 && is_ident(bytes[at - 1]) {
+            continue;
+        }
+        let name: String = code[at + 3..]
+            .trim_start()
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_')
+            .collect();
+        if name.is_empty() {
+            continue;
+        }
+        // The body's opening brace, unless a `;` ends a declaration first.
+        let mut depth = 0i32;
+        let mut open = None;
+        for (j, b) in bytes.iter().enumerate().skip(at) {
+            match b {
+                b'(' | b'[' => depth += 1,
+                b')' | b']' => depth -= 1,
+                b';' if depth == 0 => break,
+                b'{' if depth == 0 => {
+                    open = Some(j);
+                    break;
+                }
+                _ => {}
+            }
+        }
+        let Some(open) = open else { continue };
+        let mut braces = 0i32;
+        let close = bytes[open..].iter().position(|b| {
+            braces += match b {
+                b'{' => 1,
+                b'}' => -1,
+                _ => 0,
+            };
+            braces == 0
+        });
+        let close = open + close.expect("every brace closed");
+        found.push((name, line_of(at), line_of(close) - line_of(at) + 1));
+    }
+    found
+}
+
+/// What in `src` passes the size rules, as `file:line name (lines)`, each with whether it is
+/// a listed exception.
+fn oversized(root: &std::path::Path) -> Vec<(String, bool)> {
+    let mut found = Vec::new();
+    for path in rust_files(&root.join("src")) {
+        let file = path.strip_prefix(root).expect("under the root");
+        let file = file.to_str().expect("a UTF-8 path").to_owned();
+        let source = std::fs::read_to_string(&path).expect("a readable source file");
+        let lines = source.lines().count();
+        if lines > MAX_FILE_LINES {
+            let allowed = LONG_FILES.iter().any(|(f, _)| *f == file);
+            found.push((format!("{file} ({lines} lines)"), allowed));
+        }
+        for (name, line, length) in functions(&code_only(&source)) {
+            if length > MAX_FN_LINES {
+                let allowed = LONG_FUNCTIONS
+                    .iter()
+                    .any(|(f, n, _)| *f == file && *n == name);
+                found.push((format!("{file}:{line} fn {name} ({length} lines)"), allowed));
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn no_src_file_passes_600_lines_and_no_function_80_but_the_exceptions_named() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let found = oversized(root);
+    let offenders: Vec<&str> = found
+        .iter()
+        .filter(|(_, ok)| !ok)
+        .map(|(o, _)| o.as_str())
+        .collect();
+    assert!(
+        offenders.is_empty(),
+        "over {MAX_FILE_LINES} lines a file or {MAX_FN_LINES} a function; split by concept:\n{}",
+        offenders.join("\n")
+    );
+    // Every exception is still one, and ARCHITECTURE.md names it.
+    let architecture =
+        std::fs::read_to_string(root.join("ARCHITECTURE.md")).expect("ARCHITECTURE.md");
+    let files = LONG_FILES.iter().map(|(file, _)| (*file, None));
+    let functions = LONG_FUNCTIONS
+        .iter()
+        .map(|(file, name, _)| (*file, Some(*name)));
+    for (file, name) in files.chain(functions) {
+        let still = found.iter().any(|(o, _)| match name {
+            None => o.starts_with(&format!("{file} (")),
+            Some(name) => {
+                o.starts_with(&format!("{file}:")) && o.contains(&format!(" fn {name} ("))
+            }
+        });
+        assert!(
+            still,
+            "{file} {name:?} is within the limits now: remove its exception"
+        );
+        let named = architecture.contains(&format!("`{}`", file.trim_start_matches("src/")))
+            && name.is_none_or(|name| architecture.contains(&format!("`{name}`")));
+        assert!(
+            named,
+            "ARCHITECTURE.md does not name the exception {file} {name:?}"
+        );
+    }
+}
+
+#[test]
+fn a_function_is_counted_from_fn_to_its_closing_brace_past_strings_and_comments() {
+    let source = "fn short() {}\n\
+        /* fn hidden() { */\n\
+        pub fn long(x: [u8; 2]) -> char {\n\
+            let s = \"}}\"; // }\n\
+            let r = r#\"{\"#;\n\
+            let c = '}';\n\
+            fn inner<'a>(t: &'a str) -> &'a str { t }\n\
+            c\n\
+        }\n\
+        trait T { fn declared(&self); }\n";
+    let found = functions(&code_only(source));
+    let names: Vec<(&str, usize, usize)> = found
+        .iter()
+        .map(|(n, at, len)| (n.as_str(), *at, *len))
+        .collect();
+    assert_eq!(names, [("short", 1, 1), ("long", 3, 7), ("inner", 7, 1)]);
 }

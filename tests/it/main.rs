@@ -9,7 +9,8 @@
 //! - [`bad_input`]: bad ids, TTLs, clocks, holders and configuration are bad usage.
 //! - [`conventions`]: git's conventions: settings as git reads them (`git -c` included),
 //!   `--json` whose stderr holds JSON only, hints only when they apply, one name for a
-//!   timeout, and a newcomer's first mistakes answered plainly.
+//!   timeout, a newcomer's first mistakes answered plainly, and src files and functions
+//!   kept short (600 and 80 lines).
 //! - [`multi_acquire`]: several issues in one `acquire`, all or none, locally (one ref
 //!   transaction) and through a remote (one atomic push), alone and under a race.
 //! - [`descriptors`]: closed standard descriptors and closed pipes.

@@ -98,13 +98,6 @@ fn list(
     out: &mut dyn Write,
 ) -> Result<u8, Failure> {
     let now = ctx.now;
-    let Filters {
-        all,
-        holder,
-        state,
-        prefix,
-    } = filters;
-    let all = *all;
     // A remote's ledger this clone saw before its fold is listed already. (Never freed, as
     // the entries are not: the process exits right after printing.)
     let archived = std::mem::ManuallyDrop::new(if archived.is_empty() {
@@ -117,7 +110,33 @@ fn list(
             .filter(|e| !listed.contains(e.lease.issue.as_str()))
             .collect()
     });
-    let mut rows: Vec<(State, &Entry)> = entries
+    let rows = shown_rows(entries, &archived, filters, now);
+    if ctx.json {
+        let views = rows
+            .iter()
+            .map(|(_, e)| LeaseView::new(&e.lease.issue, Some(*e), now));
+        json_array_line(out, views)?;
+        return Ok(exit::OK);
+    }
+    write_table(&rows, filters.all, now, out)
+}
+
+/// The rows of `list`: `entries` and `archived` kept by `filters` at `now`, each with its
+/// state; live leases first, oldest tenure first, then by issue; the rest by issue (in
+/// natural order: 2 before 10).
+fn shown_rows<'a>(
+    entries: &'a [Entry],
+    archived: &'a [Entry],
+    filters: &Filters,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Vec<(State, &'a Entry)> {
+    let Filters {
+        all,
+        holder,
+        state,
+        prefix,
+    } = filters;
+    let mut rows: Vec<(State, &'a Entry)> = entries
         .iter()
         .chain(archived.iter())
         .filter(|e| {
@@ -126,7 +145,7 @@ fn list(
                 .is_none_or(|p| e.lease.issue.starts_with(p))
         })
         .map(|e| (State::of(Some(e), now), e))
-        .filter(|(s, _)| all || *s == State::Held)
+        .filter(|(s, _)| *all || *s == State::Held)
         .filter(|(s, _)| state.as_deref().is_none_or(|want| s.as_str() == want))
         .filter(|(s, e)| {
             holder.as_deref().is_none_or(|h| {
@@ -142,8 +161,6 @@ fn list(
             })
         })
         .collect();
-    // Live leases first, oldest tenure first, then by issue; the rest by issue (in natural
-    // order: 2 before 10).
     sort_halves(&mut rows, |(sa, a), (sb, b)| {
         let key = |s: &State, e: &Entry| {
             (
@@ -159,13 +176,16 @@ fn list(
             .cmp(&key(sb, b))
             .then_with(|| natural_cmp(&a.lease.issue, &b.lease.issue))
     });
-    if ctx.json {
-        let views = rows
-            .iter()
-            .map(|(_, e)| LeaseView::new(&e.lease.issue, Some(*e), now));
-        json_array_line(out, views)?;
-        return Ok(exit::OK);
-    }
+    rows
+}
+
+/// Writes `rows` as `list`'s table (with a state column for `all`) at `now`.
+fn write_table(
+    rows: &[(State, &Entry)],
+    all: bool,
+    now: chrono::DateTime<chrono::Utc>,
+    out: &mut dyn Write,
+) -> Result<u8, Failure> {
     let mut header = vec!["ISSUE"];
     if all {
         header.push("STATE");
@@ -183,7 +203,7 @@ fn list(
     }
     // The cells are given twice, measured then written: no buffer of the whole table.
     let give = |table: &mut output::Table<'_>| {
-        for (s, e) in &rows {
+        for (s, e) in rows {
             let l = &e.lease;
             table.cell(&l.issue);
             if all {

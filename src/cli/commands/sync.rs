@@ -57,76 +57,87 @@ fn sync(
     if ctx.json {
         json_line(out, &report)?;
     } else {
-        if verbose {
-            for m in &report.new {
-                writeln!(
-                    out,
-                    "new      {} ({} commits verified)",
-                    output::printable(&m.issue),
-                    m.commits
-                )?;
-            }
-            for m in &report.updated {
-                writeln!(
-                    out,
-                    "updated  {} (+{} commits verified)",
-                    output::printable(&m.issue),
-                    m.commits
-                )?;
-            }
-        }
-        for a in &report.adopted {
-            writeln!(
-                out,
-                "adopted  {}: the remote's ledger ({}) replaces this clone's, kept as {}",
-                output::printable(&a.issue),
-                a.to,
-                output::printable(&a.kept)
-            )?;
-        }
-        for r in &report.refused {
-            writeln!(
-                out,
-                "refused  {}: {} (local {}, remote {})",
-                output::printable(&r.issue),
-                output::printable(&r.reason),
-                r.local.as_deref().unwrap_or("none"),
-                r.remote.as_deref().unwrap_or("none")
-            )?;
-        }
-        for r in &report.skipped {
-            writeln!(
-                out,
-                "skipped  {}: {} (remote {})",
-                output::printable(&r.issue),
-                output::printable(&r.reason),
-                r.remote.as_deref().unwrap_or("none")
-            )?;
-        }
-        let mut adopted = if report.adopted.is_empty() {
-            String::new()
-        } else {
-            format!(", {} adopted", report.adopted.len())
-        };
-        if !report.skipped.is_empty() {
-            adopted.push_str(&format!(", {} skipped", report.skipped.len()));
-        }
-        if !report.archived.is_empty() {
-            adopted.push_str(&format!(", {} archived", report.archived.len()));
-        }
-        writeln!(
-            out,
-            "synced from {}: {} new, {} updated, {} unchanged, {} refused{adopted}",
-            report.remote,
-            report.new.len(),
-            report.updated.len(),
-            report.unchanged,
-            report.refused.len()
-        )?;
+        write_report(&report, verbose, out)?;
     }
     Ok(if report.refused.is_empty() {
         exit::OK
     } else {
         exit::FAILURE
     })
+}
+
+/// Writes `report` as text: each ledger that moved (with `verbose`), was adopted, refused or
+/// skipped, then the counts.
+fn write_report(
+    report: &git_lease::mirror::SyncReport,
+    verbose: bool,
+    out: &mut dyn Write,
+) -> std::io::Result<()> {
+    if verbose {
+        for m in &report.new {
+            writeln!(
+                out,
+                "new      {} ({} commits verified)",
+                output::printable(&m.issue),
+                m.commits
+            )?;
+        }
+        for m in &report.updated {
+            writeln!(
+                out,
+                "updated  {} (+{} commits verified)",
+                output::printable(&m.issue),
+                m.commits
+            )?;
+        }
+    }
+    for a in &report.adopted {
+        writeln!(
+            out,
+            "adopted  {}: the remote's ledger ({}) replaces this clone's, kept as {}",
+            output::printable(&a.issue),
+            a.to,
+            output::printable(&a.kept)
+        )?;
+    }
+    for r in &report.refused {
+        writeln!(
+            out,
+            "refused  {}: {} (local {}, remote {})",
+            output::printable(&r.issue),
+            output::printable(&r.reason),
+            r.local.as_deref().unwrap_or("none"),
+            r.remote.as_deref().unwrap_or("none")
+        )?;
+    }
+    for r in &report.skipped {
+        writeln!(
+            out,
+            "skipped  {}: {} (remote {})",
+            output::printable(&r.issue),
+            output::printable(&r.reason),
+            r.remote.as_deref().unwrap_or("none")
+        )?;
+    }
+    let mut adopted = if report.adopted.is_empty() {
+        String::new()
+    } else {
+        format!(", {} adopted", report.adopted.len())
+    };
+    if !report.skipped.is_empty() {
+        adopted.push_str(&format!(", {} skipped", report.skipped.len()));
+    }
+    if !report.archived.is_empty() {
+        adopted.push_str(&format!(", {} archived", report.archived.len()));
+    }
+    writeln!(
+        out,
+        "synced from {}: {} new, {} updated, {} unchanged, {} refused{adopted}",
+        report.remote,
+        report.new.len(),
+        report.updated.len(),
+        report.unchanged,
+        report.refused.len()
+    )?;
+    Ok(())
 }

@@ -99,24 +99,7 @@ pub(crate) fn run(ctx: &Context, args: Args, out: &mut dyn Write) -> Result<u8, 
             .and_then(|()| file.flush())
             .map_err(failed)?;
         if !ctx.json {
-            let s = &timeline.summary;
-            let drawn = if args.limit == 0 {
-                s.issues
-            } else {
-                s.issues.min(args.limit)
-            };
-            let count = |n: usize, what: &str| match n {
-                1 => format!("1 {what}"),
-                n => format!("{n} {what}s"),
-            };
-            writeln!(
-                out,
-                "wrote {}: {} ({drawn} drawn), {}, {} live",
-                output.display(),
-                count(s.issues, "issue"),
-                count(s.tenures, "tenure"),
-                s.live
-            )?;
+            writeln!(out, "{}", wrote(&output, &timeline.summary, args.limit))?;
         }
     }
     report_diverged(ctx, &diverged, out)?;
@@ -126,6 +109,27 @@ pub(crate) fn run(ctx: &Context, args: Args, out: &mut dyn Write) -> Result<u8, 
     } else {
         exit::FAILURE
     })
+}
+
+/// What the page written to `output` shows of `summary`, with at most `limit` issues drawn
+/// (0: all).
+fn wrote(output: &std::path::Path, summary: &timeline::Summary, limit: usize) -> String {
+    let drawn = if limit == 0 {
+        summary.issues
+    } else {
+        summary.issues.min(limit)
+    };
+    let count = |n: usize, what: &str| match n {
+        1 => format!("1 {what}"),
+        n => format!("{n} {what}s"),
+    };
+    format!(
+        "wrote {}: {} ({drawn} drawn), {}, {} live",
+        output.display(),
+        count(summary.issues, "issue"),
+        count(summary.tenures, "tenure"),
+        summary.live
+    )
 }
 
 /// Parses `--since` or `--until`: an instant (unix seconds or RFC 3339), or a duration before

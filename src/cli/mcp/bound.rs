@@ -17,7 +17,7 @@ use tokio::sync::mpsc;
 
 use super::Notice;
 use crate::cli::output::json::SCHEMA_VERSION;
-use crate::cli::run::{keep, renew_interval, Handle, Kept, StopWindow};
+use crate::cli::run::{keep, renew_interval, Handle, RenewalFound, StopWindow};
 use crate::cli::{Context, HolderName, TtlArg};
 
 /// The TTL of a session-bound lease when neither the call nor `lease.ttl` gives one: renewed
@@ -315,11 +315,11 @@ impl Renewer {
     fn round(&mut self) -> Result<(), String> {
         let now = crate::cli::now().map_err(|e| e.chain())?;
         let failed = match keep(&self.handle, &self.tenure, self.ttl, now) {
-            Ok(Kept::Yes(expires_at)) => {
+            Ok(RenewalFound::StillHeld(expires_at)) => {
                 self.expires_at = expires_at.or(self.expires_at);
                 return Ok(());
             }
-            Ok(Kept::Lost(why)) => return Err(why),
+            Ok(RenewalFound::Lost(why)) => return Err(why),
             Err(e) => git_lease::redact::urls(&e.chain()),
         };
         let deadline = match (self.ttl, self.expires_at) {

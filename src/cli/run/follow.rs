@@ -51,9 +51,9 @@ pub(super) fn on_ref_moves(
 }
 
 /// What one renewal (or, for a lease that never expires, one reading) found.
-pub(crate) enum Kept {
+pub(crate) enum RenewalFound {
     /// Still this run's tenure; it now expires then.
-    Yes(Option<DateTime<Utc>>),
+    StillHeld(Option<DateTime<Utc>>),
     /// Lost, and why.
     Lost(String),
 }
@@ -65,7 +65,7 @@ pub(crate) fn keep(
     tenure: &Tenure,
     ttl: Ttl,
     now: DateTime<Utc>,
-) -> Result<Kept, Error> {
+) -> Result<RenewalFound, Error> {
     let report = match ttl {
         // Nothing to extend: a renewal would only write the same state again.
         Ttl::Never => {
@@ -74,7 +74,7 @@ pub(crate) fn keep(
                 tenure.is_recorded_in(&e.lease) && git_lease::is_live(e.current(), now)
             });
             if ours {
-                return Ok(Kept::Yes(None));
+                return Ok(RenewalFound::StillHeld(None));
             }
             Report::unchanged(Outcome::NotHolder, &handle.issue, entry)
         }
@@ -83,8 +83,8 @@ pub(crate) fn keep(
         })?,
     };
     Ok(match report.outcome {
-        Outcome::Renewed => Kept::Yes(report.lease().and_then(|l| l.expires_at)),
-        _ => Kept::Lost(super::lost_reason(handle, tenure, &report, now)),
+        Outcome::Renewed => RenewalFound::StillHeld(report.lease().and_then(|l| l.expires_at)),
+        _ => RenewalFound::Lost(super::lost_reason(handle, tenure, &report, now)),
     })
 }
 
@@ -114,10 +114,10 @@ pub(super) fn renew_in_background(
                 Ok(Wake::Stop) | Err(mpsc::RecvTimeoutError::Disconnected) => return,
             }
             match keep(&handle, &tenure, ttl, clock.now()) {
-                Ok(Kept::Yes(expires_at)) => {
+                Ok(RenewalFound::StillHeld(expires_at)) => {
                     let _ = events.send(Event::Renewed(expires_at));
                 }
-                Ok(Kept::Lost(why)) => {
+                Ok(RenewalFound::Lost(why)) => {
                     let _ = events.send(Event::LeaseLost(why));
                     return;
                 }

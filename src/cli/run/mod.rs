@@ -44,20 +44,21 @@
 
 use std::path::PathBuf;
 use std::process::{Command as Process, ExitStatus};
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
-use git_lease::rules::{self, Claim, Credentials, Ending, Outcome, Tenure};
+use git_lease::rules::{self, Claim, Credentials, Ending};
 use git_lease::{Error, Holder, IssueId, Ledger, Report, Ttl};
 
 mod child;
 mod follow;
 mod lost;
+mod running;
 use lost::lost_reason;
 mod renewal;
-pub(crate) use follow::{keep, Kept};
+pub(crate) use follow::{keep, RenewalFound};
 pub(crate) use renewal::{renew_interval, StopWindow};
+mod take;
 #[cfg(target_os = "linux")]
 mod tree;
 mod wait;
@@ -104,8 +105,8 @@ mod tree {
 
 use super::output::said;
 use super::{exit, output, Context, Failure};
-use child::{catch_signals, child_code, forward_signals, stop_child, supervise};
-use follow::{renew_in_background, wait_for_stop, Stop, Wake};
+use running::Running;
+use take::{own_tenure, take_lease, Claimed};
 pub(crate) use wait::wait;
 
 /// What a child's end turns into.
@@ -200,13 +201,13 @@ impl RunningClock {
 fn tell(ctx: &Context, report: &Report, now: DateTime<Utc>, exit_code: Option<u8>) {
     if ctx.json {
         #[derive(serde::Serialize)]
-        struct Told {
+        struct RunReport {
             #[serde(flatten)]
             report: crate::cli::output::json::ReportView,
             #[serde(skip_serializing_if = "Option::is_none")]
             exit_code: Option<u8>,
         }
-        let told = Told {
+        let told = RunReport {
             report: crate::cli::output::json::ReportView::new(report, now),
             exit_code,
         };
@@ -325,268 +326,29 @@ pub(crate) fn run(ctx: &Context, args: RunArgs) -> Result<u8, Failure> {
         holder: args.holder.clone(),
         secret: Some(secret.clone()),
     };
-    let Some(Taken {
-        handle,
-        report,
-        at: now,
-    }) = take_lease(ctx, &args, &claim, clock, handle)?
+    let Some(Claimed { handle, report, at }) = take_lease(ctx, &args, &claim, clock, handle)?
     else {
         return Ok(exit::REFUSED);
     };
-    let issue = handle.issue.clone();
-    // Only a tenure of this run's own session is held by it (the same holder's live lease
-    // of another session is refused).
-    let (lease, tenure) = match report.lease() {
-        Some(l)
-            if report.outcome == Outcome::Acquired
-                && l.session.as_deref() == claim.session.as_deref() =>
-        {
-            match Tenure::of(l) {
-                Some(tenure) => (l.clone(), tenure),
-                None => {
-                    tell(ctx, &report, now, None);
-                    return Ok(exit::REFUSED);
-                }
-            }
-        }
-        _ => {
-            tell(ctx, &report, now, None);
-            return Ok(exit::REFUSED);
-        }
+    tell(ctx, &report, at, None);
+    let Some((lease, tenure)) = own_tenure(&report, &claim) else {
+        return Ok(exit::REFUSED);
     };
-    tell(ctx, &report, now, None);
-
-    // The tree is prepared before signals are caught, so that its guard starts with
-    // `run`'s own dispositions.
-    let mut tree = tree::Tree::prepare();
-    // Catch signals before the child exists, so none is lost between spawn and forwarding;
-    // the child starts with default dispositions, as exec resets caught signals.
-    let signals = catch_signals()?;
     let mut command = Process::new(program);
     command
         .args(program_args)
         .env_remove(git_lease::git::STARTED_BY)
-        .env("GIT_LEASE_ISSUE", issue.as_str())
+        .env("GIT_LEASE_ISSUE", handle.issue.as_str())
         .env("GIT_LEASE_TOKEN", lease.token.to_string())
         .env("GIT_LEASE_HOLDER", args.holder.as_str())
         .env("GIT_LEASE_SECRET", &secret);
-    supervise(&mut command, tree.join_fd());
-    let (stop_renewing, renewer_wake) = mpsc::channel::<Wake>();
-    // A lease that never expires is read again whenever a ref of a local ledger moves, so a
-    // revoke is found at once; watched from before the child starts, for as long as the run.
-    let _moves = match (args.ttl, &handle.target) {
-        (Ttl::Never, git_lease::backend::Target::Local) => {
-            follow::on_ref_moves(ctx, stop_renewing.clone())
-        }
-        _ => None,
+    let running = Running {
+        ctx,
+        args: &args,
+        handle: &handle,
+        tenure: &tenure,
+        clock,
+        program,
     };
-    let mut child = match command.spawn() {
-        Ok(child) => child,
-        Err(e) => return not_started(&handle, &tenure, clock, program, e),
-    };
-    // The child leads its own process group: its id is the group's.
-    let group = child.id();
-    tree.started(group);
-
-    let (events, inbox) = mpsc::channel::<Event>();
-    forward_signals(signals, group);
-    {
-        let events = events.clone();
-        std::thread::spawn(move || {
-            let _ = events.send(Event::ChildExited(child.wait()));
-        });
-    }
-    if let Some(interval) = interval {
-        renew_in_background(
-            handle.clone(),
-            tenure.clone(),
-            interval,
-            args.ttl,
-            clock,
-            events,
-            renewer_wake,
-        );
-    }
-    let ttl = match args.ttl {
-        Ttl::For(ttl) if interval.is_some() => Some(ttl),
-        _ => None,
-    };
-    let stop = wait_for_stop(&inbox, ttl, lease.expires_at, clock)?;
-    let _ = stop_renewing.send(Wake::Stop);
-    match stop {
-        Stop::Exited(status) => {
-            // Nothing the child left running may go on once the lease is ended: the tree is
-            // killed, its cgroup removed, its guard told.
-            drop(tree);
-            let status = status.map_err(|e| Error::Io {
-                context: format!("cannot wait for {program}"),
-                source: e,
-            })?;
-            let end_as = if status.success() {
-                args.on_success
-            } else {
-                args.on_failure
-            };
-            let now = clock.now();
-            let code = child_code(status);
-            match handle.apply(now, |cur| {
-                rules::release_tenure(
-                    &issue,
-                    cur,
-                    &tenure,
-                    handle.credentials(),
-                    end_as.ending(),
-                    now,
-                )
-            }) {
-                Ok(report) if report.outcome == Outcome::Released => {
-                    tell(ctx, &report, now, Some(code))
-                }
-                // Revoked (and perhaps taken again) since the last renewal: the child worked
-                // on without the lease, and its end must not read as a success.
-                Ok(report) => {
-                    tell_lost(
-                        ctx,
-                        &issue,
-                        &format!(
-                            "lease lost while {program} ran (it exited with {code}): {}",
-                            lost_reason(&handle, &tenure, &report, now)
-                        ),
-                    );
-                    return Ok(exit::LEASE_LOST);
-                }
-                Err(e) => said::line("error", &format!("run could not end the lease: {e}")),
-            }
-            Ok(code)
-        }
-        Stop::Lost(why) => {
-            tell_lost(
-                ctx,
-                &issue,
-                &format!("lease lost, stopping {program}: {why}"),
-            );
-            stop_child(&mut tree, after(args.grace), &inbox);
-            Ok(exit::LEASE_LOST)
-        }
-        Stop::Deadline(w) => {
-            tell_lost(
-                ctx,
-                &issue,
-                &format!(
-                    "no renewal succeeded in time, stopping {program} before the lease expires at {}",
-                    git_lease::time::format_instant(w.expires_at)
-                ),
-            );
-            // The grace period ends by the window's SIGKILL instant, sooner if need be.
-            let kill_at = after(args.grace.min(clock.until(w.kill_by)));
-            stop_child(&mut tree, kill_at, &inbox);
-            Ok(exit::LEASE_LOST)
-        }
-    }
-}
-
-/// What [`take_lease`] came to: the lease's handle, and the acquire's report at its instant
-/// (an acquire that refused for another reason than a holder is reported by the caller).
-struct Taken {
-    handle: Handle,
-    report: Report,
-    at: DateTime<Utc>,
-}
-
-/// Takes the lease `run` holds: the issue, or with `--any` one free candidate. With `--wait`,
-/// a claim held by someone else is tried again, with backoff, until it is taken or the
-/// timeout passes. Returns `None`, having said why, when it stayed held.
-fn take_lease(
-    ctx: &Context,
-    args: &RunArgs,
-    claim: &Claim,
-    clock: RunningClock,
-    handle: impl Fn(&IssueId) -> Handle,
-) -> Result<Option<Taken>, Failure> {
-    let deadline = args.wait.flatten().map(after);
-    let mut pause = Duration::from_millis(50);
-    // Read once: `-` takes candidates from stdin, which a second round would find empty.
-    let candidates = match args.any {
-        true => super::any::candidates(&args.issues)?,
-        false => Vec::new(),
-    };
-    loop {
-        let now = clock.now();
-        let held_by_another = if args.any {
-            let got = super::any::claim(ctx, &candidates, claim, now, args.order)?;
-            super::output::report_diverged(ctx, &got.diverged, &mut std::io::stderr())?;
-            match got.claimed {
-                Some(report) => {
-                    let handle = handle(&report.issue);
-                    return Ok(Some(Taken {
-                        handle,
-                        report,
-                        at: now,
-                    }));
-                }
-                None => super::any::none_free(&got),
-            }
-        } else {
-            let issue = IssueId::new(args.issues.first().map_or("", String::as_str))?;
-            let handle = handle(&issue);
-            let report = handle.apply(now, |cur| rules::acquire(&issue, cur, claim, now))?;
-            let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
-            let give_up = args.wait.is_none() || left.is_some_and(|l| l.is_zero());
-            // Any other answer, or the last one, is reported by the caller.
-            if report.outcome != Outcome::Held || give_up {
-                return Ok(Some(Taken {
-                    handle,
-                    report,
-                    at: now,
-                }));
-            }
-            output::report_line(&report, now)
-        };
-        let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
-        if args.wait.is_none() || left.is_some_and(|l| l.is_zero()) {
-            said::line("git lease run", &held_by_another);
-            return Ok(None);
-        }
-        std::thread::sleep(left.map_or(pause, |l| l.min(pause)));
-        pause = (pause * 3 / 2).min(Duration::from_secs(2));
-    }
-}
-
-/// Answers a child that could not be started: the lease is given back (nothing ran, so
-/// nobody should wait for it), and the exit code is the shell's, 127 for a command that is
-/// not there and 126 for one that cannot be run.
-fn not_started(
-    handle: &Handle,
-    tenure: &Tenure,
-    clock: RunningClock,
-    program: &str,
-    e: std::io::Error,
-) -> Result<u8, Failure> {
-    let now = clock.now();
-    let _ = handle.apply(now, |cur| {
-        rules::release_tenure(
-            &handle.issue,
-            cur,
-            tenure,
-            handle.credentials(),
-            Ending::Abandon,
-            now,
-        )
-    });
-    let code = match e.kind() {
-        std::io::ErrorKind::NotFound => 127,
-        std::io::ErrorKind::PermissionDenied => 126,
-        _ => {
-            return Err(Error::Io {
-                context: format!("cannot start {program}"),
-                source: e,
-            }
-            .into())
-        }
-    };
-    said::line(
-        "error",
-        &format!("cannot start {}: {e}", output::printable(program)),
-    );
-    Ok(code)
+    running.supervise(command, lease.expires_at, interval)
 }

@@ -2,12 +2,11 @@
 //! blocks and ref index, read one block at a time with `pread` (see [`super`]).
 
 use std::fs::File;
-use std::io;
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 use gix::ObjectId;
 
+use super::bytes::{corrupt, io_error, read_at, u24, varint};
 use super::Record;
 use crate::error::{Error, Result};
 use crate::store::refdb::Target;
@@ -50,69 +49,15 @@ impl Table {
         if got < 24 || &header[..4] != b"REFT" {
             return Err(corrupt(&path, "is not a reftable (no REFT header)"));
         }
-        let (header_len, footer_len, hash_len) = match header[4] {
-            1 => (24, 68, 20),
-            2 if got >= 28 => {
-                let hash_len = match &header[24..28] {
-                    b"sha1" => 20,
-                    b"s256" => 32,
-                    other => {
-                        return Err(corrupt(
-                            &path,
-                            &format!(
-                                "has an unknown hash id {:?}",
-                                String::from_utf8_lossy(other)
-                            ),
-                        ))
-                    }
-                };
-                (28, 72, hash_len)
-            }
-            v => {
-                return Err(corrupt(&path, &format!("has an unknown version {v}")));
-            }
-        };
-        if hash_len != hash.len_in_bytes() {
-            return Err(corrupt(
-                &path,
-                &format!(
-                    "holds {}-byte object ids, the repository {}-byte ones",
-                    hash_len,
-                    hash.len_in_bytes()
-                ),
-            ));
-        }
+        let (header_len, footer_len) = lengths(&path, &header[..got], hash)?;
         let Some(footer_at) = size
             .checked_sub(footer_len as u64)
             .filter(|at| *at >= header_len as u64)
         else {
             return Err(corrupt(&path, "is too short for its header and footer"));
         };
-        let mut footer = vec![0u8; footer_len];
-        if read_at(&file, &path, &mut footer, footer_at)? != footer_len {
-            return Err(corrupt(&path, "is shorter than its size"));
-        }
-        if footer[..header_len] != header[..header_len] {
-            return Err(corrupt(
-                &path,
-                "has a footer that does not repeat its header",
-            ));
-        }
-        let crc = u32::from_be_bytes([
-            footer[footer_len - 4],
-            footer[footer_len - 3],
-            footer[footer_len - 2],
-            footer[footer_len - 1],
-        ]);
-        if crc32fast::hash(&footer[..footer_len - 4]) != crc {
-            return Err(corrupt(&path, "has a footer whose CRC-32 does not match"));
-        }
-        let field = |i: usize| {
-            let at = header_len + 8 * i;
-            let mut bytes = [0u8; 8];
-            bytes.copy_from_slice(&footer[at..at + 8]);
-            u64::from_be_bytes(bytes)
-        };
+        let footer = read_footer(&file, &path, footer_at, &header[..header_len], footer_len)?;
+        let field = |i: usize| be_u64(&footer[header_len + 8 * i..]);
         let ref_index = field(0);
         let sections = [ref_index, field(1) >> 5, field(2), field(3), field(4)];
         let ref_end = sections
@@ -145,19 +90,14 @@ impl Table {
         if log_at.is_some_and(|at| at > log_end) || log_end > footer_at {
             return Err(corrupt(&path, "has a log section past its footer"));
         }
-        let index = |at: usize| {
-            let mut bytes = [0u8; 8];
-            bytes.copy_from_slice(&header[at..at + 8]);
-            u64::from_be_bytes(bytes)
-        };
         Ok(Table {
-            min_update: index(8),
-            max_update: index(16),
+            min_update: be_u64(&header[8..]),
+            max_update: be_u64(&header[16..]),
             block_size: u64::from(u24(&header[5..8])),
             path,
             file,
             header_len,
-            hash_len,
+            hash_len: hash.len_in_bytes(),
             ref_index,
             ref_end: ref_end.max(header_len as u64),
             index_end,
@@ -296,6 +236,83 @@ impl Table {
     }
 }
 
+/// The lengths of the file header and footer a table of `header` (its first bytes read) has,
+/// by its version; a version, or a hash, other than the repository's (`hash`) is refused.
+fn lengths(path: &Path, header: &[u8], hash: gix::hash::Kind) -> Result<(usize, usize)> {
+    let got = header.len();
+    let (header_len, footer_len, hash_len) = match header[4] {
+        1 => (24, 68, 20),
+        2 if got >= 28 => {
+            let hash_len = match &header[24..28] {
+                b"sha1" => 20,
+                b"s256" => 32,
+                other => {
+                    return Err(corrupt(
+                        path,
+                        &format!(
+                            "has an unknown hash id {:?}",
+                            String::from_utf8_lossy(other)
+                        ),
+                    ))
+                }
+            };
+            (28, 72, hash_len)
+        }
+        v => {
+            return Err(corrupt(path, &format!("has an unknown version {v}")));
+        }
+    };
+    if hash_len != hash.len_in_bytes() {
+        return Err(corrupt(
+            path,
+            &format!(
+                "holds {}-byte object ids, the repository {}-byte ones",
+                hash_len,
+                hash.len_in_bytes()
+            ),
+        ));
+    }
+    Ok((header_len, footer_len))
+}
+
+/// Reads the footer of `footer_len` bytes at `footer_at`, checked: it repeats the file
+/// `header` and its CRC-32 matches.
+fn read_footer(
+    file: &File,
+    path: &Path,
+    footer_at: u64,
+    header: &[u8],
+    footer_len: usize,
+) -> Result<Vec<u8>> {
+    let mut footer = vec![0u8; footer_len];
+    if read_at(file, path, &mut footer, footer_at)? != footer_len {
+        return Err(corrupt(path, "is shorter than its size"));
+    }
+    if footer[..header.len()] != *header {
+        return Err(corrupt(
+            path,
+            "has a footer that does not repeat its header",
+        ));
+    }
+    let crc = u32::from_be_bytes([
+        footer[footer_len - 4],
+        footer[footer_len - 3],
+        footer[footer_len - 2],
+        footer[footer_len - 1],
+    ]);
+    if crc32fast::hash(&footer[..footer_len - 4]) != crc {
+        return Err(corrupt(path, "has a footer whose CRC-32 does not match"));
+    }
+    Ok(footer)
+}
+
+/// The big-endian `u64` `bytes` start with.
+fn be_u64(bytes: &[u8]) -> u64 {
+    let mut out = [0u8; 8];
+    out.copy_from_slice(&bytes[..8]);
+    u64::from_be_bytes(out)
+}
+
 /// A block of refs or of index records, read whole (without its padding).
 #[derive(Debug)]
 struct Block {
@@ -313,13 +330,13 @@ struct Block {
 
 /// A record's value, as its block's kind says.
 enum Value {
-    Ref(Entry),
+    Ref(StoredRef),
     Position(u64),
 }
 
 /// A ref record as a table stores it.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(super) struct Entry {
+pub(super) struct StoredRef {
     /// The update index of the transaction that wrote it.
     update: u64,
     value: Stored,
@@ -335,7 +352,7 @@ enum Stored {
     Symbolic(Vec<u8>),
 }
 
-impl Entry {
+impl StoredRef {
     /// What the record says of its ref: `None` for a deletion.
     pub(super) fn record(&self) -> Record {
         match &self.value {
@@ -470,7 +487,7 @@ impl Cursor {
                 }
                 other => return Err(bad(&format!("has the reserved value type {other}"))),
             };
-            Value::Ref(Entry { update, value })
+            Value::Ref(StoredRef { update, value })
         };
         self.pos = pos;
         Ok(value)
@@ -488,7 +505,7 @@ pub(super) struct Refs<'t> {
 
 impl Refs<'_> {
     /// Returns the next ref record, `(name, entry)`, or `None` at the end of the table.
-    pub(super) fn next(&mut self) -> Result<Option<(&[u8], Entry)>> {
+    pub(super) fn next(&mut self) -> Result<Option<(&[u8], StoredRef)>> {
         loop {
             let value = match self.cursor.peeked.take() {
                 Some(value) => Some(value),
@@ -522,77 +539,5 @@ impl Refs<'_> {
                 }
             }
         }
-    }
-}
-
-/// Reads git's variable-length integer at `pos` (the encoding of a pack's offset deltas:
-/// seven bits a byte, most significant first, each continuation adding one), moving past it.
-fn varint(data: &[u8], pos: &mut usize) -> Option<u64> {
-    let mut byte = *data.get(*pos)?;
-    *pos += 1;
-    let mut value = u64::from(byte & 0x7f);
-    while byte & 0x80 != 0 {
-        byte = *data.get(*pos)?;
-        *pos += 1;
-        value = value.checked_add(1)?.checked_mul(128)? | u64::from(byte & 0x7f);
-    }
-    Some(value)
-}
-
-fn u24(bytes: &[u8]) -> u32 {
-    u32::from(bytes[0]) << 16 | u32::from(bytes[1]) << 8 | u32::from(bytes[2])
-}
-
-/// Reads into `buf` at `off` until it is full or the file ends; returns how much was read.
-fn read_at(file: &File, path: &Path, buf: &mut [u8], off: u64) -> Result<usize> {
-    let mut done = 0;
-    while done < buf.len() {
-        match file.read_at(&mut buf[done..], off + done as u64) {
-            Ok(0) => break,
-            Ok(n) => done += n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(io_error(path, e)),
-        }
-    }
-    Ok(done)
-}
-
-pub(super) fn io_error(path: &Path, e: io::Error) -> Error {
-    Error::Io {
-        context: format!("cannot read {}", path.display()),
-        source: e,
-    }
-}
-
-pub(super) fn corrupt(path: &Path, what: &str) -> Error {
-    Error::Git {
-        context: "cannot read references (reftable)".into(),
-        message: format!("{} {what}", path.display()),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn varints_are_read_as_git_writes_them() {
-        for (bytes, want) in [
-            (&[0x00][..], 0u64),
-            (&[0x7f], 127),
-            (&[0x80, 0x00], 128),
-            (&[0x80, 0x7f], 255),
-            (&[0x81, 0x00], 256),
-            (&[0xff, 0x7f], 16511),
-            (&[0x80, 0x80, 0x00], 16512),
-        ] {
-            let mut pos = 0;
-            assert_eq!(varint(bytes, &mut pos), Some(want), "{bytes:?}");
-            assert_eq!(pos, bytes.len());
-        }
-        let mut pos = 0;
-        assert_eq!(varint(&[0x80], &mut pos), None, "cut short");
-        let mut pos = 0;
-        assert_eq!(varint(&[0xff; 12], &mut pos), None, "overflow");
     }
 }
