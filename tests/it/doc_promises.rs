@@ -79,20 +79,7 @@ fn is_name(span: &str) -> bool {
 /// Whether the identifier `name` matches `glob`, whose `*` stands for any run of characters.
 fn glob_matches(glob: &str, name: &str) -> bool {
     let pieces: Vec<&str> = glob.split('*').collect();
-    let (first, rest) = pieces.split_first().expect("split gives one piece");
-    let Some(mut left) = name.strip_prefix(first) else {
-        return false;
-    };
-    let Some((last, middle)) = rest.split_last() else {
-        return left.is_empty();
-    };
-    for piece in middle {
-        match left.find(piece) {
-            Some(at) => left = &left[at + piece.len()..],
-            None => return false,
-        }
-    }
-    left.ends_with(last)
+    crate::readme::pieces_match(&pieces, name)
 }
 
 /// The functions `source` defines.

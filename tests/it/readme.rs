@@ -284,10 +284,16 @@ pub fn shows(pattern: &str, line: &str) -> bool {
     let pattern = squeeze(&pattern.replace('…', "..."));
     let line = squeeze(line);
     let pieces: Vec<&str> = pattern.split("...").map(str::trim).collect();
+    pieces_match(&pieces, &line)
+}
+
+/// Whether `text` is `pieces` in order with anything between them: it begins with the first,
+/// ends with the last, and holds the others in between.
+pub fn pieces_match(pieces: &[&str], text: &str) -> bool {
     let (first, rest) = pieces
         .split_first()
         .expect("split gives one piece at least");
-    let Some(mut left) = line.strip_prefix(first) else {
+    let Some(mut left) = text.strip_prefix(first) else {
         return false;
     };
     let Some((last, middle)) = rest.split_last() else {
