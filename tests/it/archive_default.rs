@@ -144,3 +144,27 @@ fn an_explicit_setting_wins_over_the_hooks_word() {
         server.rev("refs/lease-archive")
     );
 }
+
+#[test]
+fn doctor_takes_back_the_word_of_a_hook_removed_since() {
+    let (server, _alice) = seven_free_and_eight_held();
+    let bob = first_claim_after_a_fold(&server, server.client("bob"));
+    assert!(probe_records(&bob).contains("archive: every fold is judged"));
+    for hook in ["pre-receive", "reference-transaction"] {
+        let _ = std::fs::remove_file(server.bare().join("hooks").join(hook));
+    }
+    lease(&bob, 220, &["doctor", "--remote", "origin"]);
+    assert!(
+        !probe_records(&bob).contains("archive:"),
+        "{}",
+        probe_records(&bob)
+    );
+    // Its next first claim of an issue reads the archive, which it verifies whole.
+    lease(&bob, 221, &["acquire", "11", "--remote", "origin"])
+        .ok()
+        .stdout_has("(token 1)");
+    assert_eq!(
+        rev(&bob, "refs/lease-remote-archive/origin"),
+        server.rev("refs/lease-archive")
+    );
+}
