@@ -95,6 +95,8 @@ pub(crate) fn emit(
                     #[serde(skip_serializing_if = "Option::is_none")]
                     passed_over: Option<Vec<&'a str>>,
                     #[serde(skip_serializing_if = "Option::is_none")]
+                    moved_from: Option<Vec<&'a str>>,
+                    #[serde(skip_serializing_if = "Option::is_none")]
                     secret: Option<&'a str>,
                 }
                 json_line(
@@ -106,6 +108,8 @@ pub(crate) fn emit(
                         lost: report.lost,
                         passed_over: (report.order == Order::Priority)
                             .then(|| report.passed_over.iter().map(IssueId::as_str).collect()),
+                        moved_from: (report.order == Order::Priority)
+                            .then(|| report.moved_from.iter().map(IssueId::as_str).collect()),
                         secret,
                     },
                 )?;

@@ -37,7 +37,7 @@ use gix::ObjectId;
 
 use crate::error::{Error, Result};
 use crate::issue::{IssueId, REF_PREFIX};
-use crate::ledger::{Ledger, Report};
+use crate::ledger::{settle, Ledger, Report};
 use crate::remote::{Diverged, PushResult, Remote};
 use crate::rules::{self, Claim, Outcome};
 use crate::store::{Entry, Place, ARCHIVE_REF};
@@ -100,6 +100,9 @@ pub struct AnyReport {
     /// With [`Order::Priority`]: the candidates ahead of the claimed one, in order, that this
     /// claimer last read as free and did not try (empty unless a write was lost first).
     pub passed_over: Vec<IssueId>,
+    /// With [`Order::Priority`]: the candidates this claim took and then left, in order, each
+    /// for a free one ahead of it (see [`crate::ledger::settle`]).
+    pub moved_from: Vec<IssueId>,
     /// Remote ledgers left out because the remote rewound or rewrote them.
     pub diverged: Vec<Diverged>,
 }
@@ -131,7 +134,12 @@ pub fn fresh_rng() -> fastrand::Rng {
 /// How `claim` could take `issue` in `state`: `Some(true)` as a re-acquire of its own live
 /// lease, `Some(false)` as a new tenure, `None` if the rules refuse it or its state is unknown
 /// (missing from `state`: a diverged remote ledger).
-fn available(issue: &IssueId, state: &States, claim: &Claim, now: DateTime<Utc>) -> Option<bool> {
+pub(crate) fn available(
+    issue: &IssueId,
+    state: &States,
+    claim: &Claim,
+    now: DateTime<Utc>,
+) -> Option<bool> {
     let current = state.get(issue)?.as_ref().map(Entry::current);
     (rules::acquire(issue, current, claim, now).outcome == Outcome::Acquired)
         .then(|| current.is_some_and(|c| rules::is_live(c, now)))
@@ -213,8 +221,13 @@ impl Ledger {
             // taken meanwhile answers `held`, and the next one is tried.
             let claimed = self.apply(&issue, |cur| rules::acquire(&issue, cur, claim, now))?;
             if claimed.outcome == Outcome::Acquired {
-                report.claimed = Some(claimed);
                 report.passed_over = ahead;
+                let claimed = if order == Order::Priority && settle::began_tenure(&claimed) {
+                    self.settle(&candidates, claimed, claim, now, &mut report)?
+                } else {
+                    claimed
+                };
+                report.claimed = Some(claimed);
                 return Ok(report);
             }
             report.lost += 1;
@@ -247,6 +260,7 @@ impl AnyReport {
             attempts: 0,
             lost: 0,
             passed_over: Vec::new(),
+            moved_from: Vec::new(),
             diverged: Vec::new(),
         }
     }
@@ -525,14 +539,14 @@ impl Remote<'_> {
             match self.push(&[(issue.clone(), commit, expected)])? {
                 PushResult::Done => {
                     self.record_accepted(&issue, commit, parent, &next);
-                    report.claimed = Some(Report::written(
-                        transition.outcome,
-                        &issue,
-                        commit,
-                        parent,
-                        next,
-                    ));
+                    let claimed = Report::written(transition.outcome, &issue, commit, parent, next);
                     report.passed_over = ahead;
+                    let claimed = if order == Order::Priority && settle::began_tenure(&claimed) {
+                        self.settle(&candidates, claimed, claim, now, &mut report)?
+                    } else {
+                        claimed
+                    };
+                    report.claimed = Some(claimed);
                     report.diverged = diverged;
                     return Ok(report);
                 }

@@ -13,6 +13,7 @@ pub(crate) mod cas;
 pub mod listing;
 pub mod mirror;
 pub mod remote;
+mod settle;
 mod sharing;
 pub mod signers;
 pub mod verify;

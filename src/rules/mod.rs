@@ -7,6 +7,7 @@
 pub mod archive;
 #[cfg(test)]
 mod fixtures;
+pub mod queue;
 pub mod signers;
 pub mod step;
 

@@ -39,53 +39,59 @@ fn ordered(repo: &TestRepo, holder: &str, candidates: &[String], remote: bool) -
 }
 
 /// Checks a race of ordered claimers over `candidates`, of which `taken` were held by others
-/// before it: every claimer won a distinct candidate that was free, with token 1; one that
-/// lost no race passed over nothing; and every candidate ahead of a claimed one, unless the
-/// claimer says it passed it over, was taken by someone else (it read it taken). Returns the
-/// winners by issue.
+/// before it, once every claimer has stopped: each won a distinct candidate that was free, and
+/// together they hold exactly the first free ones of the queue (no inversion). None says it
+/// passed over a free one, and each one a claimer says it moved from is behind the one it
+/// holds. Returns the winners by issue, with the token each was told.
 #[track_caller]
-fn check_ordered_race(
+fn check_settled_race(
     runs: &[Run],
     holders: &[String],
     candidates: &[String],
     taken: &[&str],
-) -> BTreeMap<String, String> {
+) -> BTreeMap<String, (String, u64)> {
+    let place = |issue: &str| candidates.iter().position(|c| c == issue);
     let mut won = BTreeMap::new();
-    let mut answers = Vec::new();
     for (run, holder) in runs.iter().zip(holders) {
         run.ok();
         let v = run.json();
         assert_eq!(v["outcome"], "acquired", "{run}");
         assert_eq!(v["holder"], json!(holder), "{run}");
-        assert_eq!(v["token"], 1, "a tenure was taken twice: {run}");
         let issue = v["issue"].as_str().expect("an issue").to_owned();
-        assert!(candidates.contains(&issue), "not a candidate: {run}");
+        let at = place(&issue).unwrap_or_else(|| panic!("not a candidate: {run}"));
         assert!(!taken.contains(&issue.as_str()), "taken before: {run}");
-        if let Some(other) = won.insert(issue.clone(), holder.clone()) {
-            panic!("{issue} was claimed by both {other} and {holder}: {run}");
-        }
-        answers.push((issue, v));
-    }
-    for (issue, v) in &answers {
-        let passed: Vec<&str> = v["passed_over"]
+        assert_eq!(
+            v["passed_over"],
+            json!([]),
+            "stopped before a free one: {run}"
+        );
+        for left in v["moved_from"]
             .as_array()
-            .expect("passed_over with --ordered")
-            .iter()
-            .filter_map(Value::as_str)
-            .collect();
-        if v["lost"] == 0 {
-            assert!(passed.is_empty(), "passed over without a lost race: {v}");
-        }
-        for ahead in candidates.iter().take_while(|c| *c != issue) {
-            if passed.contains(&ahead.as_str()) {
-                continue;
-            }
+            .expect("moved_from with --ordered")
+        {
+            let left = left.as_str().and_then(place);
             assert!(
-                taken.contains(&ahead.as_str()) || won.contains_key(ahead),
-                "{issue} was claimed while {ahead}, ahead of it, stayed free unread: {v}"
+                left.is_some_and(|l| l > at),
+                "moved down, or not a candidate: {run}"
             );
         }
+        let token = v["token"].as_u64().expect("a token");
+        if let Some((other, _)) = won.insert(issue.clone(), (holder.clone(), token)) {
+            panic!("{issue} was claimed by both {other} and {holder}: {run}");
+        }
     }
+    let first_free: Vec<&String> = candidates
+        .iter()
+        .filter(|c| !taken.contains(&c.as_str()))
+        .take(runs.len())
+        .collect();
+    let claimed: Vec<&String> = won.keys().collect();
+    let mut first_free_sorted = first_free.clone();
+    first_free_sorted.sort();
+    assert_eq!(
+        claimed, first_free_sorted,
+        "an inversion in the queue: {won:?}"
+    );
     won
 }
 
@@ -150,10 +156,10 @@ fn without_ordered_the_json_names_no_passed_over_and_ordered_needs_any() {
 }
 
 #[test]
-fn racing_ordered_claimers_on_one_repository_take_free_candidates_and_skip_only_after_a_lost_race()
-{
+fn racing_ordered_claimers_on_one_repository_settle_on_the_first_free_candidates() {
     let repo = TestRepo::new();
-    let candidates = names("job-", RACERS + 2);
+    // Twice as many candidates as claimers: any inversion would leave one free ahead.
+    let candidates = names("job-", 2 * RACERS);
     // Two of the queue, one near its head, are held by Alice already.
     let taken = ["job-2", "job-5"];
     for t in taken {
@@ -165,20 +171,37 @@ fn racing_ordered_claimers_on_one_repository_take_free_candidates_and_skip_only_
         .map(|h| ordered(&repo, h, &candidates, false))
         .collect();
     let runs = race(cmds);
-    let won = check_ordered_race(&runs, &holders, &candidates, &taken);
+    let won = check_settled_race(&runs, &holders, &candidates, &taken);
     assert_eq!(won.len(), RACERS);
-    for issue in won.keys() {
-        assert_eq!(repo.commit_count(issue), 1, "{issue}");
+    // What each claimer was told is what the ledger holds; every other candidate is free.
+    for issue in &candidates {
+        let show = repo.lease().now(T0).arg_json().args(["show", issue]).run();
+        if show.code == 4 {
+            assert!(!won.contains_key(issue), "{issue} was never leased: {show}");
+            continue;
+        }
+        let v = show.json();
+        match won.get(issue) {
+            Some((holder, token)) => {
+                assert_eq!(v["holder"], json!(holder), "{issue}: {v}");
+                assert_eq!(v["token"], json!(token), "{issue}: {v}");
+            }
+            None if taken.contains(&issue.as_str()) => assert_eq!(v["holder"], ALICE, "{v}"),
+            None => assert!(
+                v["holder"].is_null(),
+                "{issue} is held but nobody said so: {v}"
+            ),
+        }
     }
     repo.assert_fsck();
 }
 
 #[test]
-fn racing_ordered_claimers_through_a_daemon_take_free_candidates_and_skip_only_after_a_lost_race() {
+fn racing_ordered_claimers_through_a_daemon_settle_on_the_first_free_candidates() {
     let daemon = Server::daemon();
     let holders: Vec<String> = (1..=RACERS).map(|i| format!("agent-{i}@queue")).collect();
     let clients: Vec<TestRepo> = holders.iter().map(|h| daemon.client(h)).collect();
-    let candidates = names("task-", RACERS + 2);
+    let candidates = names("task-", 2 * RACERS);
     let taken = ["task-1", "task-4"];
     let alice = daemon.client(ALICE);
     for t in taken {
@@ -195,14 +218,72 @@ fn racing_ordered_claimers_through_a_daemon_take_free_candidates_and_skip_only_a
         .map(|(c, h)| ordered(c, h, &candidates, true))
         .collect();
     let runs = race(cmds);
-    let won = check_ordered_race(&runs, &holders, &candidates, &taken);
+    let won = check_settled_race(&runs, &holders, &candidates, &taken);
     assert_eq!(won.len(), RACERS);
-    // The server holds exactly what was reported: one commit per claimed candidate.
-    for (issue, holder) in &won {
-        let chain = daemon.leases(issue);
-        assert_eq!(chain.len(), 1, "{issue}: {chain:#?}");
-        assert_eq!(chain[0]["holder"], json!(holder));
+    // The server holds exactly what was reported, and every candidate left is free there.
+    for issue in &candidates {
+        let newest = daemon.leases(issue).into_iter().last();
+        let holder = newest.as_ref().map(|v| v["holder"].clone());
+        match won.get(issue) {
+            Some((who, token)) => {
+                let newest = newest.expect("a claimed ledger");
+                assert_eq!(newest["holder"], json!(who), "{issue}: {newest}");
+                assert_eq!(newest["token"], json!(token), "{issue}: {newest}");
+            }
+            None if taken.contains(&issue.as_str()) => assert_eq!(holder, Some(json!(ALICE))),
+            None => assert!(
+                holder.is_none_or(|h| h.is_null()),
+                "{issue} is held on the server but nobody said so: {newest:?}"
+            ),
+        }
     }
+    daemon.repo().assert_fsck();
+}
+
+/// A claimer that took a candidate while one ahead of it was freed moves up to it, leaving
+/// the one it took in the same atomic push.
+#[test]
+fn an_ordered_claimer_moves_up_to_a_candidate_freed_ahead_of_it_in_one_push() {
+    let daemon = Server::daemon();
+    let bob = daemon.client(BOB);
+    bob.lease()
+        .now(T0)
+        .args(["acquire", "q1", "--remote", "origin", "--ttl", "1h"])
+        .run()
+        .ok();
+    // The moment Alice's claim of q2 lands, Bob's q1 is released on the server.
+    let release = format!(
+        "GIT_LEASE_NOW={T0} '{BIN}' -C \"$PWD\" release q1 --holder {BOB} >/dev/null",
+        BIN = crate::env::BIN
+    );
+    daemon.install_hook(
+        "post-receive",
+        &format!("if grep -q '^0\\{{40\\}} [0-9a-f]* refs/leases/q2$'; then {release}; fi"),
+    );
+    let alice = daemon.client(ALICE);
+    let queue = names("q", 3);
+    let v = ordered(&alice, ALICE, &queue, true).run().ok().json();
+    assert_eq!(v["issue"], "q1", "{v}");
+    assert_eq!(v["moved_from"], json!(["q2"]), "{v}");
+    assert_eq!(v["passed_over"], json!([]), "{v}");
+    assert_eq!(
+        (v["attempts"].clone(), v["lost"].clone()),
+        (json!(2), json!(0)),
+        "{v}"
+    );
+    assert_eq!(v["token"], 2, "Bob's tenure was token 1: {v}");
+    // On the server: q2's tenure began and ended, token kept; q1 is Alice's.
+    let q2 = daemon.leases("q2");
+    assert_eq!(q2.len(), 2, "{q2:#?}");
+    assert_eq!(q2[1]["event"], "release", "{q2:#?}");
+    assert_eq!(q2[1]["previous_holder"], ALICE, "{q2:#?}");
+    assert_eq!(q2[1]["token"], 1, "{q2:#?}");
+    let q1 = daemon.leases("q1");
+    assert_eq!(
+        q1.last().map(|v| &v["holder"]),
+        Some(&json!(ALICE)),
+        "{q1:#?}"
+    );
     daemon.repo().assert_fsck();
 }
 

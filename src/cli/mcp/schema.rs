@@ -84,10 +84,12 @@ pub(super) fn acquire() -> Arc<JsonObject> {
     for count in ["candidates", "attempts", "lost"] {
         fields.insert(count.into(), json!({ "type": "integer" }));
     }
-    fields.insert(
-        "passed_over".into(),
-        json!({ "type": "array", "items": { "type": "string" } }),
-    );
+    for names in ["passed_over", "moved_from"] {
+        fields.insert(
+            names.into(),
+            json!({ "type": "array", "items": { "type": "string" } }),
+        );
+    }
     let each = shape(operation_fields(), &["issue", "outcome"]);
     fields.insert("items".into(), json!({ "type": "array", "items": each }));
     document(fields, &[])
