@@ -14,20 +14,19 @@
 //! tracking copy. A push that loses the race does not retry the contended issue: after a
 //! random part of the lost push's own duration (so that the other losers of the same race
 //! spread out), one fetch of the untried candidates' refs alone tells which of them moved
-//! meanwhile, and the next push goes to one that did not. The lost and moved ones are fetched
-//! and verified again only when nothing else is left, and retried only if free again.
+//! meanwhile, and the next push goes to one that did not. Every candidate is fetched and
+//! verified again only when nothing else is left, and retried only if free again.
 //! Nothing is pushed when no candidate is free.
 //!
 //! With [`Order::Priority`] the candidates are a priority order, the first the most urgent.
 //! The claimer's first write goes to the first candidate it read as free (after its own live
 //! lease, which is always kept first). Only once a write of this claim was lost to another
-//! claimer does it spread: each later write goes to one chosen at random among the first `k`
-//! candidates it last read as free, where `k` is the larger of `2^L` (`L` its writes lost so
-//! far) and one more than the number of candidates it saw taken or moved by others since it
-//! read them (its observed contention, see [`window`]). So a claimer that meets no racer takes the queue in strict order, and it
-//! passes over a candidate it last read as free, for a lower one, only after it lost a race
-//! in this claim: never on its first write. [`AnyReport::passed_over`] names the ones it
-//! passed over.
+//! claimer does it spread: each later write goes to one chosen at random among those it last
+//! read as free, as in a random order. So a claimer that meets no racer takes the queue in
+//! strict order, and it passes over a candidate it last read as free only after it lost a
+//! race in this claim. Once it holds a tenure it began, it settles
+//! ([`crate::ledger::settle`]): while a candidate ahead of it is free, it moves up to it. So
+//! claimers that start together end on the first free candidates of the queue.
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -65,23 +64,6 @@ pub enum Order {
     /// claimer spreads over the first few only after a lost race (see the module
     /// documentation).
     Priority,
-}
-
-/// How many of the first free candidates a priority-ordered claim chooses among, once `lost`
-/// of its writes were lost to other claimers and it has seen `contended` candidates taken or
-/// moved by others since it read them: `1` before any lost write (strict order), else the
-/// larger of `2^lost` and `contended + 1`. A lost race tells of at least one racer but not of
-/// how many: the window doubles with each loss, as a back-off does, and is at least as wide
-/// as the racers seen, so that the losers of one race spread over about as many candidates as
-/// there were racers.
-pub fn window(lost: u32, contended: usize) -> usize {
-    if lost == 0 {
-        return 1;
-    }
-    let doubled = 1usize
-        .checked_shl(lost.min(usize::BITS - 1))
-        .unwrap_or(usize::MAX);
-    doubled.max(contended.saturating_add(1))
 }
 
 /// What a claim of any one candidate did.
@@ -174,21 +156,20 @@ fn plan(
 }
 
 /// Takes the next candidate to try out of `untried`: the first one, except in a priority
-/// order after a lost race (`lost > 0`), where it is one at random among the first
-/// [`window`]`(lost, contended)`. Returns it with the candidates left ahead of it, which this
-/// try passes over (they stay untried).
+/// order once the claimer lost a race (`spread`), where it is one at random. Returns it with
+/// the candidates left ahead of it, which this try passes over (they stay untried).
 fn next(
     untried: &mut Vec<IssueId>,
     order: Order,
-    (lost, contended): (u32, usize),
+    spread: bool,
     rng: &mut fastrand::Rng,
 ) -> Option<(IssueId, Vec<IssueId>)> {
     if untried.is_empty() {
         return None;
     }
     let pick = match order {
-        Order::Priority => rng.usize(0..window(lost, contended).min(untried.len())),
-        Order::Random => 0,
+        Order::Priority if spread => rng.usize(0..untried.len()),
+        Order::Priority | Order::Random => 0,
     };
     let ahead = untried[..pick].to_vec();
     Some((untried.remove(pick), ahead))
@@ -214,8 +195,18 @@ impl Ledger {
         }
         let mut report = AnyReport::none(candidates.len(), order);
         let mut untried = plan(&candidates, &state, claim, now, order, rng);
-        let mut contended = 0;
-        while let Some((issue, ahead)) = next(&mut untried, order, (report.lost, contended), rng) {
+        loop {
+            // Once every candidate tried or read taken is spent, all are read again: a
+            // claimer of an ordered queue that moves up frees the one it leaves.
+            if untried.is_empty() && report.attempts > 0 {
+                for issue in &candidates {
+                    state.insert(issue.clone(), self.current(issue)?);
+                }
+                untried = plan(&candidates, &state, claim, now, order, rng);
+            }
+            let Some((issue, ahead)) = next(&mut untried, order, report.lost > 0, rng) else {
+                return Ok(report);
+            };
             report.attempts += 1;
             // The compare-and-swap re-reads and decides again on a lost swap; a candidate
             // taken meanwhile answers `held`, and the next one is tried.
@@ -231,23 +222,18 @@ impl Ledger {
                 return Ok(report);
             }
             report.lost += 1;
-            contended += 1;
             if order == Order::Priority {
-                // Read the untried ones again: those taken meanwhile are left out, and each
-                // counts as contention.
+                // Read the untried ones again: those taken meanwhile are left out.
                 let mut still = Vec::with_capacity(untried.len());
                 for other in untried {
                     state.insert(other.clone(), self.current(&other)?);
                     if available(&other, &state, claim, now).is_some() {
                         still.push(other);
-                    } else {
-                        contended += 1;
                     }
                 }
                 untried = still;
             }
         }
-        Ok(report)
     }
 }
 
@@ -464,8 +450,8 @@ impl Remote<'_> {
     /// After a lost push, one fetch of the untried candidates' refs alone tells which of
     /// them moved since they were verified; those are set aside, and the next
     /// push goes to one that did not move, decided from its verified state. Only when none is
-    /// left are the lost and moved ones fetched (one fetch) and verified, and any of them
-    /// that is free again is tried.
+    /// left is every candidate fetched again (one fetch) and verified, and any of them that
+    /// is free again is tried.
     ///
     /// Returns [`AnyReport::claimed`] `None` when none is free, or every free one went to a
     /// racer first (no push of this claim landed then); [`Error::LostRace`] when the attempt
@@ -482,36 +468,20 @@ impl Remote<'_> {
         let candidates = distinct(candidates);
         let (mut state, mut diverged) = self.fetch_some(&candidates)?;
         let mut report = AnyReport::none(candidates.len(), order);
-        // The candidates to try, in order; and those set aside since they were verified (lost
-        // to a racer, or moved on the remote), to be read again only if nothing else is free.
+        // The candidates to try, in order. Those lost to a racer or moved on the remote since
+        // they were verified are set aside: every candidate is read again only if nothing
+        // else is free.
         let mut untried = plan(&candidates, &state, claim, now, order, rng);
-        let mut moved: Vec<IssueId> = Vec::new();
-        // How many candidates this claim saw taken or moved by others (see `window`).
-        let mut contended = 0;
         loop {
-            if untried.is_empty() && !moved.is_empty() {
-                let (fresh, more) = self.fetch_some(&moved)?;
-                state.extend(fresh);
-                for d in more {
-                    state.retain(|i, _| i.as_str() != d.issue);
-                    diverged.retain(|seen| seen.issue != d.issue);
-                    diverged.push(d);
-                }
-                // In a priority order, the ones read again go back into their places.
-                let again = if order == Order::Priority {
-                    candidates
-                        .iter()
-                        .filter(|c| moved.contains(c))
-                        .cloned()
-                        .collect()
-                } else {
-                    std::mem::take(&mut moved)
-                };
-                untried = plan(&again, &state, claim, now, order, rng);
-                moved.clear();
+            // Once every candidate tried or read taken is spent, all are fetched again: a
+            // claimer of an ordered queue that moves up frees the one it leaves.
+            if untried.is_empty() && report.attempts > 0 {
+                let (fresh, more) = self.fetch_some(&candidates)?;
+                state = fresh;
+                diverged = more;
+                untried = plan(&candidates, &state, claim, now, order, rng);
             }
-            let Some((issue, ahead)) = next(&mut untried, order, (report.lost, contended), rng)
-            else {
+            let Some((issue, ahead)) = next(&mut untried, order, report.lost > 0, rng) else {
                 report.diverged = diverged;
                 return Ok(report);
             };
@@ -542,7 +512,7 @@ impl Remote<'_> {
                     let claimed = Report::written(transition.outcome, &issue, commit, parent, next);
                     report.passed_over = ahead;
                     let claimed = if order == Order::Priority && settle::began_tenure(&claimed) {
-                        self.settle(&candidates, claimed, claim, now, &mut report)?
+                        self.settle(&candidates, claimed, (claim, now), &mut report, rng)?
                     } else {
                         claimed
                     };
@@ -554,11 +524,9 @@ impl Remote<'_> {
                     return Err(verdict.into_error(std::slice::from_ref(&issue)))
                 }
                 PushResult::Lost | PushResult::Locked(_) => {
-                    // Someone else moved it first (or holds its lock): set it aside, and every untried candidate
-                    // that moved too, and go on with one that did not.
-                    moved.push(issue);
+                    // Someone else moved it first (or holds its lock): set it aside, and every
+                    // untried candidate that moved too, and go on with one that did not.
                     report.lost += 1;
-                    contended += 1;
                     // The other losers of this race learn of it at the same moment: spread the
                     // retries over one push's time, so that a later one sees the claims of the
                     // earlier ones instead of colliding with them again.
@@ -575,12 +543,7 @@ impl Remote<'_> {
                             .and_then(|e| e.as_ref())
                             .and_then(Entry::expected)
                     };
-                    let (still, gone): (Vec<IssueId>, Vec<IssueId>) = untried
-                        .into_iter()
-                        .partition(|i| tips.get(i.as_str()).copied() == verified(i));
-                    untried = still;
-                    contended += gone.len();
-                    moved.extend(gone);
+                    untried.retain(|i| tips.get(i.as_str()).copied() == verified(i));
                 }
             }
         }

@@ -14,7 +14,10 @@
 //!
 //! [`Order::Priority`]: super::any::Order::Priority
 
+use std::time::{Duration, Instant};
+
 use chrono::{DateTime, Utc};
+use gix::ObjectId;
 
 use super::any::{available, AnyReport, States};
 use super::remote::{PushResult, Remote};
@@ -29,6 +32,13 @@ use crate::store::{Entry, Staged, Swap};
 /// up by at least one candidate, and each lost one means another claimer moved, so this is
 /// reached only by a queue of more candidates than claimers ever race over.
 const MAX_SETTLE_WRITES: u32 = 64;
+
+/// The longest a remote claim waits before it reads again the candidates ahead of it.
+const MAX_QUIET_WAIT: Duration = Duration::from_millis(1000);
+
+/// The most waits a remote claim spends for the candidates ahead of it to stay unchanged
+/// between two reads before it moves up anyway.
+const MAX_QUIET_WAITS: u32 = 20;
 
 /// Returns true if `report` began a tenure: a claim that settling may move.
 pub(crate) fn began_tenure(report: &Report) -> bool {
@@ -156,27 +166,42 @@ impl Ledger {
 impl Remote<'_> {
     /// Settles `claimed`, a tenure this claim began on one of `candidates`, on the remote, as
     /// [`Ledger::settle`] does locally: each read is one fetch of the candidates ahead, each
-    /// move one atomic push.
+    /// move one atomic push. A candidate ahead read free may be one a racer is about to take:
+    /// a move goes only once two reads, a wait apart, found every candidate ahead where it
+    /// was (the claimers ahead have settled), or once [`MAX_QUIET_WAITS`] waits are spent.
     pub(crate) fn settle(
         &self,
         candidates: &[IssueId],
         mut claimed: Report,
-        claim: &Claim,
-        now: DateTime<Utc>,
+        (claim, now): (&Claim, DateTime<Utc>),
         report: &mut AnyReport,
+        rng: &mut fastrand::Rng,
     ) -> Result<Report> {
         let mut writes = 0;
-        while writes < MAX_SETTLE_WRITES && report.attempts < self.attempts() {
+        let mut waits = 0;
+        let mut last_read: Option<Vec<Option<ObjectId>>> = None;
+        while writes < MAX_SETTLE_WRITES {
             let ahead = ahead_of(candidates, &claimed.issue);
             if ahead.is_empty() {
                 report.passed_over.clear();
                 break;
             }
+            let reading = Instant::now();
             let (state, _diverged) = self.fetch_some(ahead)?;
             report.passed_over = free_among(ahead, &state, claim, now);
             let Some(to) = report.passed_over.first() else {
                 break;
             };
+            let tips = tips_of(ahead, &state);
+            if last_read.as_ref() != Some(&tips) && waits < MAX_QUIET_WAITS {
+                waits += 1;
+                last_read = Some(tips);
+                let wait = (2 * reading.elapsed()).min(MAX_QUIET_WAIT);
+                let wait_ms = u64::try_from(wait.as_millis()).unwrap_or(0);
+                std::thread::sleep(Duration::from_millis(rng.u64(wait_ms / 2..=wait_ms)));
+                continue;
+            }
+            last_read = None;
             let to_state = state.get(to).cloned().flatten();
             let Some(step) =
                 self.ledger()
@@ -203,4 +228,12 @@ impl Remote<'_> {
         }
         Ok(claimed)
     }
+}
+
+/// The tip each of `ahead` was read at in `state` (`None`: never leased).
+fn tips_of(ahead: &[IssueId], state: &States) -> Vec<Option<ObjectId>> {
+    ahead
+        .iter()
+        .map(|i| state.get(i).and_then(Option::as_ref).map(|e| e.commit))
+        .collect()
 }

@@ -16,7 +16,8 @@ pub(crate) struct Args {
     #[arg(long)]
     pub(crate) any: bool,
     /// With --any: the candidates are a priority order, most urgent first; take the first
-    /// free one (spreading over the first few only after a race lost to another claimer)
+    /// free one, and move up while one ahead of it is free, so that claimers starting
+    /// together end on the first ones
     #[arg(long, requires = "any")]
     pub(crate) ordered: bool,
     #[command(flatten)]
