@@ -33,7 +33,7 @@ pub fn new_secret() -> Result<String, Error> {
 
 /// Returns what `lease.json` stores for `secret`: `sha256:<hex>`.
 pub fn hash(secret: &str) -> String {
-    let mut hasher = gix::hash::hasher(gix::hash::Kind::Sha256);
+    let mut hasher = gix_hash::hasher(gix_hash::Kind::Sha256);
     hasher.update(secret.as_bytes());
     let digest = hasher
         .try_finalize()
