@@ -373,7 +373,7 @@ fn now() -> Result<DateTime<Utc>, Error> {
     match std::env::var("GIT_LEASE_NOW") {
         Ok(text) => git_lease::time::parse_instant(&text)
             .map_err(|e| Error::InvalidInput(format!("GIT_LEASE_NOW: {e}"))),
-        Err(std::env::VarError::NotPresent) => Ok(git_lease::time::system_now()),
+        Err(std::env::VarError::NotPresent) => Ok(git_lease::os::system_now()),
         Err(std::env::VarError::NotUnicode(_)) => Err(Error::InvalidInput(
             "GIT_LEASE_NOW is not valid UTF-8".into(),
         )),
@@ -385,7 +385,7 @@ fn run(cli: Cli) -> Result<u8, Failure> {
     // names. The client's (pre-push, pre-commit) read the clock as every client command does.
     let is_hook = matches!(&cli.command, Command::Hook(h) if h.kind.server_side());
     let now = if is_hook {
-        git_lease::time::system_now()
+        git_lease::os::system_now()
     } else {
         now()?
     };

@@ -227,7 +227,10 @@ impl Ledger {
 
     /// This reader's place when local liveness is on and it can be established.
     fn local_host(&self) -> Option<&LocalHost> {
-        self.host.as_ref()?.get_or_init(LocalHost::detect).as_ref()
+        self.host
+            .as_ref()?
+            .get_or_init(crate::os::local_host)
+            .as_ref()
     }
 
     /// Records beside `entry` what this reader sees of its holder process, when local

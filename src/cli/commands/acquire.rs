@@ -64,13 +64,13 @@ pub(crate) fn run(ctx: &Context, args: Args, out: &mut dyn Write) -> Result<u8, 
         distinct_issues(&issues)?
     };
     let new_secret = if session {
-        Some(git_lease::session::new_secret()?)
+        Some(git_lease::os::new_session_secret()?)
     } else {
         None
     };
     let process = match pid {
         None => None,
-        Some(pid) => Some(git_lease::liveness::HolderProcess::of(pid).ok_or_else(|| {
+        Some(pid) => Some(git_lease::os::holder_process(pid).ok_or_else(|| {
             Error::InvalidInput(format!(
                 "--pid {pid}: no such process on this machine (or no /proc of this PID namespace to record it)"
             ))

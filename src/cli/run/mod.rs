@@ -309,14 +309,14 @@ pub(crate) fn run(ctx: &Context, args: RunArgs) -> Result<u8, Failure> {
         return Err(Error::InvalidInput("give the command to run after --".into()).into());
     };
     let interval = renew_interval(args.ttl, args.every)?;
-    let secret = git_lease::session::new_secret()?;
+    let secret = git_lease::os::new_session_secret()?;
     let dir = std::env::current_dir().map_err(|e| Error::Io {
         context: "cannot read the current directory".into(),
         source: e,
     })?;
     let claim = Claim {
         session: Some(git_lease::session::hash(&secret)),
-        process: git_lease::liveness::HolderProcess::of(std::process::id()),
+        process: git_lease::os::holder_process(std::process::id()),
         ..Claim::new(args.holder.clone(), args.ttl)
     };
     let handle = |issue: &IssueId| Handle {
