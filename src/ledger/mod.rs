@@ -24,6 +24,7 @@ use crate::holder::Holder;
 use crate::issue::IssueId;
 use crate::lease::Lease;
 use crate::liveness::{Current, LocalHost};
+use crate::os::local_host;
 use crate::rules::{self, Claim, Credentials, Ending, FenceFailure, Outcome, Transition};
 use crate::store::{Entry, Staged, Store, Swap};
 use crate::time::Ttl;
@@ -227,10 +228,7 @@ impl Ledger {
 
     /// This reader's place when local liveness is on and it can be established.
     fn local_host(&self) -> Option<&LocalHost> {
-        self.host
-            .as_ref()?
-            .get_or_init(crate::os::local_host)
-            .as_ref()
+        self.host.as_ref()?.get_or_init(local_host).as_ref()
     }
 
     /// Records beside `entry` what this reader sees of its holder process, when local
