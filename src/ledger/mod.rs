@@ -400,21 +400,21 @@ impl Ledger {
     /// list cache (when this listing rewrites it); returns them after, with the ledgers set
     /// aside as unreadable (every other one still listed).
     pub fn list_then(&self, show: &mut dyn FnMut(&[Entry])) -> Result<Listed> {
-        self.listed(Some(crate::listing::Then {
+        self.listed(Some(crate::listing::ListingConsumer {
             prepare: &|e| self.observe_in_place(e),
             show,
         }))
     }
 
-    /// The ledgers' newest entries as this ledger's reader judges them, `then` done to them
-    /// beside the cache's rewrite ([`crate::listing::list_namespace`]).
-    fn listed(&self, then: Option<crate::listing::Then<'_>>) -> Result<Listed> {
+    /// The ledgers' newest entries as this ledger's reader judges them, `consumer` done to
+    /// them beside the cache's rewrite ([`crate::listing::list_namespace`]).
+    fn listed(&self, consumer: Option<crate::listing::ListingConsumer<'_>>) -> Result<Listed> {
         let reading = self.reading();
         let (entries, stats) = crate::listing::list_namespace(
             &self.store,
             crate::issue::REF_PREFIX,
             crate::step::Judgement::reader(reading.as_ref()),
-            then,
+            consumer,
         )?;
         Ok((entries, stats.unreadable))
     }
