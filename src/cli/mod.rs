@@ -22,7 +22,7 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use crate::cli::output::json::{error_text, json_text};
-use crate::cli::output::{color, said};
+use crate::cli::output::{color, diagnostics};
 use chrono::{DateTime, Utc};
 use clap::{Args, CommandFactory, Parser, Subcommand};
 use git_lease::{Ending, Error, Ledger};
@@ -289,7 +289,7 @@ pub fn main(args: Vec<std::ffi::OsString>) -> u8 {
         .skip(1)
         .take_while(|a| *a != "--")
         .any(|a| a == "--json");
-    said::set_json(json);
+    diagnostics::set_json(json);
     let cli = match parse(&args) {
         Ok(cli) => cli,
         Err(e) => {
@@ -317,7 +317,7 @@ pub fn main(args: Vec<std::ffi::OsString>) -> u8 {
     };
     match run(cli) {
         Ok(code) => {
-            let hints = said::take();
+            let hints = diagnostics::take();
             if json && !hints.is_empty() {
                 let value = serde_json::json!({ "hints": hints });
                 eprintln!("{}", json_text(&value).unwrap_or_default());
@@ -344,7 +344,7 @@ pub fn main(args: Vec<std::ffi::OsString>) -> u8 {
 fn fail(json: bool, kind: &str, message: &str, code: u8) -> u8 {
     let message = &git_lease::redact::urls(message);
     if json {
-        eprintln!("{}", error_text(kind, message, code, &said::take()));
+        eprintln!("{}", error_text(kind, message, code, &diagnostics::take()));
     } else {
         eprintln!("error: {message}");
     }
@@ -429,7 +429,7 @@ fn run(cli: Cli) -> Result<u8, Failure> {
     // What an operation did beside its answer (a local history kept aside) is said even when
     // the command then failed.
     for notice in ctx.ledger.take_notices() {
-        said::warning(&git_lease::text::printable(&notice));
+        diagnostics::warning(&git_lease::text::printable(&notice));
     }
     let code = result?;
     out.flush()?;

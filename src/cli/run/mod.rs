@@ -103,7 +103,7 @@ mod tree {
     }
 }
 
-use super::output::said;
+use super::output::diagnostics;
 use super::{exit, output, Context, Failure};
 use running::Running;
 use take::{own_tenure, take_lease, Claimed};
@@ -303,7 +303,7 @@ enum Event {
 /// lease (or stop the child) by what happens first.
 pub(crate) fn run(ctx: &Context, args: RunArgs) -> Result<u8, Failure> {
     // Its reports are a stream of JSON lines on stderr: what it says beside them joins it.
-    said::stream();
+    diagnostics::stream();
     let clock = RunningClock::starting_at(ctx.now);
     let Some((program, program_args)) = args.command.split_first() else {
         return Err(Error::InvalidInput("give the command to run after --".into()).into());

@@ -7,7 +7,7 @@ use git_lease::rules::{self, Claim, Outcome, Tenure};
 use git_lease::{IssueId, Lease, Report};
 
 use super::{after, Handle, RunArgs, RunningClock};
-use crate::cli::output::{self, said};
+use crate::cli::output::{self, diagnostics};
 use crate::cli::{Context, Failure};
 
 /// The lease and tenure `report` took for this run's own session (`claim`'s), if it took one:
@@ -79,7 +79,7 @@ pub(super) fn take_lease(
         };
         let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
         if args.wait.is_none() || left.is_some_and(|l| l.is_zero()) {
-            said::line("git lease run", &held_by_another);
+            diagnostics::line("git lease run", &held_by_another);
             return Ok(None);
         }
         std::thread::sleep(left.map_or(pause, |l| l.min(pause)));
