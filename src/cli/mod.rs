@@ -1,7 +1,6 @@
 //! The `git lease` command line: parses arguments, reads the clock once, calls the library,
 //! and turns outcomes and errors into output and exit codes.
 
-mod any;
 mod commands;
 mod completion;
 mod context;
@@ -11,6 +10,7 @@ mod guard;
 mod interrupt;
 mod manual;
 mod mcp;
+mod one_of_many;
 mod output;
 mod pages;
 mod progress;
