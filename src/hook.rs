@@ -15,7 +15,6 @@ use chrono::{DateTime, Utc};
 use gix::ObjectId;
 
 use crate::issue::{IssueId, REF_PREFIX};
-use crate::liveness::LocalHost;
 use crate::probe::{ProbeReport, PROBE_PREFIX, REPORT_ONLY_OPTION};
 pub use crate::step::Pusher;
 use crate::step::{Arrival, Judgement};
@@ -244,7 +243,7 @@ fn check_lease_update(
         // A revival: the ledger goes on from the tip the archive keeps.
         (true, archived) => archived,
     };
-    let host = LocalHost::detect();
+    let host = crate::os::local_host();
     let arrival = Arrival {
         now,
         max_skew: policy.max_skew,

@@ -17,7 +17,7 @@
 //!   [`verify`] re-checks recorded chains. See ARCHITECTURE.md for the whole map.
 //! - Time is always passed in: every rule takes `now`. The clock is read only where no rule
 //!   is decided: the age of temporary files ([`gc`]), the times of reflog entries and object
-//!   files, and the command line's reading of `now` ([`time::system_now`]; `run` takes it to
+//!   files, and the command line's reading of `now` ([`os::system_now`]; `run` takes it to
 //!   the nanosecond when `GIT_LEASE_NOW` is unset, so that its renew deadlines line up with
 //!   the clock others judge its lease by).
 //!
@@ -68,6 +68,7 @@ pub mod guard;
 pub mod hook;
 pub mod ledger;
 pub mod model;
+pub mod os;
 pub mod probe;
 pub mod redact;
 pub mod rules;

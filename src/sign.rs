@@ -43,11 +43,11 @@ pub struct Signer {
     /// `user.signingKey` as configured, for messages.
     configured: String,
     public: PublicKey,
-    how: How,
+    private_half: PrivateHalf,
 }
 
 /// Where the private half of the key is.
-enum How {
+enum PrivateHalf {
     /// In this process, read from an unprotected key file.
     Here(Box<PrivateKey>),
     /// In ssh-agent, at this socket: the connection the key was looked for on, kept for the
@@ -62,9 +62,9 @@ impl std::fmt::Debug for Signer {
             .field("key", &self.configured)
             .field(
                 "through",
-                &match self.how {
-                    How::Here(_) => "key file",
-                    How::Agent(..) => "ssh-agent",
+                &match self.private_half {
+                    PrivateHalf::Here(_) => "key file",
+                    PrivateHalf::Agent(..) => "ssh-agent",
                 },
             )
             .finish()
@@ -203,7 +203,7 @@ impl Signer {
             return Ok(Signer {
                 configured: configured.to_owned(),
                 public: private.public_key().clone(),
-                how: How::Here(Box::new(private)),
+                private_half: PrivateHalf::Here(Box::new(private)),
             });
         }
         let public = PublicKey::from_openssh(text.trim()).map_err(|e| {
@@ -267,7 +267,7 @@ impl Signer {
         Ok(Signer {
             configured: configured.to_owned(),
             public,
-            how: How::Agent(socket.to_owned(), Mutex::new(Some(stream))),
+            private_half: PrivateHalf::Agent(socket.to_owned(), Mutex::new(Some(stream))),
         })
     }
 
@@ -283,8 +283,8 @@ impl Signer {
             key: self.configured.clone(),
             reason,
         };
-        let signature = match &self.how {
-            How::Here(private) => match private.key_data().rsa() {
+        let signature = match &self.private_half {
+            PrivateHalf::Here(private) => match private.key_data().rsa() {
                 Some(pair) => {
                     let raw =
                         sign_rsa(pair, &signed_data(payload).map_err(refuse)?).map_err(refuse)?;
@@ -294,7 +294,7 @@ impl Signer {
                     .sign(NAMESPACE, HashAlg::Sha512, payload)
                     .map_err(|e| refuse(format!("cannot sign with it: {e}")))?,
             },
-            How::Agent(socket, connection) => {
+            PrivateHalf::Agent(socket, connection) => {
                 let data = signed_data(payload).map_err(refuse)?;
                 let mut kept = connection
                     .lock()

@@ -1,7 +1,6 @@
 //! The `git lease` command line: parses arguments, reads the clock once, calls the library,
 //! and turns outcomes and errors into output and exit codes.
 
-mod any;
 mod commands;
 mod completion;
 mod context;
@@ -11,6 +10,7 @@ mod guard;
 mod interrupt;
 mod manual;
 mod mcp;
+mod one_of_many;
 mod output;
 mod pages;
 mod progress;
@@ -22,7 +22,7 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use crate::cli::output::json::{error_text, json_text};
-use crate::cli::output::{color, said};
+use crate::cli::output::{color, diagnostics};
 use chrono::{DateTime, Utc};
 use clap::{Args, CommandFactory, Parser, Subcommand};
 use git_lease::{Ending, Error, Ledger};
@@ -289,7 +289,7 @@ pub fn main(args: Vec<std::ffi::OsString>) -> u8 {
         .skip(1)
         .take_while(|a| *a != "--")
         .any(|a| a == "--json");
-    said::set_json(json);
+    diagnostics::set_json(json);
     let cli = match parse(&args) {
         Ok(cli) => cli,
         Err(e) => {
@@ -317,7 +317,7 @@ pub fn main(args: Vec<std::ffi::OsString>) -> u8 {
     };
     match run(cli) {
         Ok(code) => {
-            let hints = said::take();
+            let hints = diagnostics::take();
             if json && !hints.is_empty() {
                 let value = serde_json::json!({ "hints": hints });
                 eprintln!("{}", json_text(&value).unwrap_or_default());
@@ -344,7 +344,7 @@ pub fn main(args: Vec<std::ffi::OsString>) -> u8 {
 fn fail(json: bool, kind: &str, message: &str, code: u8) -> u8 {
     let message = &git_lease::redact::urls(message);
     if json {
-        eprintln!("{}", error_text(kind, message, code, &said::take()));
+        eprintln!("{}", error_text(kind, message, code, &diagnostics::take()));
     } else {
         eprintln!("error: {message}");
     }
@@ -373,7 +373,7 @@ fn now() -> Result<DateTime<Utc>, Error> {
     match std::env::var("GIT_LEASE_NOW") {
         Ok(text) => git_lease::time::parse_instant(&text)
             .map_err(|e| Error::InvalidInput(format!("GIT_LEASE_NOW: {e}"))),
-        Err(std::env::VarError::NotPresent) => Ok(git_lease::time::system_now()),
+        Err(std::env::VarError::NotPresent) => Ok(git_lease::os::system_now()),
         Err(std::env::VarError::NotUnicode(_)) => Err(Error::InvalidInput(
             "GIT_LEASE_NOW is not valid UTF-8".into(),
         )),
@@ -385,7 +385,7 @@ fn run(cli: Cli) -> Result<u8, Failure> {
     // names. The client's (pre-push, pre-commit) read the clock as every client command does.
     let is_hook = matches!(&cli.command, Command::Hook(h) if h.kind.server_side());
     let now = if is_hook {
-        git_lease::time::system_now()
+        git_lease::os::system_now()
     } else {
         now()?
     };
@@ -429,7 +429,7 @@ fn run(cli: Cli) -> Result<u8, Failure> {
     // What an operation did beside its answer (a local history kept aside) is said even when
     // the command then failed.
     for notice in ctx.ledger.take_notices() {
-        said::warning(&git_lease::text::printable(&notice));
+        diagnostics::warning(&git_lease::text::printable(&notice));
     }
     let code = result?;
     out.flush()?;

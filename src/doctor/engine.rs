@@ -196,7 +196,7 @@ pub(super) fn probe(
         probed.refused = Some(if stdout.contains("hook declined") {
             Refused::Hook(hook_verdict(&stderr))
         } else {
-            Refused::Push(said(&stdout, &stderr))
+            Refused::Push(failed_push_message(&stdout, &stderr))
         });
         return probed;
     }
@@ -210,7 +210,9 @@ pub(super) fn probe(
     });
     match removed {
         Ok((true, _, _)) => {}
-        Ok((false, stdout, stderr)) => probed.left_behind = Some(said(&stdout, &stderr)),
+        Ok((false, stdout, stderr)) => {
+            probed.left_behind = Some(failed_push_message(&stdout, &stderr))
+        }
         Err(message) => probed.left_behind = Some(message),
     }
     probed
@@ -288,7 +290,7 @@ fn compare_and_swap(
         Some(at) if at == moved && refused => Cas::Honoured,
         Some(at) if at == moved => Cas::Unknown(format!(
             "the push failed without refusing the update: {}",
-            said(&stdout, &stderr)
+            failed_push_message(&stdout, &stderr)
         )),
         other => Cas::Unknown(format!(
             "the probe ref is at {} afterwards, neither value pushed",
@@ -320,7 +322,7 @@ fn probe_ref_at(remote: &Remote, probe: &str) -> Result<Option<String>, String> 
             .filter_map(|l| l.split_once('\t'))
             .find(|(_, name)| *name == probe)
             .map(|(id, _)| id.to_owned())),
-        (false, stdout, stderr) => Err(said(&stdout, &stderr)),
+        (false, stdout, stderr) => Err(failed_push_message(&stdout, &stderr)),
     }
 }
 
@@ -348,7 +350,7 @@ fn run(remote: &Remote, cmd: Command, shown: &str) -> Result<(bool, String, Stri
 }
 
 /// What a failed push said: its rejections and git's messages, on one line.
-fn said(stdout: &str, stderr: &str) -> String {
+fn failed_push_message(stdout: &str, stderr: &str) -> String {
     let rejections: Vec<&str> = stdout.lines().filter(|l| l.starts_with('!')).collect();
     one_line(&format!("{}\n{stderr}", rejections.join("\n")))
 }

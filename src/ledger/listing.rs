@@ -96,25 +96,25 @@ pub fn ids(store: &Store) -> Result<Vec<String>> {
 /// What a caller does with a listing while its cache is written beside it: `prepare` each
 /// entry first (what it observes beside the record), then `show` them all. The cache keeps
 /// what the ledgers record, never what `prepare` added.
-pub struct Then<'a> {
+pub struct ListingConsumer<'a> {
     pub prepare: &'a dyn Fn(&mut Entry),
     pub show: &'a mut dyn FnMut(&[Entry]),
 }
 
 /// Returns the newest entry of every ref under `namespace`, sorted by name; see [`list`]. The
-/// refs are listed the cheap way when the store can ([`Store::refs_listed`]). With `then`, its
+/// refs are listed the cheap way when the store can ([`Store::refs_listed`]). With `consumer`, its
 /// work is done to the entries on this thread while another writes the list cache, when this
 /// listing rewrites it (a cold listing of 100k ledgers spends tens of milliseconds on that).
 pub fn list_namespace(
     store: &Store,
     namespace: &str,
     judgement: Judgement<'_>,
-    then: Option<Then<'_>>,
+    consumer: Option<ListingConsumer<'_>>,
 ) -> Result<(Vec<Entry>, ListStats)> {
     let refs = store.refs_listed(namespace)?;
     let cache = ListCache::new(store, namespace);
     let snapshot = cache.load();
-    list_from(store, &cache, snapshot, refs, judgement, then)
+    list_from(store, &cache, snapshot, refs, judgement, consumer)
 }
 
 /// Returns the newest entry of every ref in `refs` (sorted by name, as [`Store::refs_under`]
@@ -205,7 +205,7 @@ fn list_from(
     snapshot: Option<Snapshot>,
     refs: Vec<(String, ObjectId)>,
     judgement: Judgement<'_>,
-    then: Option<Then<'_>>,
+    consumer: Option<ListingConsumer<'_>>,
 ) -> Result<(Vec<Entry>, ListStats)> {
     let signers = judgement.signers();
     let mut unreadable = Vec::new();
@@ -257,13 +257,13 @@ fn list_from(
     let rewrite = stats.misses.max(stats.verified) > rewrite_threshold(stats.refs);
     let verified = signers.map(|l| l.version().to_owned());
     let save = |entries: &[Entry]| cache.save_verified(entries, verified.as_deref()).is_ok();
-    match then {
+    match consumer {
         None => {
             if rewrite {
                 stats.rewritten = save(&out);
             }
         }
-        Some(Then { prepare, show }) => {
+        Some(ListingConsumer { prepare, show }) => {
             out.iter_mut().for_each(prepare);
             let out = &out;
             stats.rewritten = std::thread::scope(|scope| {

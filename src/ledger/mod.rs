@@ -25,6 +25,7 @@ use crate::holder::Holder;
 use crate::issue::IssueId;
 use crate::lease::Lease;
 use crate::liveness::{Current, LocalHost};
+use crate::os::local_host;
 use crate::rules::{self, Claim, Credentials, Ending, FenceFailure, Outcome, Transition};
 use crate::store::{Entry, Staged, Store, Swap};
 use crate::time::Ttl;
@@ -228,7 +229,7 @@ impl Ledger {
 
     /// This reader's place when local liveness is on and it can be established.
     fn local_host(&self) -> Option<&LocalHost> {
-        self.host.as_ref()?.get_or_init(LocalHost::detect).as_ref()
+        self.host.as_ref()?.get_or_init(local_host).as_ref()
     }
 
     /// Records beside `entry` what this reader sees of its holder process, when local
@@ -400,21 +401,21 @@ impl Ledger {
     /// list cache (when this listing rewrites it); returns them after, with the ledgers set
     /// aside as unreadable (every other one still listed).
     pub fn list_then(&self, show: &mut dyn FnMut(&[Entry])) -> Result<Listed> {
-        self.listed(Some(crate::listing::Then {
+        self.listed(Some(crate::listing::ListingConsumer {
             prepare: &|e| self.observe_in_place(e),
             show,
         }))
     }
 
-    /// The ledgers' newest entries as this ledger's reader judges them, `then` done to them
-    /// beside the cache's rewrite ([`crate::listing::list_namespace`]).
-    fn listed(&self, then: Option<crate::listing::Then<'_>>) -> Result<Listed> {
+    /// The ledgers' newest entries as this ledger's reader judges them, `consumer` done to
+    /// them beside the cache's rewrite ([`crate::listing::list_namespace`]).
+    fn listed(&self, consumer: Option<crate::listing::ListingConsumer<'_>>) -> Result<Listed> {
         let reading = self.reading();
         let (entries, stats) = crate::listing::list_namespace(
             &self.store,
             crate::issue::REF_PREFIX,
             crate::step::Judgement::reader(reading.as_ref()),
-            then,
+            consumer,
         )?;
         Ok((entries, stats.unreadable))
     }

@@ -54,11 +54,6 @@ impl IssueId {
         format!("{REF_PREFIX}{}", self.0)
     }
 
-    /// Returns the full ref name as gix wants it.
-    pub(crate) fn full_name(&self) -> gix::refs::FullName {
-        gix::refs::FullName::try_from(self.ref_name()).expect("validated in IssueId::new")
-    }
-
     /// Returns the ids of the refs this one would clash with as file versus directory: each
     /// `/`-separated ancestor (`a` and `a/b` for `a/b/c`).
     pub(crate) fn ancestors(&self) -> impl Iterator<Item = &str> {
@@ -228,7 +223,8 @@ fn broken_rule(id: &str) -> Option<&'static str> {
         return Some(rule);
     }
     // git's own parser is the final word on anything the rules above missed.
-    if gix::refs::FullName::try_from(format!("{REF_PREFIX}{id}")).is_err() {
+    let name = format!("{REF_PREFIX}{id}");
+    if gix_validate::reference::name(name.as_bytes().into()).is_err() {
         return Some("an issue id must be a valid git ref name component");
     }
     None
@@ -242,14 +238,14 @@ fn broken_part_rule(component: &str) -> Option<&'static str> {
     if component.ends_with(".lock") {
         return Some("an issue id (and each '/'-separated part) must not end with '.lock'");
     }
-    if gix::validate::path::component_is_windows_device(component.into()) {
+    if gix_validate::path::component_is_windows_device(component.into()) {
         return Some(
                 "an issue id (and each '/'-separated part) must not be a Windows device name (CON, PRN, AUX, NUL, COM1 to COM9, LPT0 to LPT9, CONIN$, CONOUT$, in any case, alone or before a '.')",
             );
     }
     // What gix checks of every path component of a ref it reads or lists.
-    let options = gix::validate::path::component::Options::default();
-    if gix::validate::path::component(component.into(), None, options).is_err() {
+    let options = gix_validate::path::component::Options::default();
+    if gix_validate::path::component(component.into(), None, options).is_err() {
         return Some(
                 "an issue id (and each '/'-separated part) must be a file name on every system git runs on",
             );

@@ -15,8 +15,6 @@
 //! see (another boot, another or an unrecorded PID namespace, a hidden or unreadable `/proc`
 //! entry) is [`ProcessState::Unknown`], and an unknown holder stays live until its expiry.
 
-use std::os::unix::fs::MetadataExt;
-
 use serde::{Deserialize, Serialize};
 
 use crate::lease::Lease;
@@ -38,23 +36,6 @@ pub struct HolderProcess {
     pub pid_ns: Option<u64>,
     /// The process's start time in clock ticks since boot (field 22 of `/proc/<pid>/stat`).
     pub start_ticks: u64,
-}
-
-impl HolderProcess {
-    /// Describes process `pid` (numbered in this process's PID namespace) on this machine, if
-    /// it runs and this machine can place it ([`LocalHost::detect`]).
-    pub fn of(pid: u32) -> Option<HolderProcess> {
-        let host = LocalHost::detect()?;
-        let Probe::Running(start_ticks) = probe(pid) else {
-            return None;
-        };
-        Some(HolderProcess {
-            pid,
-            boot_id: host.boot_id,
-            pid_ns: Some(host.pid_ns),
-            start_ticks,
-        })
-    }
 }
 
 /// What one reader saw beside a lease record: an input to the liveness rule, never part of
@@ -146,27 +127,29 @@ pub fn decide(
     }
 }
 
-/// Where this reader stands: its boot and its PID namespace.
+/// Where this reader stands, its boot and its PID namespace, and how it looks a pid up in its
+/// `/proc`: read from the machine by [`crate::os::local_host`], given here as values.
 #[derive(Clone, Debug)]
 pub struct LocalHost {
     boot_id: String,
     pid_ns: u64,
+    probe: fn(u32) -> Probe,
 }
 
 impl LocalHost {
-    /// Returns this reader's place, or `None` where it cannot be established: no `/proc` boot
-    /// id, or a `/proc` that is not of this process's PID namespace (its pids would be another
-    /// namespace's numbers), or no namespace to read there.
-    pub fn detect() -> Option<LocalHost> {
-        Some(LocalHost {
-            boot_id: boot_id()?,
-            pid_ns: own_pid_ns()?,
-        })
+    /// A reader in boot `boot_id` and PID namespace `pid_ns`, whose `/proc` says `probe` of a
+    /// pid.
+    pub fn new(boot_id: String, pid_ns: u64, probe: fn(u32) -> Probe) -> LocalHost {
+        LocalHost {
+            boot_id,
+            pid_ns,
+            probe,
+        }
     }
 
-    /// Returns what this reader can tell of `process` ([`decide`], on this machine's `/proc`).
+    /// Returns what this reader can tell of `process` ([`decide`], on this reader's `/proc`).
     pub fn state(&self, process: &HolderProcess) -> ProcessState {
-        decide(process, &self.boot_id, self.pid_ns, probe)
+        decide(process, &self.boot_id, self.pid_ns, self.probe)
     }
 
     /// Returns what this reader sees beside `lease`: whether the process it records is gone.
@@ -178,84 +161,6 @@ impl LocalHost {
                 .is_some_and(|p| self.state(p) == ProcessState::Gone),
         }
     }
-}
-
-fn boot_id() -> Option<String> {
-    std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
-        .ok()
-        .map(|s| s.trim().to_owned())
-        .filter(|s| !s.is_empty())
-}
-
-/// Returns the inode of this process's PID namespace, if `/proc` is of that namespace: the
-/// `NSpid` line of `/proc/self/status` lists a process's pid in the namespace of the `/proc`
-/// mount and in each one below it down to its own, so it is one number, this process's pid,
-/// exactly when the two are the same.
-fn own_pid_ns() -> Option<u64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let nspid = status.lines().find_map(|l| l.strip_prefix("NSpid:"))?;
-    let pids: Vec<&str> = nspid.split_whitespace().collect();
-    if pids != [std::process::id().to_string()] {
-        return None;
-    }
-    Some(std::fs::metadata("/proc/self/ns/pid").ok()?.ino())
-}
-
-/// Looks `pid` up in `/proc/<pid>/stat`.
-fn probe(pid: u32) -> Probe {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => parse_stat(&stat),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Probe::Missing {
-            all_visible: proc_shows_every_process(),
-        },
-        Err(_) => Probe::Unreadable,
-    }
-}
-
-/// Reads a `/proc/<pid>/stat` line: the state (field 3) and the start time (field 22).
-fn parse_stat(stat: &str) -> Probe {
-    // The command name (field 2) is in parentheses and may hold spaces: split after it.
-    let Some(rest) = stat.rfind(')').and_then(|i| stat.get(i + 2..)) else {
-        return Probe::Unreadable;
-    };
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    // `rest` starts at field 3 (state).
-    if matches!(fields.first(), Some(&"Z") | Some(&"X") | Some(&"x")) {
-        return Probe::Ended;
-    }
-    match fields.get(22 - 3).and_then(|t| t.parse().ok()) {
-        Some(ticks) => Probe::Running(ticks),
-        None => Probe::Unreadable,
-    }
-}
-
-/// Returns true if `/proc` hides no process from this reader: the topmost mount at `/proc` is
-/// a proc file system without `hidepid`, and `/proc/1` (which every PID namespace has) can be
-/// read.
-fn proc_shows_every_process() -> bool {
-    let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
-    // The last mount at `/proc` is the one on top, the one paths reach.
-    mounts.lines().rev().find_map(proc_mount_options) == Some(false)
-        && std::fs::read_to_string("/proc/1/stat").is_ok()
-}
-
-/// For a line of `/proc/self/mountinfo` that mounts something at `/proc`: `Some(true)` if it
-/// may hide processes (`hidepid` in force, not a whole proc file system), `Some(false)` if not.
-fn proc_mount_options(line: &str) -> Option<bool> {
-    // `id parent dev root mountpoint options [optional fields...] - fstype source superoptions`
-    let (mount, fs) = line.split_once(" - ")?;
-    let mut mount = mount.split(' ').skip(3);
-    let (root, point) = (mount.next()?, mount.next()?);
-    if point != "/proc" {
-        return None;
-    }
-    let mut fs = fs.split(' ');
-    let (fstype, super_options) = (fs.next()?, fs.nth(1).unwrap_or(""));
-    let hides = super_options.split(',').any(|o| {
-        o.strip_prefix("hidepid=")
-            .is_some_and(|v| v != "0" && v != "off")
-    });
-    Some(fstype != "proc" || root != "/" || hides)
 }
 
 #[cfg(test)]
@@ -321,10 +226,8 @@ mod tests {
 
     #[test]
     fn an_unknown_process_is_never_observed_gone() {
-        let host = LocalHost {
-            boot_id: BOOT.into(),
-            pid_ns: NS,
-        };
+        let never = |_: u32| -> Probe { panic!("no lookup for a process of another namespace") };
+        let host = LocalHost::new(BOOT.into(), NS, never);
         let issue = crate::issue::IssueId::new("42").expect("an id");
         let alice = crate::holder::Holder::new("alice").expect("a holder");
         let at = chrono::DateTime::from_timestamp(1_800_000_000, 0).expect("an instant");
@@ -333,80 +236,5 @@ mod tests {
             lease.process = Some(Box::new(process));
             assert_eq!(host.observe(&lease), Observation::NONE);
         }
-    }
-
-    #[test]
-    fn stat_lines_are_read_after_the_last_parenthesis() {
-        let line = |state: &str| {
-            format!("7 (a) b) c) {state} 1 7 7 0 -1 4194560 100 0 0 0 0 0 0 0 20 0 1 0 1234 5 6\n")
-        };
-        assert_eq!(parse_stat(&line("S")), Probe::Running(1234));
-        assert_eq!(parse_stat(&line("Z")), Probe::Ended);
-        assert_eq!(parse_stat(&line("X")), Probe::Ended);
-        assert_eq!(parse_stat("7 (short) S 1 2\n"), Probe::Unreadable);
-        assert_eq!(parse_stat("garbage"), Probe::Unreadable);
-        assert_eq!(parse_stat(")"), Probe::Unreadable);
-    }
-
-    #[test]
-    fn a_proc_mount_with_hidepid_may_hide_processes() {
-        let at_proc = |fs: &str| format!("66 48 0:40 / /proc rw,relatime - {fs}");
-        assert_eq!(proc_mount_options(&at_proc("proc proc rw")), Some(false));
-        assert_eq!(
-            proc_mount_options(&at_proc("proc proc rw,hidepid=off")),
-            Some(false)
-        );
-        assert_eq!(
-            proc_mount_options(&at_proc("proc proc rw,hidepid=0")),
-            Some(false)
-        );
-        for hidden in ["invisible", "noaccess", "ptraceable", "1", "2"] {
-            let line = at_proc(&format!("proc proc rw,hidepid={hidden},gid=4"));
-            assert_eq!(proc_mount_options(&line), Some(true), "{line}");
-        }
-        assert_eq!(
-            proc_mount_options(&at_proc("tmpfs none rw")),
-            Some(true),
-            "not a proc file system"
-        );
-        assert_eq!(
-            proc_mount_options("66 48 0:21 /sys /proc rw - proc proc rw"),
-            Some(true),
-            "a part of a proc file system bound at /proc"
-        );
-        assert_eq!(
-            proc_mount_options("36 35 98:0 / /proc/sys/fs/binfmt_misc rw - binfmt_misc x rw"),
-            None
-        );
-        assert_eq!(
-            proc_mount_options("22 1 0:21 / /proc rw shared:12 - proc proc rw"),
-            Some(false),
-            "optional fields before the separator"
-        );
-    }
-
-    #[test]
-    fn this_process_is_alive_and_a_recycled_pid_is_not_the_holder() {
-        let Some(host) = LocalHost::detect() else {
-            return; // no /proc of this namespace: nothing to observe
-        };
-        let me = HolderProcess::of(std::process::id()).expect("this process exists");
-        assert_eq!(me.pid_ns, Some(host.pid_ns));
-        assert_eq!(host.state(&me), ProcessState::Alive);
-        let recycled = HolderProcess {
-            start_ticks: me.start_ticks + 1,
-            ..me.clone()
-        };
-        assert_eq!(host.state(&recycled), ProcessState::Gone);
-        let elsewhere = HolderProcess {
-            boot_id: "another-machine".into(),
-            start_ticks: 0,
-            ..me
-        };
-        assert_eq!(
-            host.state(&elsewhere),
-            ProcessState::Unknown,
-            "other machines: TTL only"
-        );
     }
 }

@@ -239,11 +239,6 @@ fn has_stored_shape(text: &[u8]) -> bool {
         })
 }
 
-/// Returns the current system time truncated to whole seconds.
-pub fn system_now() -> DateTime<Utc> {
-    Utc::now().trunc_subsecs(0)
-}
-
 /// Returns a compact human duration: `45s`, `14m`, `2h 5m`, `3d 4h`.
 pub fn short_duration(d: Duration) -> String {
     let mut out = String::new();

@@ -8,7 +8,7 @@
 //! tip, and never lets a ledger start over at token 1.
 
 use chrono::{DateTime, Duration, Utc};
-use gix::ObjectId;
+use gix_hash::ObjectId;
 
 use crate::lease::Lease;
 use crate::liveness::Current;

@@ -155,9 +155,9 @@ pub struct Signed {
 
 /// Returns the header that holds a commit's signature in a repository of `hash` objects, as
 /// git names it: `gpgsig` for SHA-1, `gpgsig-sha256` for SHA-256.
-pub fn signature_header(hash: gix::hash::Kind) -> &'static [u8] {
+pub fn signature_header(hash: gix_hash::Kind) -> &'static [u8] {
     match hash {
-        gix::hash::Kind::Sha256 => b"gpgsig-sha256",
+        gix_hash::Kind::Sha256 => b"gpgsig-sha256",
         _ => b"gpgsig",
     }
 }

@@ -183,7 +183,8 @@ impl Store {
                     },
                     new: Target::Object(*new),
                 },
-                name: issue.full_name(),
+                // Every issue id is a valid ref name component (`IssueId::new`).
+                name: gix::refs::FullName::try_from(issue.ref_name()).expect("a valid ref name"),
                 deref: false,
             })
             .collect();

@@ -41,7 +41,7 @@ pub struct Owner {
 
 /// What is at a name in a directory, the name itself (a link is not followed).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Entry {
+pub enum Found {
     /// Nothing.
     Missing,
     /// A regular file.
@@ -168,37 +168,37 @@ impl Dir {
     }
 
     /// What is at `name`, without following a link.
-    pub fn entry(&self, name: impl AsRef<OsStr>) -> Result<Entry> {
+    pub fn what_is_at(&self, name: impl AsRef<OsStr>) -> Result<Found> {
         let name = name.as_ref();
         let path = self.path.join(name);
         let stat = match rfs::statat(&self.fd, name, AtFlags::SYMLINK_NOFOLLOW) {
             Ok(stat) => stat,
-            Err(rustix::io::Errno::NOENT) => return Ok(Entry::Missing),
+            Err(rustix::io::Errno::NOENT) => return Ok(Found::Missing),
             Err(e) => return Err(io_error(format!("cannot read {}", path.display()))(e)),
         };
         Ok(match FileType::from_raw_mode(stat.st_mode) {
-            FileType::RegularFile => Entry::File,
-            FileType::Directory => Entry::Dir,
+            FileType::RegularFile => Found::File,
+            FileType::Directory => Found::Dir,
             FileType::Symlink => {
                 let target = rfs::readlinkat(&self.fd, name, Vec::new())
                     .map_err(io_error(format!("cannot read the link {}", path.display())))?;
-                Entry::Link(PathBuf::from(OsStr::from_bytes(target.as_bytes())))
+                Found::Link(PathBuf::from(OsStr::from_bytes(target.as_bytes())))
             }
-            _ => Entry::Other,
+            _ => Found::Other,
         })
     }
 
     /// The error for a link (or anything else unexpected) at `name`, where `wanted` was
     /// expected.
-    fn refuse(&self, name: &OsStr, found: &Entry, wanted: &str) -> Error {
+    fn refuse(&self, name: &OsStr, found: &Found, wanted: &str) -> Error {
         let path = self.path.join(name);
         let reason = match found {
-            Entry::Link(target) => format!(
+            Found::Link(target) => format!(
                 "is a symbolic link (to {}); install-hook follows no link in a repository: \
                  remove it, or replace it with the {wanted} itself, and run install-hook again",
                 target.display()
             ),
-            Entry::Missing => format!("is missing (a {wanted} was expected)"),
+            Found::Missing => format!("is missing (a {wanted} was expected)"),
             _ => format!("is not a {wanted}; remove it and run install-hook again"),
         };
         Error::UnsafePath { path, reason }
@@ -217,9 +217,9 @@ impl Dir {
         ) {
             Ok(fd) => Ok(Dir { fd, path }),
             Err(e) => {
-                let found = self.entry(name)?;
+                let found = self.what_is_at(name)?;
                 match found {
-                    Entry::Link(_) | Entry::File | Entry::Other => {
+                    Found::Link(_) | Found::File | Found::Other => {
                         Err(self.refuse(name, &found, "directory"))
                     }
                     _ => Err(io_error(format!("cannot open {}", path.display()))(e)),
@@ -339,9 +339,9 @@ impl Dir {
             Ok(fd) => fd,
             Err(rustix::io::Errno::NOENT) => return Ok(None),
             Err(e) => {
-                let found = self.entry(name)?;
+                let found = self.what_is_at(name)?;
                 return Err(match found {
-                    Entry::Link(_) | Entry::Dir | Entry::Other => {
+                    Found::Link(_) | Found::Dir | Found::Other => {
                         self.refuse(OsStr::new(name), &found, "file")
                     }
                     _ => io_error(format!("cannot read {}", path.display()))(e),
@@ -350,7 +350,7 @@ impl Dir {
         };
         let stat = rfs::fstat(&fd).map_err(io_error(format!("cannot read {}", path.display())))?;
         if FileType::from_raw_mode(stat.st_mode) != FileType::RegularFile {
-            let found = self.entry(name)?;
+            let found = self.what_is_at(name)?;
             return Err(self.refuse(OsStr::new(name), &found, "file"));
         }
         if sole && stat.st_nlink > 1 {
@@ -379,8 +379,8 @@ impl Dir {
 
     /// Checks that `name` is a regular file or nothing, as [`Dir::read`] would; reads nothing.
     pub fn expect_file_or_nothing(&self, name: &str) -> Result<()> {
-        match self.entry(name)? {
-            Entry::Missing | Entry::File => Ok(()),
+        match self.what_is_at(name)? {
+            Found::Missing | Found::File => Ok(()),
             found => Err(self.refuse(OsStr::new(name), &found, "file")),
         }
     }
@@ -391,9 +391,9 @@ impl Dir {
     /// (by a run that stopped half-way) is removed first; anything else is refused.
     pub fn create(&self, name: &str, bytes: &[u8], mode: u32, owner: Option<Owner>) -> Result<()> {
         let path = self.path.join(name);
-        match self.entry(name)? {
-            Entry::Missing => {}
-            Entry::File => rfs::unlinkat(&self.fd, name, AtFlags::empty())
+        match self.what_is_at(name)? {
+            Found::Missing => {}
+            Found::File => rfs::unlinkat(&self.fd, name, AtFlags::empty())
                 .map_err(io_error(format!("cannot remove {}", path.display())))?,
             found => return Err(self.refuse(OsStr::new(name), &found, "file")),
         }

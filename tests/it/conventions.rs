@@ -1,7 +1,7 @@
 //! git's own conventions: settings read as git reads them (`git -c` included, run through git
 //! itself), `--json` whose stderr holds JSON only, hints given only when they apply, one name
-//! for a timeout, the plain words of a newcomer's first mistakes, and the size of src files
-//! and functions (a house one can read).
+//! for a timeout, the plain words of a newcomer's first mistakes, and a house one can read: the
+//! size of src files and functions, and pure rules and model apart from everything doing I/O.
 
 use serde_json::Value;
 
@@ -698,4 +698,274 @@ fn a_function_is_counted_from_fn_to_its_closing_brace_past_strings_and_comments(
         .map(|(n, at, len)| (n.as_str(), *at, *len))
         .collect();
     assert_eq!(names, [("short", 1, 1), ("long", 3, 7), ("inner", 7, 1)]);
+}
+
+// ---------------------------------------------------------------------------------------------
+// A house one can read: the pure rules and model, apart from everything that does I/O
+
+/// The module trees that decide without I/O: they take what was read (the clock, `/proc`,
+/// random bytes, the repository) as values, from `src/os.rs`, the store and the command line.
+const PURE_TREES: &[&str] = &[
+    "src/rules",
+    "src/model",
+    "src/text.rs",
+    "src/redact.rs",
+    "src/error.rs",
+];
+
+/// The crates a pure module may use besides the standard library: none reads or writes
+/// anything (gix-hash and gix-validate are gix's pure parts, without its repository).
+const PURE_CRATES: &[&str] = &[
+    "chrono",
+    "serde",
+    "serde_json",
+    "thiserror",
+    "humantime",
+    "unicode_normalization",
+    "ssh_key",
+    "gix_hash",
+    "gix_validate",
+    "proptest",
+];
+
+/// What a pure module may name at this crate's root: the pure trees, and what the root
+/// re-exports of them.
+const PURE_ROOT_NAMES: &[&str] = &[
+    "rules",
+    "model",
+    "text",
+    "redact",
+    "error",
+    "step",
+    "holder",
+    "issue",
+    "lease",
+    "liveness",
+    "remark",
+    "session",
+    "time",
+    "Error",
+    "ErrorKind",
+    "Result",
+    "Holder",
+    "IssueId",
+    "Lease",
+    "Event",
+    "FORMAT_VERSION",
+    "Remark",
+    "RemarkKind",
+    "is_live",
+    "Claim",
+    "Credentials",
+    "Ending",
+    "FenceFailure",
+    "Outcome",
+    "Ttl",
+];
+
+/// The parts of the standard library that reach the machine.
+const IMPURE_STD: &[&str] = &["fs", "process", "net", "env", "os", "thread"];
+
+/// The names of `Cargo.toml`'s dependencies, as code names them (`-` read as `_`).
+fn dependency_names(manifest: &str) -> Vec<String> {
+    let mut in_dependencies = false;
+    let mut names = Vec::new();
+    for line in manifest.lines().map(str::trim) {
+        if line.starts_with('[') {
+            in_dependencies = matches!(line, "[dependencies]" | "[dev-dependencies]");
+        } else if let Some((key, _)) = line.split_once('=').filter(|_| in_dependencies) {
+            names.push(key.trim().replace('-', "_"));
+        }
+    }
+    names
+}
+
+/// The segments of the path or `use` tree that starts at `text`, each `{...}` group read as
+/// one path per item: `std::{fs, io::Read}` gives `std::fs` and `std::io::Read`.
+fn path_segments(text: &str) -> Vec<Vec<String>> {
+    let ident_len = |s: &str| {
+        s.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .unwrap_or(s.len())
+    };
+    let mut segments = Vec::new();
+    let mut rest = text;
+    loop {
+        let len = ident_len(rest);
+        if len == 0 {
+            break;
+        }
+        segments.push(rest[..len].to_owned());
+        match rest[len..].trim_start().strip_prefix("::") {
+            Some(next) => rest = next.trim_start(),
+            None => return vec![segments],
+        }
+    }
+    let Some(group) = rest.strip_prefix('{') else {
+        return vec![segments];
+    };
+    let (mut depth, mut items, mut start) = (0, Vec::new(), 0);
+    for (at, c) in group.char_indices() {
+        match c {
+            '{' => depth += 1,
+            '}' if depth == 0 => {
+                items.push(&group[start..at]);
+                break;
+            }
+            '}' => depth -= 1,
+            ',' if depth == 0 => {
+                items.push(&group[start..at]);
+                start = at + 1;
+            }
+            _ => {}
+        }
+    }
+    let items = items.into_iter().map(str::trim).filter(|i| !i.is_empty());
+    items
+        .flat_map(path_segments)
+        .map(|tail| [segments.clone(), tail].concat())
+        .collect()
+}
+
+/// The spans of the inline `mod name { ... }` blocks of `code` (from [`code_only`]).
+fn inline_modules(code: &str) -> Vec<(usize, usize)> {
+    let bytes = code.as_bytes();
+    let mut spans = Vec::new();
+    for (at, _) in code.match_indices("mod ") {
+        if at > 0 && (bytes[at - 1].is_ascii_alphanumeric() || bytes[at - 1] == b'_') {
+            continue;
+        }
+        let after = code[at + 4..].trim_start();
+        let name = after.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'));
+        let Some(body) = name.map(|n| after[n..].trim_start()) else {
+            continue;
+        };
+        if !body.starts_with('{') {
+            continue;
+        }
+        let open = code.len() - body.len();
+        let mut braces = 0i32;
+        let close = bytes[open..].iter().position(|b| {
+            braces += match b {
+                b'{' => 1,
+                b'}' => -1,
+                _ => 0,
+            };
+            braces == 0
+        });
+        spans.push((open, open + close.expect("every brace closed")));
+    }
+    spans
+}
+
+/// What in `source` (the file `file` of `src`, as `rules/step.rs`) reaches past the pure
+/// modules, as `line: what (why)`.
+fn impure_uses(file: &str, source: &str, dependencies: &[String]) -> Vec<String> {
+    let code = code_only(source);
+    let bytes = code.as_bytes();
+    let line_of = |at: usize| code[..at].matches('\n').count() + 1;
+    // How deep the file's module is below the crate's root (`text.rs` 1, `rules/step.rs` 2).
+    let file_depth = file.split('/').count() - usize::from(file.ends_with("mod.rs"));
+    let modules = inline_modules(&code);
+    let is_ident = |b: u8| b.is_ascii_alphanumeric() || b == b'_';
+    let mut found = Vec::new();
+    for at in 0..bytes.len() {
+        let before = at.checked_sub(1).map(|b| bytes[b]);
+        let starts = is_ident(bytes[at]) && !before.is_some_and(|b| is_ident(b) || b == b':');
+        let absolute = at >= 2
+            && code[..at].ends_with("::")
+            && !(at >= 3 && {
+                let b = bytes[at - 3];
+                is_ident(b) || b == b'>' || b == b')'
+            });
+        if !(starts || absolute) {
+            continue;
+        }
+        let depth = file_depth + modules.iter().filter(|(o, c)| *o < at && at < *c).count();
+        for path in path_segments(&code[at..])
+            .into_iter()
+            .filter(|p| p.len() > 1)
+        {
+            if let Some(why) = impure_path(&path, depth, dependencies) {
+                found.push(format!("{}: {} ({why})", line_of(at), path.join("::")));
+            }
+        }
+    }
+    for (at, _) in code.match_indices("::now(") {
+        found.push(format!("{}: ::now( (reads the clock)", line_of(at)));
+    }
+    found
+}
+
+/// Why `path`, met in a module `depth` below the crate's root, reaches past the pure
+/// modules, if it does.
+fn impure_path(path: &[String], depth: usize, dependencies: &[String]) -> Option<&'static str> {
+    let first = path[0].as_str();
+    let supers = path.iter().take_while(|s| *s == "super").count();
+    let at_root = (first == "crate" || (supers > 0 && supers >= depth))
+        .then(|| path.get(supers.max(1)).map(String::as_str))
+        .flatten();
+    if let Some(name) = at_root {
+        return (!PURE_ROOT_NAMES.contains(&name)).then_some("a module that does I/O");
+    }
+    if matches!(first, "std" | "core" | "alloc") {
+        return IMPURE_STD
+            .contains(&path[1].as_str())
+            .then_some("the standard library's I/O");
+    }
+    let crate_io = dependencies.iter().any(|d| d == first) && !PURE_CRATES.contains(&first);
+    crate_io.then_some("a crate outside the pure list")
+}
+
+#[test]
+fn the_rules_and_the_model_import_nothing_that_does_io() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let manifest = std::fs::read_to_string(root.join("Cargo.toml")).expect("Cargo.toml");
+    let dependencies = dependency_names(&manifest);
+    assert!(dependencies.iter().any(|d| d == "gix"), "{dependencies:?}");
+    let mut offenders = Vec::new();
+    for tree in PURE_TREES {
+        let tree = root.join(tree);
+        let files = match tree.is_dir() {
+            true => rust_files(&tree),
+            false => vec![tree],
+        };
+        for path in files {
+            let source = std::fs::read_to_string(&path).expect("a readable source file");
+            let file = path.strip_prefix(root.join("src")).expect("under src");
+            let file = file.to_str().expect("a UTF-8 path");
+            for found in impure_uses(file, &source, &dependencies) {
+                offenders.push(format!("src/{file}:{found}"));
+            }
+        }
+    }
+    assert!(
+        offenders.is_empty(),
+        "the pure modules take what was read as values; move the I/O out (src/os.rs, \
+         the store, the command line):\n{}",
+        offenders.join("\n")
+    );
+}
+
+#[test]
+fn the_boundary_scan_follows_use_groups_super_and_absolute_paths() {
+    let dependencies = ["gix".to_owned(), "chrono".to_owned()];
+    let source = "use std::{fmt, fs::File};\n\
+        use crate::{issue::IssueId, store::Store};\n\
+        // gix::ObjectId in a comment, \"std::process\" in a string\n\
+        fn f() { let _ = ::gix::open(\".\"); chrono::Utc::now(); }\n\
+        use super::super::ledger::Ledger;\n\
+        mod tests { use super::super::time::Ttl; use super::super::super::git::run; }\n\
+        use crate::Error; use core::fmt::Write; use gix_hash::ObjectId;\n";
+    let found = impure_uses("model/issue.rs", source, &dependencies);
+    assert_eq!(
+        found,
+        [
+            "1: std::fs::File (the standard library's I/O)",
+            "2: crate::store::Store (a module that does I/O)",
+            "4: gix::open (a crate outside the pure list)",
+            "5: super::super::ledger::Ledger (a module that does I/O)",
+            "6: super::super::super::git::run (a module that does I/O)",
+            "4: ::now( (reads the clock)",
+        ]
+    );
 }

@@ -5,7 +5,7 @@ use std::io::Write;
 use git_lease::{rules, Claim, Error, IssueId, Remark, RemarkKind};
 
 use crate::cli::output::emit_reports;
-use crate::cli::{any, Context, Failure, HolderArg, TtlArg};
+use crate::cli::{one_of_many, Context, Failure, HolderArg, TtlArg};
 
 // The arguments of `acquire`.
 #[derive(clap::Args, Debug)]
@@ -60,18 +60,18 @@ pub(crate) fn run(ctx: &Context, args: Args, out: &mut dyn Write) -> Result<u8, 
     let task = Remark::optional(RemarkKind::Task, task)?;
     let target = ctx.backend()?;
     let issues = if any {
-        any::candidates(&issues)?
+        one_of_many::candidates(&issues)?
     } else {
         distinct_issues(&issues)?
     };
     let new_secret = if session {
-        Some(git_lease::session::new_secret()?)
+        Some(git_lease::os::new_session_secret()?)
     } else {
         None
     };
     let process = match pid {
         None => None,
-        Some(pid) => Some(git_lease::liveness::HolderProcess::of(pid).ok_or_else(|| {
+        Some(pid) => Some(git_lease::os::holder_process(pid).ok_or_else(|| {
             Error::InvalidInput(format!(
                 "--pid {pid}: no such process on this machine (or no /proc of this PID namespace to record it)"
             ))
@@ -87,14 +87,14 @@ pub(crate) fn run(ctx: &Context, args: Args, out: &mut dyn Write) -> Result<u8, 
         process,
     };
     if any {
-        let report = any::claim(ctx, &issues, &claim, now, any::order(ordered))?;
+        let report = one_of_many::claim(ctx, &issues, &claim, now, one_of_many::order(ordered))?;
         let started = report.claimed.as_ref().is_some_and(|r| {
             r.wrote
                 && claim.session.is_some()
                 && r.lease().and_then(|l| l.session.as_deref()) == claim.session.as_deref()
         });
         let secret = new_secret.filter(|_| started);
-        return any::emit(ctx, &report, secret.as_deref(), out);
+        return one_of_many::emit(ctx, &report, secret.as_deref(), out);
     }
     let reports = if issues.len() == 1 {
         vec![target.apply(&issues[0], &mut |cur| {

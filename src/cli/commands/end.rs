@@ -6,7 +6,7 @@ use std::io::Write;
 
 use git_lease::{rules, Credentials, Ending, Outcome};
 
-use crate::cli::output::{emit_reports, printable, said};
+use crate::cli::output::{diagnostics, emit_reports, printable};
 use crate::cli::{resolve_for_write, Context, Failure, HolderArg};
 
 // The arguments of `release`, `complete` and `abandon`.
@@ -40,7 +40,7 @@ pub(crate) fn run(
     if report.outcome == Outcome::NotHolder && report.entry.as_ref().is_some_and(live) {
         out.flush()?;
         let issue = printable(issue.as_str());
-        said::hint(&format!(
+        diagnostics::hint(&format!(
             "{issue} is someone else's until it expires or they free it. Wait for it with\n\
              `git lease wait {issue}` (`--acquire` to take it then), or have an administrator\n\
              free it with `git lease revoke {issue} --reason <why>`."

@@ -124,7 +124,7 @@ pub(crate) fn report(
     }
     out.flush()?;
     for w in install.warnings {
-        crate::cli::output::said::warning(w);
+        crate::cli::output::diagnostics::warning(w);
     }
     Ok(())
 }

@@ -111,7 +111,7 @@ pub(crate) fn run(ctx: &Context, args: Args, _out: &mut dyn Write) -> Result<u8,
     let args = crate::cli::run::RunArgs {
         issues,
         any,
-        order: crate::cli::any::order(ordered),
+        order: crate::cli::one_of_many::order(ordered),
         wait,
         holder: ctx.holder(&holder.name)?,
         ttl: ctx.ttl(&ttl)?,

@@ -188,7 +188,7 @@ fn run_command<F>(state: &State, remote: Option<String>, body: F) -> Said
 where
     F: FnOnce(&Context, &mut Vec<u8>) -> Result<u8, Failure>,
 {
-    let ((answer, notices), said) = crate::cli::output::said::captured(|| {
+    let ((answer, notices), said) = crate::cli::output::diagnostics::captured(|| {
         let ctx = match open(state, remote) {
             Ok(ctx) => ctx,
             Err(e) => return (Answer::Failed(e.into()), Vec::new()),

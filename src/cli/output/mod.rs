@@ -7,8 +7,8 @@
 //! Unicode reaches the terminal; JSON output keeps the exact strings.
 
 pub(crate) mod color;
+pub(crate) mod diagnostics;
 pub(crate) mod json;
-pub(crate) mod said;
 
 use std::borrow::Cow;
 use std::io::Write;
@@ -479,7 +479,7 @@ pub(crate) fn report_diverged(
         let e = d
             .clone()
             .into_error(remote.as_deref().unwrap_or("the remote"));
-        said::line("error", &e.to_string());
+        diagnostics::line("error", &e.to_string());
     }
     Ok(())
 }
@@ -493,7 +493,7 @@ pub(crate) fn report_unreadable(
     out.flush()?;
     for u in unreadable {
         let e = u.clone().into_error();
-        said::line(
+        diagnostics::line(
             "error",
             &format!("{e}; it is left out, every other ledger is listed"),
         );

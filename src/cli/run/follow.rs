@@ -12,7 +12,7 @@ use git_lease::rules::{self, Outcome, Tenure};
 use git_lease::{Error, Report, Ttl};
 
 use super::renewal::StopWindow;
-use super::{after, said, Context, Event, Failure, Handle, RunningClock};
+use super::{after, diagnostics, Context, Event, Failure, Handle, RunningClock};
 
 /// What wakes the thread that renews (or reads) the lease before its interval is up.
 pub(super) enum Wake {
@@ -41,7 +41,7 @@ pub(super) fn on_ref_moves(
             Some(w)
         }
         Err(e) => {
-            said::line(
+            diagnostics::line(
                 "git lease run",
                 &format!("no file-system notifications ({e}); reading the lease every --every"),
             );
@@ -121,7 +121,7 @@ pub(super) fn renew_in_background(
                     let _ = events.send(Event::LeaseLost(why));
                     return;
                 }
-                Err(e) => said::line(
+                Err(e) => diagnostics::line(
                     "git lease run",
                     &format!("renewing failed, will retry: {e}"),
                 ),

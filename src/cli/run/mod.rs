@@ -103,7 +103,7 @@ mod tree {
     }
 }
 
-use super::output::said;
+use super::output::diagnostics;
 use super::{exit, output, Context, Failure};
 use running::Running;
 use take::{own_tenure, take_lease, Claimed};
@@ -303,20 +303,20 @@ enum Event {
 /// lease (or stop the child) by what happens first.
 pub(crate) fn run(ctx: &Context, args: RunArgs) -> Result<u8, Failure> {
     // Its reports are a stream of JSON lines on stderr: what it says beside them joins it.
-    said::stream();
+    diagnostics::stream();
     let clock = RunningClock::starting_at(ctx.now);
     let Some((program, program_args)) = args.command.split_first() else {
         return Err(Error::InvalidInput("give the command to run after --".into()).into());
     };
     let interval = renew_interval(args.ttl, args.every)?;
-    let secret = git_lease::session::new_secret()?;
+    let secret = git_lease::os::new_session_secret()?;
     let dir = std::env::current_dir().map_err(|e| Error::Io {
         context: "cannot read the current directory".into(),
         source: e,
     })?;
     let claim = Claim {
         session: Some(git_lease::session::hash(&secret)),
-        process: git_lease::liveness::HolderProcess::of(std::process::id()),
+        process: git_lease::os::holder_process(std::process::id()),
         ..Claim::new(args.holder.clone(), args.ttl)
     };
     let handle = |issue: &IssueId| Handle {

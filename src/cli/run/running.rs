@@ -13,7 +13,7 @@ use super::child::{catch_signals, child_code, forward_signals, stop_child, super
 use super::follow::{on_ref_moves, renew_in_background, wait_for_stop, Stop, Wake};
 use super::lost::lost_reason;
 use super::{after, tell, tell_lost, tree, Event, Handle, RunArgs, RunningClock};
-use crate::cli::output::{self, said};
+use crate::cli::output::{self, diagnostics};
 use crate::cli::{exit, Context, Failure};
 
 /// A `run` whose child started: what its end needs.
@@ -158,7 +158,7 @@ impl Running<'_> {
                 tell_lost(self.ctx, issue, &reason);
                 return Ok(exit::LEASE_LOST);
             }
-            Err(e) => said::line("error", &format!("run could not end the lease: {e}")),
+            Err(e) => diagnostics::line("error", &format!("run could not end the lease: {e}")),
         }
         Ok(code)
     }
@@ -196,7 +196,7 @@ pub(super) fn not_started(
             .into())
         }
     };
-    said::line(
+    diagnostics::line(
         "error",
         &format!("cannot start {}: {e}", output::printable(program)),
     );

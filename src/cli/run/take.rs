@@ -7,7 +7,7 @@ use git_lease::rules::{self, Claim, Outcome, Tenure};
 use git_lease::{IssueId, Lease, Report};
 
 use super::{after, Handle, RunArgs, RunningClock};
-use crate::cli::output::{self, said};
+use crate::cli::output::{self, diagnostics};
 use crate::cli::{Context, Failure};
 
 /// The lease and tenure `report` took for this run's own session (`claim`'s), if it took one:
@@ -42,13 +42,13 @@ pub(super) fn take_lease(
     let mut pause = Duration::from_millis(50);
     // Read once: `-` takes candidates from stdin, which a second round would find empty.
     let candidates = match args.any {
-        true => crate::cli::any::candidates(&args.issues)?,
+        true => crate::cli::one_of_many::candidates(&args.issues)?,
         false => Vec::new(),
     };
     loop {
         let now = clock.now();
         let held_by_another = if args.any {
-            let got = crate::cli::any::claim(ctx, &candidates, claim, now, args.order)?;
+            let got = crate::cli::one_of_many::claim(ctx, &candidates, claim, now, args.order)?;
             output::report_diverged(ctx, &got.diverged, &mut std::io::stderr())?;
             match got.claimed {
                 Some(report) => {
@@ -59,7 +59,7 @@ pub(super) fn take_lease(
                         at: now,
                     }));
                 }
-                None => crate::cli::any::none_free(&got),
+                None => crate::cli::one_of_many::none_free(&got),
             }
         } else {
             let issue = IssueId::new(args.issues.first().map_or("", String::as_str))?;
@@ -79,7 +79,7 @@ pub(super) fn take_lease(
         };
         let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
         if args.wait.is_none() || left.is_some_and(|l| l.is_zero()) {
-            said::line("git lease run", &held_by_another);
+            diagnostics::line("git lease run", &held_by_another);
             return Ok(None);
         }
         std::thread::sleep(left.map_or(pause, |l| l.min(pause)));

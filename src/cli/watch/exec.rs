@@ -21,8 +21,8 @@ use std::sync::{Arc, Mutex};
 
 use git_lease::watch::{WatchEvent, WatchView};
 
+use crate::cli::output::diagnostics;
 use crate::cli::output::json::json_text;
-use crate::cli::output::said;
 
 /// The configuration key read when `--exec` is not given.
 pub(crate) const CONFIG_KEY: &str = "lease.onEvent";
@@ -84,7 +84,7 @@ impl OnEvent {
             Ok(Some(status)) => describe(status),
             Err(e) => format!("could not start: {e}"),
         };
-        said::line(
+        diagnostics::line(
             "error",
             &format!(
                 "the on-event command for the {} of {} (token {}) {failure}; the watch goes on",

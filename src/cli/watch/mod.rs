@@ -27,8 +27,8 @@ use git_lease::{Error, Ledger};
 use gix::ObjectId;
 
 use super::output;
+use super::output::diagnostics;
 use super::output::json::json_line;
-use super::output::said;
 use super::run::RunningClock;
 use super::{exit, parse_duration, Context, Failure};
 use exec::{OnEvent, Stopping};
@@ -109,7 +109,7 @@ pub(crate) fn watch_running(
     out: &mut dyn Write,
 ) -> Result<u8, Failure> {
     // It runs until stopped: what it says beside its events is said at once.
-    said::stream();
+    diagnostics::stream();
     let clock = RunningClock::starting_at(ctx.now);
     let prefix = args.prefix.unwrap_or_default();
     let since = args
@@ -235,7 +235,7 @@ impl Following<'_> {
             let (events, errors) = self.follower.expire(store, self.clock.now());
             self.report.events(&events, out)?;
             for e in errors {
-                said::line("error", &e.to_string());
+                diagnostics::line("error", &e.to_string());
             }
             out.flush()?;
         }
@@ -255,13 +255,13 @@ impl Following<'_> {
                 };
                 self.report.events(&events, out)?;
                 for e in errors {
-                    said::line("error", &e.to_string());
+                    diagnostics::line("error", &e.to_string());
                 }
             }
             Err(_) if git_lease::git::stopping() => return Ok(true),
             Err(e) => {
                 self.failures = self.failures.saturating_add(1);
-                said::line("error", &e.to_string());
+                diagnostics::line("error", &e.to_string());
             }
         }
         self.next_read = Instant::now() + backoff(self.interval, self.failures);
@@ -330,7 +330,7 @@ fn read_tips(source: &mut Source<'_>, reported: &mut Reported) -> Result<Moved, 
                 let (kept, refused) = ledger.verified_refs(refs, &mut reported.verified);
                 for (issue, tip, e) in refused {
                     if reported.diverged.insert((issue, Some(tip.to_string()))) {
-                        said::line("error", &e.to_string());
+                        diagnostics::line("error", &e.to_string());
                     }
                 }
                 kept
@@ -347,7 +347,7 @@ fn read_tips(source: &mut Source<'_>, reported: &mut Reported) -> Result<Moved, 
                     .diverged
                     .insert((d.issue.clone(), d.remote.clone()))
                 {
-                    said::line("error", &d.into_error(remote.name()).to_string());
+                    diagnostics::line("error", &d.into_error(remote.name()).to_string());
                 }
             }
             Ok(Moved::All(fetched.verified))
@@ -493,7 +493,7 @@ fn watch_refs(
     match started {
         Ok(w) => Some(w),
         Err(e) => {
-            said::line(
+            diagnostics::line(
                 "warning",
                 &format!(
                     "no file-system notifications ({e}); reading the refs every {}",
