@@ -32,9 +32,8 @@ use crate::time::Ttl;
 use cas::Attempt;
 use chrono::{DateTime, Utc};
 
-/// How many times a local write re-reads and decides again after losing the swap before it
-/// gives up with [`Error::LostRace`]. Local swaps take microseconds, so this is only reached
-/// under pathological contention.
+/// How many times a local write re-reads and decides again after a lost swap before it gives
+/// up with [`Error::LostRace`]: local swaps take microseconds, so only under pathology.
 const LOCAL_ATTEMPTS: u32 = 1000;
 
 /// The answer to one operation.
