@@ -57,7 +57,7 @@
 //! - [`archive`], [`archive_default`], [`archive_forged`], [`archive_deletion`]: the archive
 //!   of quiet ledgers (folds, revivals, mirrors), trust in it by default, generated forged
 //!   folds against the server hook, and the deletion of a lease ref only at the tip the
-//!   archive records.
+//!   archive records; [`archive_ids`]: an id under an archived one.
 //! - [`guard`]: the guard on the client (`install-hook --client`): pre-push and pre-commit.
 //! - [`http`]: the hook behind a web server, judging the authenticated pusher.
 //! - [`install_root`]: `install-hook` as root in a hostile repository another account owns,
@@ -123,6 +123,7 @@ mod archive;
 mod archive_default;
 mod archive_deletion;
 mod archive_forged;
+mod archive_ids;
 mod archive_trust;
 mod attack;
 mod bad_input;
