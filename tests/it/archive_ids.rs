@@ -38,8 +38,6 @@ fn an_archived_id_does_not_stop_one_under_it_and_revives_once_that_is_folded() {
     lease(&repo, 601, &["acquire", "a"])
         .ok()
         .stdout_has("(token 2)");
-    lease(&repo, 602, &["show", "a/b"])
-        .ok()
-        .stdout_has("free");
+    lease(&repo, 602, &["show", "a/b"]).ok().stdout_has("free");
     lease(&repo, 603, &["verify"]).ok();
 }

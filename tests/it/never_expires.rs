@@ -50,8 +50,8 @@ fn a_run_through_a_remote_whose_lease_never_expires_stops_when_revoked_on_the_se
     let run = worker
         .lease()
         .args([
-            "run", "--remote", "origin", "31", "--ttl", "never", "--every", "1s", "--grace",
-            "1s", "--", "sh", "-c",
+            "run", "--remote", "origin", "31", "--ttl", "never", "--every", "1s", "--grace", "1s",
+            "--", "sh", "-c",
         ])
         .args(["echo started > \"$1\"; exec sleep 600", "sh"])
         .args([&ready])

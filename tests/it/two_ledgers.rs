@@ -53,7 +53,11 @@ fn a_token_issued_here_is_issued_again_by_the_remote_and_the_local_ledger_is_kep
         .stdout_has("(token 1)")
         .stderr_has("kept as refs/lease-diverged/8");
     assert_eq!(server.leases("8").len(), 1, "one step on the server");
-    assert_eq!(carol.tip("8"), server.tip("8"), "the clone follows the remote");
+    assert_eq!(
+        carol.tip("8"),
+        server.tip("8"),
+        "the clone follows the remote"
+    );
     assert_eq!(
         carol.git(&["rev-parse", "refs/lease-diverged/8"]),
         hers,
