@@ -34,13 +34,17 @@
 //!   process its reader cannot see (another PID namespace, `hidepid`) stays live until its
 //!   expiry.
 //! - [`end_states`]: `complete` and `abandon`, and the note and task of a claim.
-//! - [`run`]: `run` and `wait`, on real time.
+//! - [`run`]: `run` and `wait`, on real time; [`never_expires`]: `run --ttl never` through a
+//!   remote, revoked on the server.
 //! - [`server`]: a served bare repository per test (`git daemon`, or `git http-backend` behind
 //!   lighttpd or the harness's own front, [`cgi`]), with the system clock or a fixed one, with
 //!   the hook or not; its own tests are in [`daemon`].
 //! - [`forge`]: ledger history built by hand with plain git plumbing, and `lease.json` values.
 //! - [`remote`], [`mirror`], [`verify`]: claims through a remote, sync, and ledger audits.
 //! - [`sharing`]: a clone's claims are local until told otherwise; a diverged ledger adopted.
+//! - [`two_ledgers`]: a clone's own ledger and the remote's, each with its tokens: a tenure
+//!   made here is kept when the remote issues its token again, and work is fenced by the
+//!   remote's ledger.
 //! - [`signers`]: where the allowed signers list comes from (what the team controls, never
 //!   the branch checked out), a change of it verifying again, validity at the event's time.
 //! - [`signing`]: ledger commits signed as git signs commits with `gpg.format=ssh`
@@ -53,7 +57,7 @@
 //! - [`archive`], [`archive_default`], [`archive_forged`], [`archive_deletion`]: the archive
 //!   of quiet ledgers (folds, revivals, mirrors), trust in it by default, generated forged
 //!   folds against the server hook, and the deletion of a lease ref only at the tip the
-//!   archive records.
+//!   archive records; [`archive_ids`]: an id under an archived one.
 //! - [`guard`]: the guard on the client (`install-hook --client`): pre-push and pre-commit.
 //! - [`http`]: the hook behind a web server, judging the authenticated pusher.
 //! - [`install_root`]: `install-hook` as root in a hostile repository another account owns,
@@ -119,6 +123,7 @@ mod archive;
 mod archive_default;
 mod archive_deletion;
 mod archive_forged;
+mod archive_ids;
 mod archive_trust;
 mod attack;
 mod bad_input;
@@ -154,6 +159,7 @@ mod mcp_session;
 mod mirror;
 mod model;
 mod multi_acquire;
+mod never_expires;
 mod odd_ids;
 mod oldgit;
 mod output;
@@ -184,6 +190,7 @@ mod signing;
 mod snapshots;
 mod timeline;
 mod trust;
+mod two_ledgers;
 mod unknown_outcome;
 mod user_refs;
 mod verify;

@@ -299,6 +299,9 @@ fn a_key_revoked_with_valid_before_signs_nothing_after_even_backdated() {
     .ok();
 }
 
+/// Catches the mutant of `rules::signers` that accepts a revoke by any listed principal
+/// whenever the list names administrators at all (`list.admins().is_empty()` for the check
+/// that the principal is one of them), which a seeded property test alone used to find.
 #[test]
 fn a_revoke_signed_by_a_listed_non_administrator_is_refused_by_every_reader() {
     // ops is the administrator; bob, listed but no administrator, revokes alice's live lease
