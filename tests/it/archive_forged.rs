@@ -53,7 +53,7 @@ use crate::adversary::env_number;
 use crate::archive::on_server;
 use crate::env::{at, t0, Run, TestRepo};
 use crate::forge::{acquired, freed};
-use crate::hook::{chain_on, push, push_accepted};
+use crate::pushes::{chain_on, push, push_accepted};
 use crate::server::Server;
 
 /// The server's clock while the forged folds arrive, in seconds after [`crate::env::T0`].

@@ -13,84 +13,12 @@
 
 use serde_json::{json, Value};
 
-use crate::env::{at, Run, TestRepo, BIN};
+use crate::env::{at, TestRepo, BIN};
 use crate::forge::{self, acquired, blob, freed, lease_bytes, renewed, tree, with, without};
+use crate::pushes::{
+    assert_refused, chain_on, check_refused, commit, lease_commit, push, push_accepted,
+};
 use crate::server::Server;
-
-// ---------------------------------------------------------------------------------------------
-// Forging ledger commits with plain git plumbing in a client
-// ---------------------------------------------------------------------------------------------
-
-/// The message of every commit forged here.
-const FORGED: &str = "forged ledger commit";
-
-/// Writes a commit of `tree` on top of `parents`, dated `when` (RFC 3339); see
-/// [`forge::commit`].
-pub fn commit(repo: &TestRepo, tree: &str, parents: &[&str], when: &str) -> String {
-    forge::commit(repo, tree, parents, when, FORGED)
-}
-
-/// A ledger commit whose tree holds exactly `lease.json` = `value`, on top of `parents`.
-pub fn lease_commit(repo: &TestRepo, value: &Value, parents: &[&str]) -> String {
-    forge::lease_commit_saying(repo, value, parents, FORGED)
-}
-
-/// A chain of ledger commits on top of `base` (a root if `None`); ids oldest first.
-pub fn chain_on(repo: &TestRepo, base: Option<&str>, values: &[Value]) -> Vec<String> {
-    forge::chain_with(repo, base, values, lease_commit)
-}
-
-/// Plain `git push origin <refspecs>` from `client` (with `--force` if asked); the whole run.
-pub fn push(client: &TestRepo, force: bool, refspecs: &[&str]) -> Run {
-    let mut args = vec!["push"];
-    if force {
-        args.push("--force");
-    }
-    args.push("origin");
-    args.extend_from_slice(refspecs);
-    client.git_run(&args)
-}
-
-/// Asserts that `run` (a push) was refused by the hook for `issue` at `commit` with `rule`.
-#[track_caller]
-pub fn assert_refused(run: &Run, issue: &str, commit: &str, rule: &str) {
-    if let Err(why) = check_refused(run, issue, commit, rule) {
-        panic!("{why}");
-    }
-}
-
-fn check_refused(run: &Run, issue: &str, commit: &str, rule: &str) -> Result<(), String> {
-    let line = format!(
-        "remote: git-lease: refused issue {issue} at {}: {rule}: ",
-        &commit[..12]
-    );
-    if run.code == 0 {
-        return Err(format!(
-            "`{}` was accepted; expected {line:?}\n{run}",
-            run.command
-        ));
-    }
-    if !run.stderr.contains(&line) {
-        return Err(format!("`{}` should say {line:?}\n{run}", run.command));
-    }
-    if !run.stderr.contains("hook declined") {
-        return Err(format!(
-            "`{}` should report `hook declined`\n{run}",
-            run.command
-        ));
-    }
-    Ok(())
-}
-
-/// Pushes `commits` (oldest first) to `refs/leases/<issue>` one tip at a time, asserting each
-/// is accepted and lands.
-#[track_caller]
-pub fn push_accepted(server: &Server, client: &TestRepo, issue: &str, commits: &[String]) {
-    let Some(tip) = commits.last() else { return };
-    let run = push(client, false, &[&format!("{tip}:refs/leases/{issue}")]);
-    assert_eq!(run.code, 0, "a legitimate push was refused\n{run}");
-    assert_eq!(server.tip(issue).as_deref(), Some(tip.as_str()));
-}
 
 // ---------------------------------------------------------------------------------------------
 // The table of forged pushes

@@ -6,7 +6,7 @@
 use std::path::Path;
 
 use crate::env::{at, Run, BIN};
-use crate::fence::assert_fenced;
+use crate::pushes::assert_fenced;
 use crate::server::{git, lease, Server};
 
 fn manifest() -> &'static Path {
@@ -45,7 +45,11 @@ fn every_fixture_the_server_doc_names_exists_and_a_test_runs_it() {
         "the doc names too few fixtures: {named:?}"
     );
     // The harness's sources: what include_str! brings into the tests.
-    let harness = [read("tests/it/server.rs"), read("tests/it/servers/mod.rs")].join("\n");
+    let harness = [
+        read("tests/common/server.rs"),
+        read("tests/zoo/servers/mod.rs"),
+    ]
+    .join("\n");
     for name in &named {
         assert!(
             manifest().join(name).is_file(),
@@ -89,13 +93,13 @@ fn the_docs_exact_lines_are_the_fixtures() {
         // What gitolite-rc.sed makes of ~/.gitolite.rc, as the gitolite tests check it.
         (
             r"GIT_CONFIG_KEYS => 'lease\..* receive\.advertisePushOptions',",
-            "tests/it/servers/mod.rs",
+            "tests/zoo/servers/mod.rs",
         ),
         (
             r#"LOCAL_CODE => "$ENV{HOME}/local","#,
-            "tests/it/servers/mod.rs",
+            "tests/zoo/servers/mod.rs",
         ),
-        ("'repo-specific-hooks',", "tests/it/servers/mod.rs"),
+        ("'repo-specific-hooks',", "tests/zoo/servers/mod.rs"),
     ] {
         assert!(doc.contains(line), "docs/SERVER.md should show {line:?}");
         assert!(
@@ -108,7 +112,7 @@ fn the_docs_exact_lines_are_the_fixtures() {
         .lines()
         .find(|l| l.trim_start().starts_with("git daemon "))
         .expect("docs/SERVER.md shows a git daemon command line");
-    let harness = read("tests/it/server.rs");
+    let harness = read("tests/common/server.rs");
     for flag in daemon_line
         .split_whitespace()
         .filter(|w| w.starts_with("--"))
@@ -176,7 +180,7 @@ fn run_recipe(server: &Server, lines: &[String]) {
             .replace("/usr/local/bin/git-lease", BIN);
         let mut cmd = std::process::Command::new("sh");
         crate::env::hermetic(&mut cmd, &server.root().join("home"), server.root());
-        cmd.env("PATH", crate::readme::path_with_binary(&[]))
+        cmd.env("PATH", crate::env::path_with_binary(&[]))
             .arg("-c")
             .arg(&line)
             .current_dir(server.root());

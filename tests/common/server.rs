@@ -152,7 +152,7 @@ impl Server {
                     env::Skip::StandIn,
                     "",
                     &format!(
-                        "{why}: http is served by the harness's own web front (tests/it/cgi.rs)"
+                        "{why}: http is served by the harness's own web front (tests/common/cgi.rs)"
                     ),
                 );
                 true

@@ -6,8 +6,8 @@ use std::collections::BTreeSet;
 use serde_json::Value;
 
 use super::thirdparty::{Engine, ThirdParty};
+use crate::env::race;
 use crate::env::{Run, TestRepo, T0};
-use crate::fleet::race;
 use crate::forge::hello_commit;
 use crate::server::{assert_port_closed, git, lease};
 

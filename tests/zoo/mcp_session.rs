@@ -1,5 +1,5 @@
 //! Session-bound leases of `git lease mcp`, driven by the Python MCP SDK
-//! (`tests/it/mcp_client.py`): a lease `acquire` claims is renewed by the server while its
+//! (`tests/zoo/mcp_client.py`): a lease `acquire` claims is renewed by the server while its
 //! client stays, released when the client goes, lapses at its expiry when the server is
 //! killed, and its loss reaches the client as a notification; `detached` keeps the lease
 //! as it was before (neither renewed nor released). Time is real, the TTLs short; each test
@@ -8,9 +8,9 @@
 use serde_json::{json, Value};
 
 use crate::env::{self, TestRepo};
+use crate::env::{ALICE, BOB};
 use crate::mcp::{call, result, session};
 use crate::server::Server;
-use crate::session::{ALICE, BOB};
 
 /// `git lease --json show <issue>` in `repo`, at `now` when given (else the system clock).
 fn show(repo: &TestRepo, issue: &str, now: Option<&str>) -> Value {

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""An MCP client of `git lease mcp`, on the Python MCP SDK (tests/it/mcp.rs drives it).
+"""An MCP client of `git lease mcp`, on the Python MCP SDK (tests/zoo/mcp.rs drives it).
 
     mcp_client.py <binary> steps [<transcript>]   # steps: a JSON array on stdin, one session
     mcp_client.py <binary> race <issue> <holder>...   # one session per holder, all at once

@@ -25,7 +25,6 @@ pub mod thirdparty;
 mod traps;
 
 use std::fs::File;
-use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -34,6 +33,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+use crate::accounts::{current_account, is_root, path_str, set_mode, Account};
 use crate::env::{self, Run, TestRepo, BIN};
 use crate::server::{free_port, stop, wait_until_ready, Start};
 
@@ -124,14 +124,6 @@ pub struct Served {
     children: Vec<Child>,
     /// Where the server's logs are, for failure messages.
     logs: Vec<PathBuf>,
-}
-
-/// A system account: name, uid, gid.
-#[derive(Clone, Debug)]
-pub struct Account {
-    pub name: String,
-    pub uid: u32,
-    pub gid: u32,
 }
 
 impl Served {
@@ -752,31 +744,6 @@ pub fn fill(template: &str, values: &[(&str, &str)]) -> String {
     text
 }
 
-/// Whether the tests run as root (the uid of a file they create).
-pub fn is_root() -> bool {
-    current_account().uid == 0
-}
-
-/// The account this test runs as (the owner of a file it creates).
-fn current_account() -> Account {
-    use std::os::unix::fs::MetadataExt;
-    let probe = tempfile::NamedTempFile::new().expect("a temporary file");
-    let meta = probe.as_file().metadata().expect("its metadata");
-    Account {
-        name: String::from_utf8_lossy(
-            &Command::new("id")
-                .arg("-un")
-                .output()
-                .map(|o| o.stdout)
-                .unwrap_or_default(),
-        )
-        .trim()
-        .to_owned(),
-        uid: meta.uid(),
-        gid: meta.gid(),
-    }
-}
-
 /// The system account `name`, created (locked for passwords, shell /bin/sh) if missing.
 fn ensure_account(name: &str) -> Account {
     static CREATING: Mutex<()> = Mutex::new(());
@@ -823,10 +790,6 @@ fn keygen(path: &Path, comment: &str) {
     cmd.args(["-q", "-t", "ed25519", "-N", "", "-C", comment, "-f"])
         .arg(path);
     output(cmd, "ssh-keygen").ok();
-}
-
-pub fn set_mode(path: &Path, mode: u32) {
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).expect("chmod");
 }
 
 fn chown(path: &Path, owner: &Account) {
@@ -886,8 +849,4 @@ fn wait_listening(child: &mut Child, port: u16) -> Result<(), String> {
         Start::Ready => Ok(()),
         verdict => Err(verdict.to_string()),
     }
-}
-
-pub fn path_str(path: &Path) -> &str {
-    path.to_str().expect("a UTF-8 temporary path")
 }

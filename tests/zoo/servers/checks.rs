@@ -8,9 +8,9 @@
 use std::sync::Barrier;
 
 use crate::env::{at, Run, TestRepo};
-use crate::fence::assert_fenced;
 use crate::forge::acquired;
-use crate::hook::{assert_refused, lease_commit};
+use crate::pushes::assert_fenced;
+use crate::pushes::{assert_refused, lease_commit};
 use crate::server::{git, lease};
 
 use super::{Kind, Served};
