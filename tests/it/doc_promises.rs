@@ -3,7 +3,7 @@
 //! away; and every row of a guarantee table names the test that checks it.
 //!
 //! A name is a code span of `::`-separated lowercase words ending in a function or `*`
-//! (`hook::*`, `run::a_run_killed_by_sigkill_leaves_nothing_of_its_command_running`), or
+//! (`hook::*`, `run::processes::a_run_killed_by_sigkill_leaves_nothing_of_its_command_running`), or
 //! `tests/<dir>/<file>.rs::<test>` anywhere. Test names are looked up in both test binaries
 //! (`tests/it/`, `tests/zoo/`) and their shared harness (`tests/common/`), each module path
 //! from its binary's root. A span that names a module of `src/` (`cli::exit`) or one of its
