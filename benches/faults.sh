@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The long campaign of histories under faults (tests/it/histories.rs): real git-lease clients
+# The long campaign of histories under faults (tests/it/histories/): real git-lease clients
 # through fault-injecting proxies before git daemon (even seeds) or git http-backend behind a
 # web server (odd seeds), whose receive-pack is killed at seeded points of pushes, each history
 # checked for linearizability and fencing.

@@ -7,7 +7,7 @@ use std::process::Command;
 
 use crate::env::{at, t0, TestRepo, BIN};
 use crate::forge::acquired;
-use crate::hook::{chain_on, lease_commit, push, push_accepted};
+use crate::pushes::{chain_on, lease_commit, push, push_accepted};
 use crate::server::{lease, Server};
 
 #[test]

@@ -4,7 +4,7 @@
 
 use crate::archive::{on_server, seven_free_and_eight_held};
 use crate::env::at;
-use crate::hook::push;
+use crate::pushes::push;
 use crate::server::lease;
 
 /// Issue 7 folded at token 1, revived by Alice to token 2 and released: the archive records

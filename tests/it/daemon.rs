@@ -1,9 +1,10 @@
 //! The server harness itself ([`crate::server`]): a real `git daemon` on 127.0.0.1 per test
 //! serves pushes and fetches, gets a port of its own, is noticed when it cannot bind, and is gone
-//! once dropped.
+//! once dropped; the harness's own web front ([`crate::cgi`]) reads basic auth credentials.
 
 use std::net::{Ipv4Addr, TcpListener};
 
+use crate::cgi::base64_decode;
 use crate::forge::hello_commit;
 use crate::server::{
     assert_port_closed, daemon_command, stop, wait_ready, Server, Start, DAEMON_READY,
@@ -59,4 +60,14 @@ fn a_daemon_that_cannot_bind_is_noticed_not_mistaken_for_ready() {
         "a daemon that could not bind port {port} was not seen to exit: {}",
         std::fs::read_to_string(&log).unwrap_or_default()
     );
+}
+
+#[test]
+fn base64_of_credentials_decodes() {
+    assert_eq!(
+        base64_decode("YWxpY2U6YWxpY2Vwdw==").as_deref(),
+        Some("alice:alicepw")
+    );
+    assert_eq!(base64_decode("Ym9iOmJvYnB3").as_deref(), Some("bob:bobpw"));
+    assert_eq!(base64_decode("!!"), None);
 }

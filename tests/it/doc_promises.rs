@@ -3,9 +3,11 @@
 //! away; and every row of a guarantee table names the test that checks it.
 //!
 //! A name is a code span of `::`-separated lowercase words ending in a function or `*`
-//! (`hook::*`, `run::a_run_killed_by_sigkill_leaves_nothing_of_its_command_running`), or
-//! `tests/it/<file>.rs::<test>` anywhere. A span that names a module of `src/` (`cli::exit`)
-//! or one of its functions (`rules::is_live`) names code, and is looked up there the same way.
+//! (`hook::*`, `run::processes::a_run_killed_by_sigkill_leaves_nothing_of_its_command_running`), or
+//! `tests/<dir>/<file>.rs::<test>` anywhere. Test names are looked up in both test binaries
+//! (`tests/it/`, `tests/zoo/`) and their shared harness (`tests/common/`), each module path
+//! from its binary's root. A span that names a module of `src/` (`cli::exit`) or one of its
+//! functions (`rules::is_live`) names code, and is looked up there the same way.
 
 use std::path::{Path, PathBuf};
 
@@ -91,7 +93,11 @@ fn functions(source: &str) -> impl Iterator<Item = &str> {
     })
 }
 
-/// The names `text` cites: code spans that are names, and `tests/it/<file>.rs::<test>`.
+/// The test directories whose files are each a module path from their own root: the two test
+/// binaries and the harness they share.
+const TEST_DIRS: [&str; 3] = ["tests/it", "tests/zoo", "tests/common"];
+
+/// The names `text` cites: code spans that are names, and `tests/<dir>/<file>.rs::<test>`.
 fn cited(text: &str) -> Vec<String> {
     let text = prose(text);
     let mut names: Vec<String> = text
@@ -101,7 +107,17 @@ fn cited(text: &str) -> Vec<String> {
         .filter(|span| is_name(span))
         .map(str::to_owned)
         .collect();
-    for (at, _) in text.match_indices("tests/it/") {
+    let mut paths: Vec<usize> = TEST_DIRS
+        .iter()
+        .flat_map(|dir| {
+            let dir = format!("{dir}/");
+            text.match_indices(&dir)
+                .map(|(at, _)| at)
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    paths.sort_unstable();
+    for at in paths {
         let rest: String = text[at..]
             .chars()
             .take_while(|c| c.is_ascii_alphanumeric() || "_/.:*".contains(*c))
@@ -156,8 +172,8 @@ fn defines(source: &str, inner: &[&str], item: &str) -> bool {
         && functions(source).any(|f| glob_matches(item, f))
 }
 
-/// Whether `name` (`a::b::item`) is defined: a file whose module path is `a::b` (tests/it/ by
-/// its whole path, src/ by its end) or an outer module of it with the rest inline, defining
+/// Whether `name` (`a::b::item`) is defined: a file whose module path is `a::b` (a test
+/// directory's by its whole path, src/ by its end) or an outer module of it with the rest inline, defining
 /// `item`; or, for src/, a module whose path ends with the whole name.
 fn exists(name: &str, files: &[(PathBuf, Vec<String>, bool)]) -> bool {
     let parts: Vec<&str> = name
@@ -186,7 +202,7 @@ fn exists(name: &str, files: &[(PathBuf, Vec<String>, bool)]) -> bool {
     })
 }
 
-/// Whether `tests/it/<file>.rs::<test>` exists.
+/// Whether `tests/<dir>/<file>.rs::<test>` exists.
 fn exists_at_path(name: &str) -> bool {
     let Some((file, test)) = name.split_once(".rs::") else {
         return false;
@@ -195,10 +211,12 @@ fn exists_at_path(name: &str) -> bool {
         .is_ok_and(|source| defines(&source, &[], test))
 }
 
-/// Every source file of tests/it/ and src/, with its module path and whether it is in src/.
+/// Every source file of the test directories and src/, with its module path and whether it is
+/// in src/.
 fn all_sources() -> Vec<(PathBuf, Vec<String>, bool)> {
     let mut files = Vec::new();
-    for (dir, in_src) in [("tests/it", false), ("src", true)] {
+    let dirs = TEST_DIRS.iter().map(|dir| (*dir, false));
+    for (dir, in_src) in dirs.chain([("src", true)]) {
         let base = root().join(dir);
         for file in sources(&base) {
             let module = module_of(&base, &file);
@@ -217,7 +235,7 @@ fn every_test_a_document_names_exists() {
         let text = std::fs::read_to_string(root().join(&doc)).expect("a document");
         for name in cited(&text) {
             total += 1;
-            let found = if name.starts_with("tests/it/") {
+            let found = if name.starts_with("tests/") {
                 exists_at_path(&name)
             } else {
                 exists(&name, &files)
@@ -253,9 +271,23 @@ fn a_name_that_does_not_exist_is_found_missing() {
         "tests/it/doc_promises.rs::every_test_a_document_names_exists"
     ));
     assert!(!exists_at_path("tests/it/doc_promises.rs::no_such_test"));
+    // The other binary's tests, and the shared harness's functions, by module path and by file.
+    assert!(exists("servers::checks::*", &files));
+    assert!(exists("env::skips::skipped", &files));
+    assert!(!exists("servers::checks::no_such_test", &files));
+    assert!(exists_at_path(
+        "tests/zoo/oldgit.rs::git_2_39_claims_releases_and_syncs_through_a_daemon_of_the_newer_git"
+    ));
     assert_eq!(
         cited("see `hook::*`, tests/it/fence.rs::a_b, and `Ledger::apply`.\n```\n`x::y`\n```\n"),
         vec!["hook::*".to_owned(), "tests/it/fence.rs::a_b".to_owned()]
+    );
+    assert_eq!(
+        cited("tests/zoo/mcp/mod.rs::m_n and tests/it/fence.rs::a_b."),
+        vec![
+            "tests/zoo/mcp/mod.rs::m_n".to_owned(),
+            "tests/it/fence.rs::a_b".to_owned()
+        ]
     );
 }
 

@@ -1,90 +1,13 @@
 //! `git lease doctor` against real servers: a healthy hooked one (every check ok, the hook's
-//! version and policy shown), one with no identity, a hookless one (told what to install), one
-//! that ignores a push's expected old value (dulwich's HTTP server: reported, remembered, and
-//! writes through it refused until the danger is accepted by name or the server is found
-//! fixed), one that serves one connection at a time (dulwich's git:// daemon: told apart, not
-//! condemned), a login that is not the holder name (with the line to run), a server clock
-//! beyond the skew, and a clone whose refspecs work against its ledgers. No probe leaves a ref behind;
-//! and the hook lets doctor's scratch refs pass, reporting itself to them.
+//! version and policy shown), one with no identity, a hookless one (told what to install), a
+//! login that is not the holder name (with the line to run), a server clock
+//! beyond the skew, and a clone whose refspecs work against its ledgers. No probe leaves a ref
+//! behind; and the hook lets doctor's scratch refs pass, reporting itself to them. Servers this
+//! project did not write (dulwich's) are `doctor_thirdparty`, in the `zoo` test binary.
 
-use serde_json::Value;
-
-use crate::env::{at, Run, TestRepo};
+use crate::doctor_checks::{allowed, assert_check, assert_no_probe_ref, checks, doctor, verdicts};
+use crate::env::{at, TestRepo};
 use crate::server::{git, lease, Server};
-use crate::servers::thirdparty::{Engine, ThirdParty};
-
-/// `git lease doctor <extra>` in `client` at client time `secs`.
-fn doctor(client: &TestRepo, secs: i64, extra: &[&str]) -> Run {
-    let mut args = vec!["doctor"];
-    args.extend_from_slice(extra);
-    lease(client, secs, &args)
-}
-
-/// The line of check `name` in doctor's human output, without its status word; and that word.
-#[track_caller]
-fn check<'a>(run: &'a Run, name: &str) -> (&'a str, &'a str) {
-    run.stdout
-        .lines()
-        .find_map(|l| {
-            let (word, rest) = l.split_once(' ')?;
-            let rest = rest.trim_start().strip_prefix(&format!("{name}: "))?;
-            Some((word, rest))
-        })
-        .unwrap_or_else(|| panic!("no {name} line\n{run}"))
-}
-
-#[track_caller]
-fn assert_check(run: &Run, name: &str, status: &str, needle: &str) {
-    let (word, text) = check(run, name);
-    assert_eq!(word, status, "{name}\n{run}");
-    assert!(text.contains(needle), "{name} should say {needle:?}\n{run}");
-}
-
-/// The checks of doctor's JSON answer by name: (status, message, fix).
-fn checks(answer: &Value) -> Vec<(String, String, String, Option<String>)> {
-    answer["checks"]
-        .as_array()
-        .expect("checks")
-        .iter()
-        .map(|c| {
-            (
-                c["name"].as_str().expect("name").to_owned(),
-                c["status"].as_str().expect("status").to_owned(),
-                c["message"].as_str().expect("message").to_owned(),
-                c["fix"].as_str().map(str::to_owned),
-            )
-        })
-        .collect()
-}
-
-/// The verdicts that a server ignores expected old values, kept in `client`'s git dir.
-fn verdicts(client: &TestRepo) -> Vec<String> {
-    records(client, false)
-}
-
-/// The records of servers found safe to write through, kept in `client`'s git dir.
-fn allowed(client: &TestRepo) -> Vec<String> {
-    records(client, true)
-}
-
-fn records(client: &TestRepo, allowed: bool) -> Vec<String> {
-    match std::fs::read_dir(client.git_dir().join("lease-doctor")) {
-        Ok(entries) => entries
-            .map(|e| e.expect("an entry").path())
-            .filter(|path| path.extension().is_some_and(|x| x == "allowed") == allowed)
-            .map(|path| std::fs::read_to_string(path).expect("a verdict"))
-            .collect(),
-        Err(_) => Vec::new(),
-    }
-}
-
-#[track_caller]
-fn assert_no_probe_ref(refs: &str) {
-    assert!(
-        !refs.contains("refs/lease-probe/"),
-        "a probe ref was left behind:\n{refs}"
-    );
-}
 
 #[test]
 fn a_healthy_hooked_server_passes_every_check_and_shows_its_hook_and_policy() {
@@ -228,85 +151,6 @@ fn a_hookless_server_is_told_to_install_the_hook() {
         assert!(!run.stdout.contains(absent), "{absent}\n{run}");
     }
     assert_no_probe_ref(&server.refs());
-}
-
-#[test]
-fn a_server_that_ignores_expected_old_values_is_remembered_and_writes_through_it_are_refused() {
-    let Some(dulwich) = ThirdParty::start(Engine::DulwichHttp) else {
-        return;
-    };
-    let alice = dulwich.client("alice");
-
-    let run = doctor(&alice, 0, &[]);
-    run.code(1);
-    assert_check(
-        &run,
-        "compare_and_swap",
-        "fail",
-        "origin does not honour a push's expected old value",
-    );
-    assert_check(
-        &run,
-        "compare_and_swap",
-        "fail",
-        "writes through it are refused from now on",
-    );
-    assert_check(
-        &run,
-        "compare_and_swap",
-        "fail",
-        "git config remote.origin.leaseUnsafeCas true",
-    );
-    assert_check(&run, "hook", "warn", "no git-lease hook answered the probe");
-    let remembered = verdicts(&alice);
-    assert_eq!(remembered.len(), 1, "{run}");
-    assert!(
-        remembered[0].contains("without making it"),
-        "{remembered:?}"
-    );
-    assert_no_probe_ref(&dulwich.repo().git(&["for-each-ref"]));
-
-    // A claim through it is refused with the reason, exit 1, and nothing is pushed.
-    let claim = lease(&alice, 0, &["--remote", "origin", "acquire", "7"]);
-    claim
-        .code(1)
-        .stderr_has("refusing to write through origin")
-        .stderr_has("does not honour a push's expected old value")
-        .stderr_has("git config remote.origin.leaseUnsafeCas true");
-    assert_eq!(dulwich.tip("7"), None);
-    // Reads still work.
-    lease(&alice, 0, &["--remote", "origin", "list", "--all"]).ok();
-
-    // Accepted by name, the danger lets writes through.
-    alice.git(&["config", "remote.origin.leaseUnsafeCas", "true"]);
-    lease(&alice, 0, &["--remote", "origin", "acquire", "7"]).ok();
-    assert!(dulwich.tip("7").is_some());
-    alice.git(&["config", "--unset", "remote.origin.leaseUnsafeCas"]);
-    lease(&alice, 60, &["--remote", "origin", "renew", "7"])
-        .code(1)
-        .stderr_has("refusing to write through origin");
-
-    // The same URL answered by a server that honours old values (git daemon, through
-    // url.<base>.insteadOf): doctor finds it fixed and forgets the verdict.
-    let mut fixed = Server::with_hook();
-    fixed.start_at(&at(0));
-    alice.git(&[
-        "config",
-        &format!("url.{}.insteadOf", fixed.url()),
-        &dulwich.url(),
-    ]);
-    let run = doctor(&alice, 0, &[]);
-    run.ok();
-    assert_check(
-        &run,
-        "compare_and_swap",
-        "ok",
-        "refused a push whose expected old value was stale",
-    );
-    assert!(verdicts(&alice).is_empty(), "{run}");
-    assert_eq!(allowed(&alice).len(), 1, "{run}");
-    lease(&alice, 0, &["--remote", "origin", "acquire", "8"]).ok();
-    assert!(fixed.tip("8").is_some());
 }
 
 /// The probe refs a served repository's `post-receive` hook saw pushed (`probes.log`).
@@ -468,27 +312,4 @@ fn a_refspec_that_moves_the_ledgers_unverified_is_named_with_the_command_that_re
         "ok",
         "no configured refspec",
     );
-}
-
-#[test]
-fn a_server_that_serves_one_connection_at_a_time_is_told_apart_from_one_that_ignores_old_values() {
-    let Some(dulwich) = ThirdParty::start(Engine::DulwichDaemon) else {
-        return;
-    };
-    let alice = dulwich.client("alice");
-
-    // Its git:// daemon answers one connection after the other: the probe's own push holds
-    // it, so the push that would move the ref behind it is never answered, and the probe
-    // gives up at its limit.
-    let run = doctor(&alice, 0, &[]);
-    run.ok();
-    assert_check(
-        &run,
-        "compare_and_swap",
-        "warn",
-        "it took no second connection while the probe's push held one open",
-    );
-    assert!(verdicts(&alice).is_empty(), "{run}");
-    assert_no_probe_ref(&dulwich.repo().git(&["for-each-ref"]));
-    lease(&alice, 0, &["--remote", "origin", "acquire", "7"]).ok();
 }

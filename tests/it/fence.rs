@@ -13,6 +13,7 @@
 //! - alice, late, pushes with her token 1: refused, naming tenure 2.
 
 use crate::env::{at, Run, TestRepo};
+use crate::pushes::assert_fenced;
 use crate::server::Server;
 
 const FENCE: &str = "refs/heads/issue/*";
@@ -36,29 +37,6 @@ fn work(client: &TestRepo, message: &str) -> String {
 /// `git lease push` (the current branch, with the holder's token) at client time `now`.
 fn lease_push(client: &TestRepo, now: i64) -> Run {
     client.run_at(&at(now), &["push"])
-}
-
-/// Asserts that a push to a fenced branch was refused by the hook's `fence` rule with a
-/// detail mentioning every one of `needles`.
-#[track_caller]
-pub(crate) fn assert_fenced(run: &Run, branch: &str, needles: &[&str]) {
-    assert_ne!(run.code, 0, "the fenced push was accepted\n{run}");
-    let prefix = format!("remote: git-lease: refused refs/heads/{branch} at ");
-    let line = run
-        .stderr
-        .lines()
-        .find(|l| l.starts_with(&prefix))
-        .unwrap_or_else(|| panic!("no refusal of refs/heads/{branch} in stderr\n{run}"));
-    assert!(
-        line.contains(": fence: "),
-        "the refusal should name the fence rule\n{run}"
-    );
-    for needle in needles {
-        assert!(
-            line.contains(needle),
-            "the refusal should mention {needle:?}\n{run}"
-        );
-    }
 }
 
 #[test]

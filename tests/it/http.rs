@@ -10,7 +10,7 @@
 
 use crate::env::at;
 use crate::forge::{acquired, freed, with};
-use crate::hook::{assert_refused, lease_commit};
+use crate::pushes::{assert_refused, lease_commit};
 use crate::server::{git, lease, Server};
 
 /// An http server for alice, bob and admin, identity from `REMOTE_USER`, admin in

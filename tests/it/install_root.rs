@@ -17,8 +17,8 @@ use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
+use crate::accounts::{is_root, path_str, set_mode};
 use crate::env::{self, at, Run, BIN};
-use crate::servers::{is_root, path_str, set_mode};
 
 /// The account that owns the repository: `nobody`.
 const OWNER: (u32, u32) = (65534, 65534);

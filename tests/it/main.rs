@@ -1,4 +1,6 @@
-//! Integration tests of `git-lease`: one test binary (`cargo test --test it`).
+//! Integration tests of `git-lease` that need only git and Rust (`cargo test --test it`). The
+//! tests through software others wrote are the `zoo` binary (`tests/zoo/`); both share the
+//! harness of `tests/common/` ([`env`], [`server`], [`cgi`], [`forge`], [`pushes`], …).
 //!
 //! - [`env`]: the hermetic harness (temporary repositories, the binary, plain git).
 //! - [`rules`]: every lease rule at exact instants, through the command line.
@@ -39,7 +41,8 @@
 //! - [`server`]: a served bare repository per test (`git daemon`, or `git http-backend` behind
 //!   lighttpd or the harness's own front, [`cgi`]), with the system clock or a fixed one, with
 //!   the hook or not; its own tests are in [`daemon`].
-//! - [`forge`]: ledger history built by hand with plain git plumbing, and `lease.json` values.
+//! - [`forge`], [`pushes`]: ledger history built by hand with plain git plumbing, and
+//!   `lease.json` values; forged ledger commits pushed, and the hook's refusals.
 //! - [`remote`], [`mirror`], [`verify`]: claims through a remote, sync, and ledger audits.
 //! - [`sharing`]: a clone's claims are local until told otherwise; a diverged ledger adopted.
 //! - [`two_ledgers`]: a clone's own ledger and the remote's, each with its tokens: a tenure
@@ -52,7 +55,7 @@
 //!   and in an `ssh-agent`; a key that cannot sign writes nothing.
 //! - [`reflog`]: reflogs of every ref update without a configured identity.
 //! - [`doctor`]: `git lease doctor` against healthy, hookless, identity-less and broken
-//!   servers (dulwich's HTTP server ignores expected old values), and its verdict remembered.
+//!   servers, and its verdict remembered.
 //! - [`hook`], [`fence`]: the server hook against forged pushes, and fenced work branches.
 //! - [`archive`], [`archive_default`], [`archive_forged`], [`archive_deletion`]: the archive
 //!   of quiet ledgers (folds, revivals, mirrors), trust in it by default, generated forged
@@ -62,8 +65,6 @@
 //! - [`http`]: the hook behind a web server, judging the authenticated pusher.
 //! - [`install_root`]: `install-hook` as root in a hostile repository another account owns,
 //!   with links planted: it follows none, and gives the owner only what it made.
-//! - [`servers`]: every common git server set up as docs/SERVER.md says, its traps, and the doc
-//!   itself.
 //! - [`fleet`]: `acquire --any` and `run --any` racing through a daemon, and `watch`.
 //! - [`watch`]: `watch` among many ledgers: exactly what moved (one ledger, a new one, two
 //!   commits in one move, refs packed under it), expiries soonest first, a start from the list
@@ -75,8 +76,8 @@
 //! - [`adversary`]: generated sequences of honest and forged pushes through a real server,
 //!   and the properties every accepted push must keep (verify, a following client, tokens,
 //!   one live tenure at a time).
-//! - [`timeline`]: `timeline`'s tenures, as JSON and as a page read back from a real browser
-//!   (headless Chromium), hostile notes kept as text.
+//! - [`timeline`]: `timeline`'s tenures, as JSON and as a self-contained page, hostile notes
+//!   kept as text.
 //! - [`proxy`]: a fault-injecting TCP proxy before `git daemon` (delays, cuts, replies dropped
 //!   after the server acted, pushes held while their client is paused).
 //! - [`linearizable`]: a linearizability checker over one lease register per issue, the
@@ -86,10 +87,10 @@
 //! - [`unknown_outcome`]: a push whose answer was lost says so, and running it again converges.
 //! - [`output`]: human output escapes control characters and invisible Unicode from ledgers.
 //! - [`oversize`]: a note, task or reason over its bound refused before anything is written
-//!   (command line, MCP), the hook against an over-size record, and readers that name one
+//!   (command line), the hook against an over-size record, and readers that name one
 //!   unreadable ledger and list every other.
 //! - [`credentials`]: a remote URL with a password through every output (human, JSON, the
-//!   timeline page, errors, MCP's answers and stderr) never shows it.
+//!   timeline page, errors) never shows it.
 //! - [`odd_ids`]: ids git carries but no ref path may hold, through the command line, the hook
 //!   and a mirror.
 //! - [`signatures`]: signed ledger events: with `lease.requireSignatures` every reader (and a
@@ -101,8 +102,8 @@
 //! - [`trust`]: nothing outside a ledger's objects changes what it means, and what the hook
 //!   accepts every reader accepts: replacement refs, backdated and non-canonical times, steps
 //!   dated ahead of the reader, configured refspecs, silent remotes.
-//! - [`oldgit`]: the distribution's older git (2.39) as client and server beside the newer
-//!   one, and the version gates: a git too old for a command is refused before it runs.
+//! - [`version_gates`]: a git too old for a command (a stand-in saying so) is refused before
+//!   it runs; work done in-process asks no version.
 //! - [`reftable`]: reftable repositories made explicitly: a migrated repository, a held
 //!   reftable lock, a reftable server with the hook. The whole suite also runs with every
 //!   repository reftable (`GIT_DEFAULT_REF_FORMAT=reftable`, `.ci/run`).
@@ -115,7 +116,12 @@
 //! - [`user_refs`]: claims, archives and `git lease gc` leave the user's branches, tags and
 //!   reflogs byte-identical, in both ref formats.
 
-pub mod env;
+#[path = "../common/mod.rs"]
+#[allow(dead_code)]
+mod common;
+pub use common::{
+    accounts, cgi, doctor_checks, env, forge, gits, password_urls, pushes, server, timeline_story,
+};
 
 mod adversary;
 mod adversary_signed;
@@ -127,7 +133,6 @@ mod archive_ids;
 mod archive_trust;
 mod attack;
 mod bad_input;
-mod cgi;
 mod completion;
 mod conventions;
 mod credentials;
@@ -139,7 +144,6 @@ mod end_states;
 mod faults;
 mod fence;
 mod fleet;
-mod forge;
 mod format;
 mod gc_race;
 mod guard;
@@ -154,14 +158,11 @@ mod linearizable;
 mod listing;
 mod liveness;
 mod manual;
-mod mcp;
-mod mcp_session;
 mod mirror;
 mod model;
 mod multi_acquire;
 mod never_expires;
 mod odd_ids;
-mod oldgit;
 mod output;
 mod oversize;
 mod perf;
@@ -179,8 +180,6 @@ mod remote;
 mod rewound;
 mod rules;
 mod run;
-mod server;
-mod servers;
 mod session;
 mod shared_repo;
 mod sharing;
@@ -194,5 +193,6 @@ mod two_ledgers;
 mod unknown_outcome;
 mod user_refs;
 mod verify;
+mod version_gates;
 mod watch;
 mod watch_exec;

@@ -1,14 +1,13 @@
 //! Honest input never bricks a ledger: a note, task or reason over its bound is refused with
-//! exit 2 before anything is written, on the command line and through MCP; a remark at its
-//! bound is written and read back by every reader; the hook refuses a forged over-size
-//! record; and a repository with one over-size ledger (made with plain git) still lists and
+//! exit 2 before anything is written, on the command line (through MCP: `mcp::bounds`, in the
+//! `zoo` test binary); a remark at its bound is written and read back by every reader; the
+//! hook refuses a forged over-size record; and a repository with one over-size ledger (made with plain git) still lists and
 //! draws every other one, naming the bad one.
 
 use serde_json::{json, Value};
 
 use crate::env::{TestRepo, T0};
 use crate::forge::{self, acquired, with};
-use crate::mcp;
 use crate::server::Server;
 
 /// The note of the report: 70 KB, more than a whole record may be.
@@ -84,40 +83,6 @@ fn escaping_counts_toward_the_bound_and_a_note_at_its_bound_reads_back_everywher
     repo.json_at(T0, 0, &["release", "7", "--holder", "a"]);
     repo.json_at(T0, 0, &["acquire", "7", "--holder", "b"]);
     repo.assert_fsck();
-}
-
-#[test]
-fn an_mcp_note_over_its_bound_is_a_usage_error_and_nothing_is_written() {
-    let repo = TestRepo::new();
-    repo.json_at(T0, 0, &["acquire", "42", "--holder", "alice"]);
-    let before = repo.snapshot();
-    let steps = json!([
-        mcp::call(
-            "acquire",
-            json!({"issues": ["42"], "holder": "alice", "note": seventy_kb()})
-        ),
-        mcp::call(
-            "acquire",
-            json!({"issues": ["43"], "holder": "bob", "task": seventy_kb()})
-        ),
-        mcp::call(
-            "revoke",
-            json!({"issue": "42", "holder": "ops", "reason": seventy_kb()})
-        ),
-    ]);
-    let Some((answers, _)) = mcp::session(&repo, steps) else {
-        return;
-    };
-    for (answer, field) in answers.iter().zip(["note", "task", "reason"]) {
-        let error = &mcp::result(answer, 2)["error"];
-        let message = error["message"].as_str().unwrap_or_default();
-        assert!(
-            message.contains(&format!("the {field} is 70000 bytes")),
-            "{answer:#}"
-        );
-        assert_eq!(error["kind"], "usage", "{answer:#}");
-    }
-    assert_eq!(repo.snapshot(), before, "git sees nothing new");
 }
 
 /// `lease.json` of an acquire of `issue` carrying the 70 KB note.

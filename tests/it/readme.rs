@@ -15,11 +15,11 @@
 
 mod fleet;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use chrono::{Duration, NaiveTime, TimeZone, Utc};
 
-use crate::env::{self, Run, TestRepo, BIN};
+use crate::env::{self, path_with_binary, Run, TestRepo, BIN};
 use crate::server::Server;
 
 /// The repository path the README's server blocks name; the test's served repository stands
@@ -338,21 +338,6 @@ fn check_step(step: &Step, run: &Run) -> Option<String> {
         .then(|| format!("printed no line the README shows: {shown:?}"))
 }
 
-/// `PATH` with the directory of the binary under test first: `git lease` finds `git-lease`
-/// there, as after `cargo install`.
-pub fn path_with_binary(extra: &[&Path]) -> String {
-    let bin_dir = Path::new(BIN).parent().expect("the binary has a directory");
-    let mut dirs: Vec<PathBuf> = extra.iter().map(|d| d.to_path_buf()).collect();
-    dirs.push(bin_dir.to_owned());
-    dirs.extend(std::env::split_paths(
-        &std::env::var_os("PATH").unwrap_or_default(),
-    ));
-    std::env::join_paths(dirs)
-        .expect("a PATH")
-        .to_string_lossy()
-        .into_owned()
-}
-
 /// Runs the steps of `block` in one `sh` in `dir` (HOME `home`, repository discovery stopping
 /// at `ceiling`), with `GIT_LEASE_NOW=now`
 /// when given and `SERVER_PATH` replaced by `server`, each step's output and exit code kept
@@ -614,26 +599,7 @@ fn after_install_the_manual_and_completions_work_as_the_readme_says() {
     assert!(ok, "{}: {out}", lines[1]);
     assert!(prefix.join("share/man/man1/git-lease.1").exists(), "{out}");
     assert!(prefix.join("share/man/man1/git-lease-acquire.1").exists());
-    // `git help` needs man; a machine with only git and Rust may not have it (CI installs it).
-    let has_man = std::process::Command::new("man")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if has_man {
-        for help in ["git help lease", "git lease --help"] {
-            let (ok, out) = sh(help);
-            assert!(
-                ok && out.contains("git-lease") && out.contains("acquire"),
-                "{help}: {out}"
-            );
-        }
-    } else {
-        env::unavailable::<()>(
-            env::Skip::Host,
-            "",
-            "git help lease and git lease --help: man is not installed here (.ci/run installs it)",
-        );
-    }
+    // `git help lease` through man is `git_help` in the `zoo` test binary.
     // A new shell completes `git lease` and `git-lease`.
     let (ok, out) = sh(
         "source ~/.bashrc; COMP_WORDS=(git lease ac); COMP_CWORD=2; _git_lease; \

@@ -15,8 +15,7 @@ use serde_json::{json, Value};
 
 use crate::env::{assert_fields, at_min, jrun, Run, TestRepo};
 
-pub(crate) const ALICE: &str = "alice@example.com";
-pub(crate) const BOB: &str = "bob@example.com";
+pub(crate) use crate::env::{ALICE, BOB};
 
 // ---------------------------------------------------------------------------------------------
 // Helpers (also used by `run`)

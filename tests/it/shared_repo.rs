@@ -10,8 +10,8 @@ use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
+use crate::accounts::{is_root, path_str, set_mode};
 use crate::env::{self, at_min, Run, Skip, BIN};
-use crate::servers::{is_root, path_str, set_mode};
 
 const GROUP: &str = "gitlease-team";
 const MEMBERS: [&str; 2] = ["gitlease-alice", "gitlease-bob"];
