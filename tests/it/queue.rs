@@ -7,8 +7,8 @@ use std::collections::BTreeMap;
 
 use serde_json::{json, Value};
 
+use crate::env::race;
 use crate::env::{Run, TestRepo, T0};
-use crate::fleet::race;
 use crate::server::Server;
 
 const ALICE: &str = "alice@example.com";

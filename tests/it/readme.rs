@@ -47,7 +47,7 @@ pub const NOT_RUN: &[(&str, NotRun, &str)] = &[
     (
         "git lease watch",
         NotRun::Anywhere,
-        "runs until a signal: fleet::watch_* run watch and stop it",
+        "runs until a signal: fleet::watch::watch_* run watch and stop it",
     ),
     (
         "# ... work, commit ...",
