@@ -81,7 +81,7 @@ pub mod watch;
 // The modules of each group stay reachable at the crate's root, as they were before the
 // groups existed (`git_lease::remote`, `git_lease::time`, ...).
 pub(crate) use ledger::cas;
-pub use ledger::{any, archive, backend, batch, listing, mirror, remote, verify};
+pub use ledger::{archive, backend, batch, listing, mirror, one_of_many, remote, verify};
 pub use model::{holder, issue, lease, liveness, remark, session, time};
 pub use rules::step;
 pub use store::durability;

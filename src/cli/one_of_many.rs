@@ -3,7 +3,7 @@
 use std::io::{BufRead, Write};
 
 use crate::cli::output::json::ReportView;
-use git_lease::any::{fresh_rng, AnyReport, Order};
+use git_lease::one_of_many::{fresh_rng, AnyReport, Order};
 use git_lease::{Claim, Error, IssueId, Outcome};
 
 use super::output::json::json_line;

@@ -8,12 +8,12 @@
 use chrono::{DateTime, Utc};
 use gix::ObjectId;
 
-use crate::any::{AnyReport, Order};
 use crate::error::Result;
 use crate::issue::IssueId;
 use crate::ledger::{Ledger, Report};
 use crate::listing::Unreadable;
 use crate::liveness::Current;
+use crate::one_of_many::{AnyReport, Order};
 use crate::remote::{Diverged, Remote};
 use crate::rules::{Claim, Transition};
 use crate::store::Entry;

@@ -5,13 +5,13 @@
 //! and moves the ref only if it still points at that tip. A lost swap re-reads and decides
 //! again, so two racers never both win and a loser answers from the winner's state.
 
-pub mod any;
 pub mod archive;
 pub mod backend;
 pub mod batch;
 pub(crate) mod cas;
 pub mod listing;
 pub mod mirror;
+pub mod one_of_many;
 pub mod remote;
 mod settle;
 mod sharing;

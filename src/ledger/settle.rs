@@ -12,14 +12,14 @@
 //! when it read and when it landed. No earlier candidate ahead of `c` was freed after `t`, so
 //! `g` was free at `t` too, which X's read would have seen. So X could not have stopped.
 //!
-//! [`Order::Priority`]: super::any::Order::Priority
+//! [`Order::Priority`]: super::one_of_many::Order::Priority
 
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
 use gix::ObjectId;
 
-use super::any::{available, AnyReport, States};
+use super::one_of_many::{available, AnyReport, States};
 use super::remote::{PushResult, Remote};
 use super::{Ledger, Report, SwapEdit};
 use crate::error::Result;

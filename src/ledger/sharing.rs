@@ -15,12 +15,12 @@ use std::cell::Cell;
 
 use chrono::{DateTime, Utc};
 
-use crate::any::{AnyReport, Order};
 use crate::backend::{Backend, Listing, Tips};
 use crate::error::{Error, Result};
 use crate::issue::IssueId;
 use crate::ledger::{Ledger, Report};
 use crate::liveness::Current;
+use crate::one_of_many::{AnyReport, Order};
 use crate::remote::Remote;
 use crate::rules::{Claim, Transition};
 use crate::store::Entry;

@@ -137,7 +137,7 @@ pub(crate) struct RunArgs {
     /// Claim any one free issue of `issues`.
     pub any: bool,
     /// The order `any` tries the candidates in.
-    pub order: git_lease::any::Order,
+    pub order: git_lease::one_of_many::Order,
     /// Wait while the issue is held (`Some`), for at most this long (`Some(Some(_))`).
     pub wait: Option<Option<Duration>>,
     pub holder: Holder,

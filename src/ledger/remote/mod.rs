@@ -38,7 +38,6 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 
-use crate::any::{AnyReport, Order};
 use crate::backend::{Backend, Listing, Tips};
 use crate::cas::{self, Attempt};
 use crate::error::{Error, Result};
@@ -46,6 +45,7 @@ use crate::git::version::Need;
 use crate::issue::IssueId;
 use crate::ledger::{resolve_among, Ledger, Report};
 use crate::liveness::Current;
+use crate::one_of_many::{AnyReport, Order};
 use crate::rules::{Claim, Transition};
 use crate::store::Entry;
 pub use archive::{ARCHIVE_INCOMING_PREFIX, ARCHIVE_TRACKING_PREFIX};
