@@ -25,7 +25,7 @@
 //! read as free, as in a random order. So a claimer that meets no racer takes the queue in
 //! strict order, and it passes over a candidate it last read as free only after it lost a
 //! race in this claim. Once it holds a tenure it began, it settles
-//! ([`crate::ledger::settle`]): while a candidate ahead of it is free, it moves up to it. So
+//! (the ledger's `settle` module): while a candidate ahead of it is free, it moves up to it. So
 //! claimers that start together end on the first free candidates of the queue.
 
 use std::collections::HashMap;
@@ -83,7 +83,7 @@ pub struct AnyReport {
     /// claimer last read as free and did not try (empty unless a write was lost first).
     pub passed_over: Vec<IssueId>,
     /// With [`Order::Priority`]: the candidates this claim took and then left, in order, each
-    /// for a free one ahead of it (see [`crate::ledger::settle`]).
+    /// for a free one ahead of it (see the ledger's `settle` module).
     pub moved_from: Vec<IssueId>,
     /// Remote ledgers left out because the remote rewound or rewrote them.
     pub diverged: Vec<Diverged>,
