@@ -456,6 +456,12 @@ fn without_repository(cli: &Cli) -> Option<Result<u8, Failure>> {
                 .into(),
         )
         .into())),
+        Command::Archive(_) | Command::Gc(_) | Command::InstallHook(_) if cli.remote.is_some() => {
+            Some(Err(Error::InvalidInput(commands::remote_refused(
+                &cli.command,
+            ))
+            .into()))
+        }
         Command::Man(args) => {
             let mut out = std::io::stdout().lock();
             Some(manual::man(args.install.clone(), cli.json, &mut out))

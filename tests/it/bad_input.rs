@@ -2,7 +2,7 @@
 //! that are valid), TTLs, clocks, holders, configuration values, a missing repository, and
 //! unknown commands or flags.
 
-use crate::env::{at, TestRepo, T0};
+use crate::env::{at, at_min, TestRepo, T0};
 
 // ---------------------------------------------------------------------------------------------
 // Issue ids
@@ -355,4 +355,28 @@ fn every_error_starts_with_the_one_error_prefix() {
         assert!(run.stderr.starts_with("error: "), "{run}");
         assert!(!run.stderr.contains("git lease: "), "{run}");
     }
+}
+
+/// `archive`, `gc` and `install-hook` act on one repository's own refs: asked to act through a
+/// remote, each refuses (exit 2) and changes nothing, here or there, instead of acting here.
+#[test]
+fn a_command_that_acts_on_local_refs_only_refuses_remote() {
+    let repo = TestRepo::new();
+    let origin = repo.add_bare_origin(&[]);
+    repo.run_at(T0, &["acquire", "7", "--holder", "a", "--local"])
+        .ok();
+    let (here, there) = (repo.snapshot(), origin.snapshot());
+    let url = format!("file://{}", origin.path().display());
+    for args in [
+        &["archive", "--remote", "origin"][..],
+        &["--remote", url.as_str(), "gc"],
+        &["install-hook", "--remote", "origin"],
+    ] {
+        let run = repo.run_at(&at_min(60 * 24 * 60), args);
+        run.code(2)
+            .stderr_has("own refs only")
+            .stderr_has("leave out --remote");
+    }
+    assert_eq!(repo.snapshot(), here, "nothing changed here");
+    assert_eq!(origin.snapshot(), there, "nothing changed on the remote");
 }

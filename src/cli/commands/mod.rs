@@ -25,3 +25,16 @@ pub(crate) mod timeline;
 pub(crate) mod verify;
 pub(crate) mod wait;
 pub(crate) mod watch;
+
+/// Why `--remote` is refused by `command`, which acts on one repository's own refs only.
+pub(crate) fn remote_refused(command: &super::Command) -> String {
+    let name = match command {
+        super::Command::Archive(_) => "archive",
+        super::Command::Gc(_) => "gc",
+        _ => "install-hook",
+    };
+    format!(
+        "{name} acts on this repository's own refs only, never through a remote: leave out \
+         --remote, and run it in the server's repository (-C) to act on the server's"
+    )
+}
