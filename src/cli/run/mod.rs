@@ -234,7 +234,7 @@ fn tell_lost(ctx: &Context, issue: &IssueId, reason: &str) {
             super::output::json::json_text(&told).unwrap_or_default()
         );
     } else {
-        eprintln!("git lease run: {}", output::printable(reason));
+        eprintln!("error: {}", output::printable(reason));
     }
 }
 
