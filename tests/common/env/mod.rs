@@ -161,3 +161,17 @@ pub fn path_with_binary(extra: &[&Path]) -> String {
         .to_string_lossy()
         .into_owned()
 }
+
+/// The seed of every generated test's default run (`GIT_LEASE_ADVERSARY_SEED` replaces it),
+/// so that a run in CI meets the same cases as the last one.
+pub const DEFAULT_SEED: u64 = 20261130;
+
+/// The number the environment variable `name` holds, or `default` when it is unset.
+pub fn env_number<T: std::str::FromStr>(name: &str, default: T) -> T {
+    match std::env::var(name) {
+        Ok(text) => text
+            .parse()
+            .unwrap_or_else(|_| panic!("{name}={text:?} is not a number")),
+        Err(_) => default,
+    }
+}

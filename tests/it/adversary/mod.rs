@@ -119,8 +119,7 @@ const DROPPABLE: [&str; 8] = [
     "acquired_at",
     "expires_at",
 ];
-/// The seed of the default run.
-pub(crate) const DEFAULT_SEED: u64 = 20261130;
+pub(crate) use crate::env::{env_number, DEFAULT_SEED};
 
 // ---------------------------------------------------------------------------------------------
 // What a step is
@@ -331,16 +330,6 @@ struct Step {
 // ---------------------------------------------------------------------------------------------
 // One case: a server, its clients, and the checks
 // ---------------------------------------------------------------------------------------------
-
-/// The number the environment variable `name` holds, or `default` when it is unset.
-pub fn env_number<T: std::str::FromStr>(name: &str, default: T) -> T {
-    match std::env::var(name) {
-        Ok(text) => text
-            .parse()
-            .unwrap_or_else(|_| panic!("{name}={text:?} is not a number")),
-        Err(_) => default,
-    }
-}
 
 #[test]
 fn generated_pushes_keep_every_property() {

@@ -276,7 +276,10 @@ fn mcp_results_and_notifications_carry_hostile_ledger_text_as_json_data_and_run_
     let mut runner = TestRunner::new(Config {
         cases: 12,
         failure_persistence: None,
-        rng_seed: RngSeed::Fixed(0x6d63_7068),
+        rng_seed: RngSeed::Fixed(crate::env::env_number(
+            "GIT_LEASE_ADVERSARY_SEED",
+            crate::env::DEFAULT_SEED,
+        )),
         max_shrink_time: 60_000,
         ..Config::default()
     });
