@@ -75,6 +75,9 @@ const EVERYONE: [(&str, &str); 3] = [("alice", ""), ("bob", ""), ("ops", "")];
 
 #[test]
 fn a_branch_that_adds_the_attackers_key_changes_nothing_checked_out_or_not() {
+    if crate::signatures::no_ssh_keygen() {
+        return;
+    }
     let (server, keys, alice, first, main) = team(&EVERYONE);
     lease(
         &alice,
@@ -129,6 +132,9 @@ fn a_branch_that_adds_the_attackers_key_changes_nothing_checked_out_or_not() {
 
 #[test]
 fn a_change_of_the_list_on_the_default_branch_verifies_again_what_was_verified() {
+    if crate::signatures::no_ssh_keygen() {
+        return;
+    }
     let (server, keys, alice, first, main) = team(&EVERYONE);
     let repo = server.repo();
     let takeover = step(
@@ -168,6 +174,9 @@ fn a_change_of_the_list_on_the_default_branch_verifies_again_what_was_verified()
 
 #[test]
 fn the_list_comes_from_the_remotes_default_branch_never_head_and_a_bad_line_is_named() {
+    if crate::signatures::no_ssh_keygen() {
+        return;
+    }
     let (server, keys, alice, _, _) = team(&EVERYONE);
     lease(&alice, 10, &["verify", "--remote", "origin"]).ok();
     // Without origin/HEAD recorded, a clone with a working tree has no list: exit 2, and
@@ -226,6 +235,9 @@ fn backdated(
 
 #[test]
 fn a_key_revoked_with_valid_before_signs_nothing_after_even_backdated() {
+    if crate::signatures::no_ssh_keygen() {
+        return;
+    }
     // bob's key is valid until 1000 seconds after T0 (12:16:40).
     let retired = [
         ("alice", ""),
@@ -304,6 +316,9 @@ fn a_key_revoked_with_valid_before_signs_nothing_after_even_backdated() {
 /// that the principal is one of them), which a seeded property test alone used to find.
 #[test]
 fn a_revoke_signed_by_a_listed_non_administrator_is_refused_by_every_reader() {
+    if crate::signatures::no_ssh_keygen() {
+        return;
+    }
     // ops is the administrator; bob, listed but no administrator, revokes alice's live lease
     // with his own good signature.
     assert!(LISTED.contains(&"bob"));

@@ -46,6 +46,9 @@ fn local_ledger_with_an_unsigned_renew() -> (TestRepo, Keys, String) {
 
 #[test]
 fn a_local_ledger_with_an_unsigned_step_is_refused_by_list_show_check_and_log() {
+    if crate::signatures::no_ssh_keygen() {
+        return;
+    }
     let (repo, keys, first) = local_ledger_with_an_unsigned_renew();
     for args in [
         &["list"][..],
@@ -77,6 +80,9 @@ fn a_local_ledger_with_an_unsigned_step_is_refused_by_list_show_check_and_log() 
 
 #[test]
 fn the_list_cache_vouches_only_for_ledgers_verified_under_the_same_allowed_signers() {
+    if crate::signatures::no_ssh_keygen() {
+        return;
+    }
     // Enough ledgers for a listing to write its cache: 64 of alice's and one of bob's.
     let repo = TestRepo::new();
     let keys = Keys::new(&repo);
@@ -166,6 +172,9 @@ fn the_list_cache_vouches_only_for_ledgers_verified_under_the_same_allowed_signe
 
 #[test]
 fn a_sha256_repository_reads_the_signature_git_writes_there() {
+    if crate::signatures::no_ssh_keygen() {
+        return;
+    }
     // git signs a SHA-256 commit in its `gpgsig-sha256` header.
     let repo = TestRepo::init(&["--object-format=sha256"]);
     let keys = Keys::new(&repo);
@@ -198,6 +207,9 @@ fn a_sha256_repository_reads_the_signature_git_writes_there() {
 
 #[test]
 fn a_local_watch_leaves_out_a_ledger_with_an_unsigned_step_and_says_so() {
+    if crate::signatures::no_ssh_keygen() {
+        return;
+    }
     let (repo, keys, _) = local_ledger_with_an_unsigned_renew();
     let marker = step(
         &repo,
@@ -227,6 +239,9 @@ fn a_local_watch_leaves_out_a_ledger_with_an_unsigned_step_and_says_so() {
 
 #[test]
 fn ledgers_git_lease_signs_pass_every_reader_requiring_signatures_and_git_verify_commit() {
+    if crate::signatures::no_ssh_keygen() {
+        return;
+    }
     let server = Server::daemon();
     let keys = Keys::new(server.repo());
     // carol signs with an RSA key and erin with an ECDSA one, listed beside the others.

@@ -5,6 +5,9 @@ use super::*;
 
 #[test]
 fn a_takeover_signed_by_a_listed_key_not_the_new_holders_is_refused_by_every_reader() {
+    if crate::signatures::no_ssh_keygen() {
+        return;
+    }
     // alice's tenure expired at 600; "bob" takes over, signed with ops's key.
     refused_by_every_reader(
         |repo, keys, tip| {
@@ -23,6 +26,9 @@ fn a_takeover_signed_by_a_listed_key_not_the_new_holders_is_refused_by_every_rea
 
 #[test]
 fn an_unsigned_takeover_is_refused_by_every_reader() {
+    if crate::signatures::no_ssh_keygen() {
+        return;
+    }
     refused_by_every_reader(
         |repo, keys, tip| {
             step(
@@ -40,6 +46,9 @@ fn an_unsigned_takeover_is_refused_by_every_reader() {
 
 #[test]
 fn a_release_in_the_holders_name_signed_by_another_is_refused_by_every_reader() {
+    if crate::signatures::no_ssh_keygen() {
+        return;
+    }
     refused_by_every_reader(
         |repo, keys, tip| {
             step(
@@ -57,6 +66,9 @@ fn a_release_in_the_holders_name_signed_by_another_is_refused_by_every_reader() 
 
 #[test]
 fn an_unsigned_renew_is_refused_by_every_reader() {
+    if crate::signatures::no_ssh_keygen() {
+        return;
+    }
     refused_by_every_reader(
         |repo, keys, tip| {
             step(
@@ -74,6 +86,9 @@ fn an_unsigned_renew_is_refused_by_every_reader() {
 
 #[test]
 fn a_renew_signed_by_another_listed_key_is_refused_by_every_reader() {
+    if crate::signatures::no_ssh_keygen() {
+        return;
+    }
     refused_by_every_reader(
         |repo, keys, tip| {
             step(
@@ -91,6 +106,9 @@ fn a_renew_signed_by_another_listed_key_is_refused_by_every_reader() {
 
 #[test]
 fn a_signature_over_other_bytes_is_refused_by_every_reader() {
+    if crate::signatures::no_ssh_keygen() {
+        return;
+    }
     // alice's own signature of a renew until 900, moved onto a renew until 100000.
     refused_by_every_reader(
         |repo, keys, tip| {
@@ -117,6 +135,9 @@ fn a_signature_over_other_bytes_is_refused_by_every_reader() {
 
 #[test]
 fn a_key_not_in_the_list_is_refused_by_every_reader() {
+    if crate::signatures::no_ssh_keygen() {
+        return;
+    }
     refused_by_every_reader(
         |repo, keys, tip| {
             step(
@@ -134,6 +155,9 @@ fn a_key_not_in_the_list_is_refused_by_every_reader() {
 
 #[test]
 fn a_signature_in_another_namespace_is_refused_by_every_reader() {
+    if crate::signatures::no_ssh_keygen() {
+        return;
+    }
     refused_by_every_reader(
         |repo, keys, tip| {
             let unsigned = step(
