@@ -11,6 +11,13 @@ N processes of a measurement are started at once and the wall time is from the f
 to the last exit. Pushes are counted on the server: the daemon's `Request receive-pack` log
 lines (every push connection, including one the client gives up after reading the ref
 advertisement) and the lines a pre-receive hook appends (pushes that proposed an update).
+
+--fresh: every fleet runs in N new empty clones (`git init`, `git remote add`, a holder, no
+other setting), made before the measured time, as a fleet of fresh sandboxes starts.
+--ledgers L: the server first holds L ledgers, 1% live, tips in random time order
+(scalegen.py --random-times), the closed ones folded (`git lease archive --quiet-for 1d`) and
+packed (`git lease gc`). --hook: the server runs `git lease install-hook`'s hook (its
+pre-receive, called by the counting one). --kinds: which of N, 2N, ordered, ordered2N run beside the floor.
 """
 
 import argparse
@@ -69,6 +76,11 @@ class Bench:
         self.w = tempfile.mkdtemp(prefix="git-lease-fleet.", dir=args.tmp)
         self.keep = args.keep
         self.listener = args.listener
+        self.fresh = args.fresh
+        self.ledgers = args.ledgers
+        self.hook = args.hook
+        self.kinds = args.kinds.split(",")
+        self.fresh_count = 0
         self.env = dict(os.environ)
         home = os.path.join(self.w, "home")
         os.makedirs(home)
@@ -83,6 +95,10 @@ class Bench:
             GIT_COMMITTER_EMAIL="bench@localhost",
             LC_ALL="C",
         )
+        if self.hook:
+            # The hook judges an event's time by the server's clock: the claims' clock is the
+            # real one then.
+            self.env["GIT_LEASE_NOW"] = str(int(time.time()))
         self.daemon = None
 
     def git(self, *args, cwd=None, stdin=None):
@@ -92,10 +108,17 @@ class Bench:
         base = os.path.join(self.w, "base")
         self.bare = os.path.join(base, "leases.git")
         self.git("init", "-q", "--bare", self.bare)
+        if self.ledgers:
+            self.seed()
         self.pushlog = os.path.join(self.w, "pre-receive.log")
         hook = os.path.join(self.bare, "hooks", "pre-receive")
+        lease_hook = ""
+        if self.hook:
+            sh(self.gl, "-C", self.bare, "install-hook", env=self.env)
+            os.rename(hook, hook + ".lease")
+            lease_hook = 'exec "$(dirname "$0")/pre-receive.lease" "$@"\n'
         with open(hook, "w") as f:
-            f.write("#!/bin/sh\necho push >> %s\n" % self.pushlog)
+            f.write("#!/bin/sh\necho push >> %s\n%s" % (self.pushlog, lease_hook))
         os.chmod(hook, 0o755)
         open(self.pushlog, "w").close()
         port = free_port()
@@ -143,6 +166,30 @@ class Bench:
             self.git("init", "-q", pusher)
             self.pushers.append(pusher)
 
+    def seed(self):
+        """L ledgers, 1% live, random tip times; the closed ones folded, then packed."""
+        here = os.path.dirname(os.path.abspath(__file__))
+        live = max(10, self.ledgers // 100)
+        t0 = time.time()
+        sh(sys.executable, os.path.join(here, "scalegen.py"), self.bare, str(self.ledgers),
+           str(live), self.env["GIT_LEASE_NOW"], "--random-times", env=self.env)
+        sh(self.gl, "-C", self.bare, "archive", "--quiet-for", "1d", env=self.env)
+        sh(self.gl, "-C", self.bare, "gc", env=self.env)
+        print("server: %d ledgers, %d live, archived and packed in %.0f s"
+              % (self.ledgers, live, time.time() - t0), file=sys.stderr)
+
+    def fresh_agents(self, n):
+        """N new empty clones with nothing but a remote and a holder, made before a fleet."""
+        self.fresh_count += 1
+        agents = []
+        for i in range(1, n + 1):
+            agent = os.path.join(self.w, "fresh%d-%d" % (self.fresh_count, i))
+            self.git("init", "-q", agent)
+            self.git("remote", "add", "origin", self.url, cwd=agent)
+            self.git("config", "lease.holder", "agent-%d@fleet" % i, cwd=agent)
+            agents.append(agent)
+        return agents
+
     def counts(self):
         with open(self.daemon_log) as f:
             text = f.read()
@@ -188,12 +235,16 @@ class Bench:
     def fleet(self, n, m, tag, ordered=False):
         candidates = ["%s-%d" % (tag, j) for j in range(1, m + 1)]
         flags = ["--ordered"] if ordered else []
+        agents = self.fresh_agents(n) if self.fresh else self.agents
         cmds = [
-            [self.gl, "-C", self.agents[i], "--json", "acquire", "--any"] + flags
+            [self.gl, "-C", agents[i], "--json", "acquire", "--any"] + flags
             + ["--remote", "origin", "--ttl", "1h"] + candidates
             for i in range(n)
         ]
         wall, runs, delta = self.launch(cmds)
+        if self.fresh:
+            for agent in agents:
+                shutil.rmtree(agent, ignore_errors=True)
         answers = []
         for code, out, err in runs:
             if code != 0:
@@ -219,6 +270,9 @@ class Bench:
         for n in self.ns:
             kinds = [("floor", n, None), ("fleet M=N", n, n), ("fleet M=2N", n, 2 * n),
                      ("ordered M=N", n, n), ("ordered M=2N", n, 2 * n)]
+            wanted = {"fleet M=N": "N", "fleet M=2N": "2N", "ordered M=N": "ordered",
+                      "ordered M=2N": "ordered2N"}
+            kinds = [k for k in kinds if k[0] == "floor" or wanted[k[0]] in self.kinds]
             for r in range(self.rounds):
                 order = kinds[r % len(kinds):] + kinds[:r % len(kinds)]
                 for name, n_, m in order:
@@ -258,6 +312,8 @@ def report(results, ns, rounds, out):
         fw = [x["wall"] * 1000 for x in floor]
         for name, m in (("fleet M=N", n), ("fleet M=2N", 2 * n), ("ordered M=N", n),
                         ("ordered M=2N", 2 * n)):
+            if (n, name) not in results:
+                continue
             fl = results[(n, name)]
             w = [x["wall"] * 1000 for x in fl]
             ratios = [a["wall"] / b["wall"] for a, b in zip(fl, floor)]
@@ -302,6 +358,15 @@ def main():
     p.add_argument("--tmp", default=os.environ.get("GIT_LEASE_BENCH_TMP", "/var/tmp"))
     p.add_argument("--out", default=os.path.join(here, "target", "bench-results", "fleet.md"))
     p.add_argument("--keep", action="store_true")
+    p.add_argument("--fresh", action="store_true",
+                   help="every fleet in new empty clones, made before the measured time")
+    p.add_argument("--ledgers", type=int, default=0,
+                   help="ledgers on the server first (1%% live, random tip times, archived, packed)")
+    p.add_argument("--hook", action="store_true",
+                   help="the server runs git lease install-hook's hook")
+    p.add_argument("--kinds", default="N,2N,ordered,ordered2N",
+                   help="fleets run beside the floor: any of N, 2N, ordered, ordered2N "
+                   "(comma-separated)")
     p.add_argument("--listener", choices=["backlog", "daemon"], default="backlog",
                    help="backlog: git daemon --inetd per connection behind a listener with a "
                    "backlog of 512 (default); daemon: git daemon's own listener (backlog 5)")

@@ -3,8 +3,8 @@
 
     benches/scale.py [--sizes 1000,100000] [--live 1000] [--rounds 3] [--runs 5]
                      [--bin NAME=PATH ...] [--ops acquire,any,renew,list,sync,revive,fleet,fresh-fleet]
-                     [--ops-for N=op,op ...] [--archive] [--filter] [--agents 16]
-                     [--tmp /var/tmp] [--out FILE]
+                     [--ops-for N=op,op ...] [--archive] [--filter] [--hook] [--random-times]
+                     [--agents 16] [--tmp /var/tmp] [--out FILE]
 
 For each size N: a bare server repository of N ledgers, LIVE of them live, written by
 benches/scalegen.py (git fast-import, the real format; `git lease verify` must pass on it
@@ -32,6 +32,9 @@ server (one lease commit: blob, tree and commit, as an acquire sends):
 
 --archive folds the closed ledgers on the server (`git lease archive --quiet-for 1d`, timed)
 before anything is measured, so the server advertises its live ledgers and one archive ref.
+--hook installs the server hook (`git lease install-hook`) after the fold, as a served
+repository has it; --random-times writes the ledgers' tips in random time order, as real
+ledgers' are (scalegen.py --random-times).
 --filter sets `uploadpack.allowFilter` on the servers: trusting clones (fresh-fleet) then fetch
 the archive's root tree and the trees on their claims' paths, not the whole fold tree.
 
@@ -112,6 +115,10 @@ def main():
     p.add_argument("--filter", action="store_true",
                    help="let the servers filter (uploadpack.allowFilter): a trusting clone fetches"
                         " the archive trees on its claims' paths alone")
+    p.add_argument("--hook", action="store_true",
+                   help="install the server hook (git lease install-hook) after the fold")
+    p.add_argument("--random-times", action="store_true",
+                   help="ledgers' tips in random time order (scalegen.py --random-times)")
     p.add_argument("--tmp", default="/var/tmp")
     p.add_argument("--out", default=os.path.join(HERE, "target", "bench-results", "scale.md"))
     a = p.parse_args()
@@ -139,13 +146,14 @@ def main():
             os.makedirs(base)
             t0 = time.time()
             sh(sys.executable, os.path.join(HERE, "scalegen.py"), srv, str(n), str(min(a.live, n)), str(now),
-               stdout=subprocess.DEVNULL)
+               *(["--random-times"] if a.random_times else []), stdout=subprocess.DEVNULL)
             gen = time.time() - t0
             t0 = time.time()
             sh(bins[0][1], "-C", srv, "verify", env=env, stdout=subprocess.DEVNULL)
             ver = time.time() - t0
             size = sum(os.path.getsize(os.path.join(dp, f)) for dp, _, fs in os.walk(srv) for f in fs)
-            report.append(f"- {n} ledgers: generated in {gen:.1f} s ({size / 1e6:.0f} MB), `git lease verify` ok in {ver:.1f} s")
+            report.append(f"- {n} ledgers: generated in {gen:.1f} s ({size / 1e6:.0f} MB, tips in"
+                          f" {'random' if a.random_times else 'rising'} time order), `git lease verify` ok in {ver:.1f} s")
             if a.archive:
                 # The closed ledgers were released long before NOW: a day's quiet folds them all.
                 t0 = time.time()
@@ -159,6 +167,9 @@ def main():
                 ver = time.time() - t0
                 report.append(f"- {n} ledgers: `git lease archive --quiet-for 1d` folded {n - left} in {fold:.1f} s,"
                               f" {left} lease refs left; `git lease verify` (archive audited) ok in {ver:.1f} s")
+            if a.hook:
+                sh(bins[0][1], "-C", srv, "install-hook", env=env, stdout=subprocess.DEVNULL)
+                report.append(f"- {n} ledgers: server hook installed (`git lease install-hook`)")
             if a.filter:
                 sh("git", "-C", srv, "config", "uploadpack.allowFilter", "true")
             port = free_port()
