@@ -6,7 +6,7 @@
 #
 #   benches/fleet.sh [--ns "8 16 32"] [--rounds N] [--listener backlog|daemon]
 #                    [--out FILE] [--tmp DIR] [--keep] [--no-build]
-#                    [--fresh] [--ledgers L] [--hook] [--kinds N,2N,ordered]
+#                    [--fresh] [--ledgers L] [--hook] [--kinds N,2N,ordered,ordered2N]
 #
 # Every round runs the floor and both fleets in a rotated order; the report gives medians, the
 # median of same-round ratios, and pushes per claim counted on the server (the daemon's

@@ -457,10 +457,7 @@ fn without_repository(cli: &Cli) -> Option<Result<u8, Failure>> {
         )
         .into())),
         Command::Archive(_) | Command::Gc(_) | Command::InstallHook(_) if cli.remote.is_some() => {
-            Some(Err(Error::InvalidInput(commands::remote_refused(
-                &cli.command,
-            ))
-            .into()))
+            Some(Err(commands::remote_refused(&cli.command)))
         }
         Command::Man(args) => {
             let mut out = std::io::stdout().lock();

@@ -27,14 +27,15 @@ pub(crate) mod wait;
 pub(crate) mod watch;
 
 /// Why `--remote` is refused by `command`, which acts on one repository's own refs only.
-pub(crate) fn remote_refused(command: &super::Command) -> String {
+pub(crate) fn remote_refused(command: &super::Command) -> super::Failure {
     let name = match command {
         super::Command::Archive(_) => "archive",
         super::Command::Gc(_) => "gc",
         _ => "install-hook",
     };
-    format!(
+    git_lease::Error::InvalidInput(format!(
         "{name} acts on this repository's own refs only, never through a remote: leave out \
          --remote, and run it in the server's repository (-C) to act on the server's"
-    )
+    ))
+    .into()
 }
