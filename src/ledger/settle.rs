@@ -22,7 +22,7 @@ use gix::ObjectId;
 use super::one_of_many::{available, AnyReport, States};
 use super::remote::{PushResult, Remote};
 use super::{Ledger, Report, SwapEdit};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::issue::IssueId;
 use crate::lease::Event;
 use crate::rules::{self, Claim, Outcome};
@@ -211,7 +211,12 @@ impl Remote<'_> {
             };
             writes += 1;
             report.attempts += 1;
-            match self.push(&step.edits)? {
+            let pushed = match self.push(&step.edits) {
+                // A server without atomic pushes cannot take a move: keep what is held.
+                Err(Error::AtomicUnsupported { .. }) => break,
+                pushed => pushed?,
+            };
+            match pushed {
                 PushResult::Done => {
                     for r in [&step.left, &step.taken] {
                         if let Some(e) = &r.entry {
