@@ -599,16 +599,7 @@ fn functions(code: &str) -> Vec<(String, usize, usize)> {
             }
         }
         let Some(open) = open else { continue };
-        let mut braces = 0i32;
-        let close = bytes[open..].iter().position(|b| {
-            braces += match b {
-                b'{' => 1,
-                b'}' => -1,
-                _ => 0,
-            };
-            braces == 0
-        });
-        let close = open + close.expect("every brace closed");
+        let close = matching_brace(bytes, open);
         found.push((name, line_of(at), line_of(close) - line_of(at) + 1));
     }
     found
@@ -843,16 +834,7 @@ fn inline_modules(code: &str) -> Vec<(usize, usize)> {
             continue;
         }
         let open = code.len() - body.len();
-        let mut braces = 0i32;
-        let close = bytes[open..].iter().position(|b| {
-            braces += match b {
-                b'{' => 1,
-                b'}' => -1,
-                _ => 0,
-            };
-            braces == 0
-        });
-        spans.push((open, open + close.expect("every brace closed")));
+        spans.push((open, matching_brace(bytes, open)));
     }
     spans
 }
@@ -968,4 +950,18 @@ fn the_boundary_scan_follows_use_groups_super_and_absolute_paths() {
             "4: ::now( (reads the clock)",
         ]
     );
+}
+
+/// The index in `bytes` of the brace that closes the one at `open`.
+fn matching_brace(bytes: &[u8], open: usize) -> usize {
+    let mut braces = 0i32;
+    let close = bytes[open..].iter().position(|b| {
+        braces += match b {
+            b'{' => 1,
+            b'}' => -1,
+            _ => 0,
+        };
+        braces == 0
+    });
+    open + close.expect("every brace closed")
 }
