@@ -60,6 +60,13 @@ fn free_among(
         .collect()
 }
 
+/// Returns true if `state` still has `claimed`'s ledger at the tenure it began: a claim whose
+/// tenure was revoked or ended meanwhile has nothing left to move.
+fn still_held(claimed: &Report, state: &States) -> bool {
+    let read = state.get(&claimed.issue).and_then(Option::as_ref);
+    read.map(|e| e.commit) == claimed.entry.as_ref().map(|e| e.commit)
+}
+
 /// Returns the candidates ahead of `held`, in order.
 fn ahead_of<'a>(candidates: &'a [IssueId], held: &IssueId) -> &'a [IssueId] {
     let at = candidates.iter().position(|c| c == held);
@@ -133,9 +140,12 @@ impl Ledger {
         let mut writes = 0;
         while writes < MAX_SETTLE_WRITES {
             let ahead = ahead_of(candidates, &claimed.issue);
-            let mut state = States::with_capacity(ahead.len());
-            for issue in ahead {
+            let mut state = States::with_capacity(ahead.len() + 1);
+            for issue in ahead.iter().chain([&claimed.issue]) {
                 state.insert(issue.clone(), self.current(issue)?);
+            }
+            if !still_held(&claimed, &state) {
+                break;
             }
             report.passed_over = free_among(ahead, &state, claim, now);
             let Some(to) = report.passed_over.first() else {
@@ -187,7 +197,11 @@ impl Remote<'_> {
                 break;
             }
             let reading = Instant::now();
-            let (state, _diverged) = self.fetch_some(ahead)?;
+            let read: Vec<IssueId> = ahead.iter().chain([&claimed.issue]).cloned().collect();
+            let (state, _diverged) = self.fetch_some(&read)?;
+            if !still_held(&claimed, &state) {
+                break;
+            }
             report.passed_over = free_among(ahead, &state, claim, now);
             let Some(to) = report.passed_over.first() else {
                 break;

@@ -287,6 +287,49 @@ fn an_ordered_claimer_moves_up_to_a_candidate_freed_ahead_of_it_in_one_push() {
     daemon.repo().assert_fsck();
 }
 
+/// A claimer whose tenure is revoked while it settles moves nothing: it leaves no tenure it
+/// no longer holds, and does not take the one freed ahead of it.
+#[test]
+fn an_ordered_claimer_revoked_while_it_settles_moves_nothing() {
+    let daemon = Server::daemon();
+    let bob = daemon.client(BOB);
+    bob.lease()
+        .now(T0)
+        .args(["acquire", "q1", "--remote", "origin", "--ttl", "1h"])
+        .run()
+        .ok();
+    // The moment Alice's claim of q2 lands, Bob's q1 is released and Alice's q2 revoked.
+    let lease = format!("GIT_LEASE_NOW={T0} '{}' -C \"$PWD\"", crate::env::BIN);
+    let both = format!(
+        "{lease} release q1 --holder {BOB} >/dev/null; \
+         {lease} revoke q2 --holder ops --reason reassigned >/dev/null"
+    );
+    daemon.install_hook(
+        "post-receive",
+        &format!("if grep -q '^0\\{{40\\}} [0-9a-f]* refs/leases/q2$'; then {both}; fi"),
+    );
+    let alice = daemon.client(ALICE);
+    let v = ordered(&alice, ALICE, &names("q", 3), true)
+        .run()
+        .ok()
+        .json();
+    assert_eq!(v["issue"], "q2", "{v}");
+    assert_eq!(v["moved_from"], json!([]), "{v}");
+    assert_eq!(v["attempts"], 1, "no move was tried: {v}");
+    let q1 = daemon.leases("q1");
+    assert_eq!(
+        q1.last().map(|v| v["event"].clone()),
+        Some(json!("release")),
+        "{q1:#?}"
+    );
+    let q2 = daemon.leases("q2");
+    assert_eq!(
+        q2.last().map(|v| v["event"].clone()),
+        Some(json!("revoke")),
+        "{q2:#?}"
+    );
+}
+
 #[test]
 fn run_any_ordered_runs_the_command_for_the_first_free_candidate() {
     let repo = TestRepo::new();
