@@ -134,7 +134,7 @@ fn mcp_acquire_any_ordered_claims_the_first_free_candidate_and_the_next_client_t
 }
 
 #[test]
-fn mcp_ordered_claimers_racing_each_get_a_distinct_candidate_and_say_what_they_passed_over() {
+fn mcp_ordered_claimers_racing_each_get_a_distinct_candidate_and_settle() {
     let repo = TestRepo::new();
     let Some(python) = python() else {
         return;
@@ -156,23 +156,23 @@ fn mcp_ordered_claimers_racing_each_get_a_distinct_candidate_and_say_what_they_p
         let v = result(answer, 0);
         env::assert_fields(
             v,
-            &[
-                ("outcome", json!("acquired")),
-                ("holder", json!(holder)),
-                ("token", json!(1)),
-            ],
+            &[("outcome", json!("acquired")), ("holder", json!(holder))],
         );
         let issue = v["issue"].as_str().expect("an issue");
         assert!(won.insert(issue.to_owned()), "{issue} was claimed twice");
-        let passed = v["passed_over"].as_array().expect("passed_over, ordered");
-        if v["lost"] == 0 {
-            assert!(passed.is_empty(), "passed over without a lost race: {v}");
-        }
-        // Only candidates ahead of the one claimed are ever passed over.
+        // A settled claimer leaves nothing free ahead of it, and moves only up.
+        assert_eq!(v["passed_over"], json!([]), "{v}");
         let at = queue.iter().position(|q| *q == issue).expect("a candidate");
-        for p in passed {
-            assert!(queue[..at].contains(&p.as_str().expect("an id")), "{v}");
+        for left in v["moved_from"].as_array().expect("moved_from, ordered") {
+            let left = queue.iter().position(|q| left == q);
+            assert!(left.is_some_and(|l| l > at), "moved down: {v}");
         }
+        // The ledger holds the tenure the claimer was told of.
+        let shown = repo.json_at(v["at"].as_str().expect("at"), 0, &["show", issue]);
+        env::assert_fields(
+            &shown,
+            &[("holder", json!(holder)), ("token", v["token"].clone())],
+        );
     }
     assert_eq!(
         won.len(),
