@@ -240,29 +240,42 @@ fn racing_ordered_claimers_through_a_daemon_settle_on_the_first_free_candidates(
     daemon.repo().assert_fsck();
 }
 
-/// A claimer that took a candidate while one ahead of it was freed moves up to it, leaving
-/// the one it took in the same atomic push.
-#[test]
-fn an_ordered_claimer_moves_up_to_a_candidate_freed_ahead_of_it_in_one_push() {
+/// A daemon where Bob holds q1 and, the moment a claim of q2 lands, the server runs each of
+/// `then` as `git lease <args>` on its own repository (at T0).
+fn daemon_acting_when_q2_is_claimed(then: &[&str]) -> Server {
     let daemon = Server::daemon();
-    let bob = daemon.client(BOB);
-    bob.lease()
+    daemon
+        .client(BOB)
+        .lease()
         .now(T0)
         .args(["acquire", "q1", "--remote", "origin", "--ttl", "1h"])
         .run()
         .ok();
-    // The moment Alice's claim of q2 lands, Bob's q1 is released on the server.
-    let release = format!(
-        "GIT_LEASE_NOW={T0} '{BIN}' -C \"$PWD\" release q1 --holder {BOB} >/dev/null",
-        BIN = crate::env::BIN
-    );
+    let lease = format!("GIT_LEASE_NOW={T0} '{}' -C \"$PWD\"", crate::env::BIN);
+    let acts: Vec<String> = then
+        .iter()
+        .map(|a| format!("{lease} {a} >/dev/null"))
+        .collect();
     daemon.install_hook(
         "post-receive",
-        &format!("if grep -q '^0\\{{40\\}} [0-9a-f]* refs/leases/q2$'; then {release}; fi"),
+        &format!(
+            "if grep -q '^0\\{{40\\}} [0-9a-f]* refs/leases/q2$'; then {}; fi",
+            acts.join("; ")
+        ),
     );
+    daemon
+}
+
+/// A claimer that took a candidate while one ahead of it was freed moves up to it, leaving
+/// the one it took in the same atomic push.
+#[test]
+fn an_ordered_claimer_moves_up_to_a_candidate_freed_ahead_of_it_in_one_push() {
+    let daemon = daemon_acting_when_q2_is_claimed(&[&format!("release q1 --holder {BOB}")]);
     let alice = daemon.client(ALICE);
-    let queue = names("q", 3);
-    let v = ordered(&alice, ALICE, &queue, true).run().ok().json();
+    let v = ordered(&alice, ALICE, &names("q", 3), true)
+        .run()
+        .ok()
+        .json();
     assert_eq!(v["issue"], "q1", "{v}");
     assert_eq!(v["moved_from"], json!(["q2"]), "{v}");
     assert_eq!(v["passed_over"], json!([]), "{v}");
@@ -291,23 +304,10 @@ fn an_ordered_claimer_moves_up_to_a_candidate_freed_ahead_of_it_in_one_push() {
 /// no longer holds, and does not take the one freed ahead of it.
 #[test]
 fn an_ordered_claimer_revoked_while_it_settles_moves_nothing() {
-    let daemon = Server::daemon();
-    let bob = daemon.client(BOB);
-    bob.lease()
-        .now(T0)
-        .args(["acquire", "q1", "--remote", "origin", "--ttl", "1h"])
-        .run()
-        .ok();
-    // The moment Alice's claim of q2 lands, Bob's q1 is released and Alice's q2 revoked.
-    let lease = format!("GIT_LEASE_NOW={T0} '{}' -C \"$PWD\"", crate::env::BIN);
-    let both = format!(
-        "{lease} release q1 --holder {BOB} >/dev/null; \
-         {lease} revoke q2 --holder ops --reason reassigned >/dev/null"
-    );
-    daemon.install_hook(
-        "post-receive",
-        &format!("if grep -q '^0\\{{40\\}} [0-9a-f]* refs/leases/q2$'; then {both}; fi"),
-    );
+    let daemon = daemon_acting_when_q2_is_claimed(&[
+        &format!("release q1 --holder {BOB}"),
+        "revoke q2 --holder ops --reason reassigned",
+    ]);
     let alice = daemon.client(ALICE);
     let v = ordered(&alice, ALICE, &names("q", 3), true)
         .run()
