@@ -19,7 +19,7 @@ use std::path::Path;
 
 use chrono::{Duration, NaiveTime, TimeZone, Utc};
 
-use crate::env::{self, path_with_binary, Run, TestRepo, BIN};
+use crate::env::{self, path_with_binary, Run, TestRepo};
 use crate::server::Server;
 
 /// The repository path the README's server blocks name; the test's served repository stands
@@ -556,44 +556,14 @@ fn install_lines() -> Vec<String> {
 #[test]
 fn after_install_the_manual_and_completions_work_as_the_readme_says() {
     let scratch = TestRepo::new();
-    let home = scratch.scratch("home");
     // What `cargo install` leaves: the binary in <prefix>/bin, on PATH.
     let prefix = scratch.scratch("prefix");
-    let bin = prefix.join("bin");
-    std::fs::create_dir_all(&bin).expect("create bin");
-    crate::env::install_program(Path::new(BIN), &bin.join("git-lease"), 0o755);
+    let sh = crate::env::installed_shell(&prefix, &scratch.scratch("home"));
     let lines = install_lines();
     assert!(
         lines[0].starts_with("cargo install --locked --path .") && not_run(&lines[0], false),
         "{lines:?}"
     );
-    let path = format!(
-        "{}:{}",
-        bin.display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
-    let sh = |script: &str| {
-        let mut cmd = std::process::Command::new("bash");
-        env::hermetic(&mut cmd, &home, &home);
-        let out = cmd
-            .env("PATH", &path)
-            .env("MANPAGER", "cat")
-            .env("PAGER", "cat")
-            .env("MANWIDTH", "80")
-            .arg("-c")
-            .arg(script)
-            .current_dir(&home)
-            .output()
-            .expect("run bash");
-        (
-            out.status.success(),
-            format!(
-                "{}\n--- stderr\n{}",
-                String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&out.stderr)
-            ),
-        )
-    };
     // The README's follow-up line, as written.
     let (ok, out) = sh(&lines[1]);
     assert!(ok, "{}: {out}", lines[1]);

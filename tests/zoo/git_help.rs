@@ -2,10 +2,9 @@
 //! `git lease --help` show the page, as git shows its own. Without man the test is skipped,
 //! and fails with `CI=true` (`.ci/run` installs man-db).
 
-use std::path::Path;
 use std::process::Command;
 
-use crate::env::{self, TestRepo, BIN};
+use crate::env::{self, TestRepo};
 
 #[test]
 fn after_man_install_git_help_lease_and_git_lease_help_show_the_manual() {
@@ -22,32 +21,8 @@ fn after_man_install_git_help_lease_and_git_lease_help_show_the_manual() {
         .unwrap_or(());
     }
     let scratch = TestRepo::new();
-    let home = scratch.scratch("home");
     // What `cargo install` leaves: the binary in <prefix>/bin, on PATH.
-    let bin = scratch.scratch("prefix").join("bin");
-    std::fs::create_dir_all(&bin).expect("create bin");
-    env::install_program(Path::new(BIN), &bin.join("git-lease"), 0o755);
-    let path = env::path_with_first(&bin);
-    let sh = |script: &str| {
-        let mut cmd = Command::new("bash");
-        env::hermetic(&mut cmd, &home, &home);
-        let out = cmd
-            .env("PATH", &path)
-            .env("MANPAGER", "cat")
-            .env("PAGER", "cat")
-            .env("MANWIDTH", "80")
-            .arg("-c")
-            .arg(script)
-            .current_dir(&home)
-            .output()
-            .expect("run bash");
-        let text = format!(
-            "{}\n--- stderr\n{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        (out.status.success(), text)
-    };
+    let sh = env::installed_shell(&scratch.scratch("prefix"), &scratch.scratch("home"));
     let (ok, out) = sh("git lease man --install");
     assert!(ok, "{out}");
     for help in ["git help lease", "git lease --help"] {

@@ -175,3 +175,34 @@ pub fn env_number<T: std::str::FromStr>(name: &str, default: T) -> T {
         Err(_) => default,
     }
 }
+
+/// A bash as a user has it after `cargo install --root <prefix>`: the binary under test
+/// installed in `<prefix>/bin`, first on `PATH`, `HOME` at `home`, pagers that print. Returns
+/// a runner of scripts, each answering whether it succeeded and its stdout and stderr.
+pub fn installed_shell(prefix: &Path, home: &Path) -> impl Fn(&str) -> (bool, String) {
+    let bin = prefix.join("bin");
+    std::fs::create_dir_all(&bin).expect("create bin");
+    install_program(Path::new(BIN), &bin.join("git-lease"), 0o755);
+    let path = path_with_first(&bin);
+    let home = home.to_owned();
+    move |script: &str| {
+        let mut cmd = std::process::Command::new("bash");
+        hermetic(&mut cmd, &home, &home);
+        let out = cmd
+            .env("PATH", &path)
+            .env("MANPAGER", "cat")
+            .env("PAGER", "cat")
+            .env("MANWIDTH", "80")
+            .arg("-c")
+            .arg(script)
+            .current_dir(&home)
+            .output()
+            .expect("run bash");
+        let text = format!(
+            "{}\n--- stderr\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        (out.status.success(), text)
+    }
+}
