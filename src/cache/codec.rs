@@ -396,14 +396,15 @@ pub(super) fn schema_fingerprint() -> Option<u64> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::cache::checksum::Checksum;
     use crate::cache::Snapshot;
     use crate::liveness::Observation;
     use chrono::TimeZone;
 
-    fn entry(issue: &str, n: u8, parent: bool) -> Entry {
+    /// A ledger entry of `issue` whose ids are made of `n`, with a parent or not.
+    pub(in crate::cache) fn entry(issue: &str, n: u8, parent: bool) -> Entry {
         let t = Utc.with_ymd_and_hms(2026, 11, 30, 14, 0, 0).unwrap();
         Entry {
             commit: ObjectId::from_bytes_or_panic(&[n; 20]),

@@ -57,6 +57,7 @@
 
 mod checksum;
 pub mod codec;
+mod encoded;
 
 use std::cmp::Ordering;
 use std::io::{Seek, Write};
@@ -68,6 +69,7 @@ use crate::error::{Error, Result};
 use crate::issue::REF_PREFIX;
 use crate::store::{Entry, Store};
 use codec::{Record, Records, HEADER_LEN};
+pub use encoded::EncodedEntries;
 
 /// The cache file of one namespace of lease refs.
 #[derive(Clone, Debug)]
@@ -136,16 +138,37 @@ impl ListCache {
     /// As [`ListCache::save`], the file saying that every entry's ledger was verified under
     /// the allowed signers list of version `verified` (`None`: not verified).
     pub fn save_verified(&self, entries: &[Entry], verified: Option<&str>) -> Result<()> {
-        let io = |context: &str, source: std::io::Error| Error::Io {
-            context: format!("{context} {}", self.path.display()),
-            source,
-        };
         let hash_len = self.hash.len_in_bytes();
         let mut order: Vec<&Entry> = entries
             .iter()
             .filter(|e| e.commit.as_slice().len() == hash_len)
             .collect();
         order.sort_by(|a, b| a.lease.issue.cmp(&b.lease.issue));
+        let records = order.into_iter().filter_map(|entry| {
+            let mut record = Vec::with_capacity(256);
+            codec::encode_record(&mut record, entry, hash_len).then_some(record.into())
+        });
+        self.replace(records, verified)
+    }
+
+    /// [`ListCache::save_verified`] of entries kept as their records: the records are
+    /// written as they are, not encoded again.
+    pub fn save_encoded(&self, entries: &EncodedEntries, verified: Option<&str>) -> Result<()> {
+        self.replace(entries.records_by_issue(self.hash.len_in_bytes()), verified)
+    }
+
+    /// Replaces the cache file with `records` (each as the file holds it, in the order of
+    /// their issues), atomically.
+    fn replace<'r>(
+        &self,
+        records: impl Iterator<Item = std::borrow::Cow<'r, [u8]>>,
+        verified: Option<&str>,
+    ) -> Result<()> {
+        let io = |context: &str, source: std::io::Error| Error::Io {
+            context: format!("{context} {}", self.path.display()),
+            source,
+        };
+        let hash_len = self.hash.len_in_bytes();
         let verified = verified.unwrap_or_default().as_bytes();
         // Its length is one byte of the file.
         if u8::try_from(verified.len()).is_err() {
@@ -170,7 +193,7 @@ impl ListCache {
             .write(true)
             .create_new(true)
             .open(&tmp)
-            .and_then(|mut f| write_records(&mut f, &order, verified, hash_len));
+            .and_then(|mut f| write_records(&mut f, records, verified, hash_len));
         match written {
             Ok(true) => {
                 if let Err(e) = self.shared.adjust(&tmp) {
@@ -316,13 +339,13 @@ pub(crate) fn fnv1a(bytes: &[u8]) -> u64 {
     })
 }
 
-/// Writes to `file` a cache of the records of `order` (each of ids `hash_len` bytes long), the
-/// body saying that they were verified under the allowed signers list of version `verified`:
-/// the body first, its checksum taken on the way, then the header over the room left for it.
-/// Returns false when this build cannot cache at all ([`codec::header`]).
-fn write_records(
+/// Writes to `file` a cache of `records` (each as the file holds it, of ids `hash_len` bytes
+/// long), the body saying that they were verified under the allowed signers list of version
+/// `verified`: the body first, its checksum taken on the way, then the header over the room
+/// left for it. Returns false when this build cannot cache at all ([`codec::header`]).
+fn write_records<'r>(
     file: &mut std::fs::File,
-    order: &[&Entry],
+    records: impl Iterator<Item = std::borrow::Cow<'r, [u8]>>,
     verified: &[u8],
     hash_len: usize,
 ) -> std::io::Result<bool> {
@@ -339,13 +362,9 @@ fn write_records(
     put(&[len])?;
     put(verified)?;
     let mut count = 0u64;
-    let mut record = Vec::with_capacity(256);
-    for entry in order {
-        record.clear();
-        if codec::encode_record(&mut record, entry, hash_len) {
-            put(&record)?;
-            count += 1;
-        }
+    for record in records {
+        put(&record)?;
+        count += 1;
     }
     out.flush()?;
     drop(out);

@@ -10,8 +10,8 @@ use gix::ObjectId;
 
 use crate::error::Result;
 use crate::issue::IssueId;
-use crate::ledger::{Ledger, Report};
-use crate::listing::Unreadable;
+use crate::ledger::{Ledger, Listed, Report};
+use crate::listing::{Entries, Unreadable};
 use crate::liveness::Current;
 use crate::one_of_many::{AnyReport, Order};
 use crate::remote::{Diverged, Remote};
@@ -43,11 +43,13 @@ pub trait Backend {
     /// Returns every ledger's newest entry.
     fn list(&self) -> Result<Listing>;
     /// [`Backend::list`], `show` given the entries and the ledgers a remote went back on
-    /// before they are returned (locally, while the list cache is rewritten beside it).
-    fn list_then(&self, show: &mut dyn FnMut(&[Entry], &[Diverged])) -> Result<Listing> {
+    /// (locally, while the list cache is rewritten beside it); returns the entries, with the
+    /// ledgers set aside as unreadable.
+    fn list_then(&self, show: &mut dyn FnMut(&Entries, &[Diverged])) -> Result<Listed> {
         let listing = self.list()?;
-        show(&listing.entries, &listing.diverged);
-        Ok(listing)
+        let entries = Entries::Decoded(listing.entries);
+        show(&entries, &listing.diverged);
+        Ok((entries, listing.unreadable))
     }
     /// Returns the newest entry of every ledger only the archive holds (its ref folded and
     /// not revived), sorted by issue: free ledgers, which `list --all` shows beside the rest.
@@ -103,15 +105,17 @@ impl Backend for &Ledger {
         Ledger::current(self, issue)
     }
     fn list(&self) -> Result<Listing> {
-        self.list_then(&mut |_, _| {})
-    }
-    fn list_then(&self, show: &mut dyn FnMut(&[Entry], &[Diverged])) -> Result<Listing> {
-        let (entries, unreadable) = Ledger::list_then(self, &mut |entries| show(entries, &[]))?;
+        let (entries, unreadable) = self.listed(None)?;
+        let mut entries = entries.into_vec();
+        entries.iter_mut().for_each(|e| self.observe_in_place(e));
         Ok(Listing {
             entries,
             diverged: Vec::new(),
             unreadable,
         })
+    }
+    fn list_then(&self, show: &mut dyn FnMut(&Entries, &[Diverged])) -> Result<Listed> {
+        Ledger::list_then(self, &mut |entries| show(entries, &[]))
     }
     fn archived(&self) -> Result<Vec<Entry>> {
         let store = self.store();

@@ -2,9 +2,11 @@
 //! record of the ref's exact tip, decoded from objects otherwise (on several threads when
 //! there are many), and the cache rewritten when the misses were many.
 
+use std::borrow::Cow;
+
 use gix::ObjectId;
 
-use crate::cache::{ListCache, RecordMatcher, Snapshot};
+use crate::cache::{EncodedEntries, ListCache, RecordMatcher, Snapshot};
 use crate::error::{Error, Result};
 use crate::issue::IssueId;
 use crate::step::Judgement;
@@ -98,23 +100,134 @@ pub fn ids(store: &Store) -> Result<Vec<String>> {
 /// what the ledgers record, never what `prepare` added.
 pub struct ListingConsumer<'a> {
     pub prepare: &'a dyn Fn(&mut Entry),
-    pub show: &'a mut dyn FnMut(&[Entry]),
+    pub show: &'a mut dyn FnMut(&Entries),
+}
+
+/// A listing's entries, in order: decoded, or kept as their list-cache records (a listing
+/// without a cache file, given to a [`ListingConsumer`]), each decoded when asked for.
+pub enum Entries {
+    /// Decoded.
+    Decoded(Vec<Entry>),
+    /// Kept as records.
+    Encoded(EncodedEntries),
+}
+
+impl Entries {
+    /// Returns how many entries there are.
+    pub fn len(&self) -> usize {
+        match self {
+            Entries::Decoded(entries) => entries.len(),
+            Entries::Encoded(entries) => entries.len(),
+        }
+    }
+
+    /// Returns true when there is no entry.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Returns the issue of entry `i` (without decoding it).
+    pub fn issue(&self, i: usize) -> &str {
+        match self {
+            Entries::Decoded(entries) => &entries[i].lease.issue,
+            Entries::Encoded(entries) => entries.issue(i),
+        }
+    }
+
+    /// Returns entry `i`.
+    pub fn get(&self, i: usize) -> Cow<'_, Entry> {
+        match self {
+            Entries::Decoded(entries) => Cow::Borrowed(&entries[i]),
+            Entries::Encoded(entries) => entries.get(i),
+        }
+    }
+
+    /// Returns the entries, decoded.
+    pub fn into_vec(self) -> Vec<Entry> {
+        match self {
+            Entries::Decoded(entries) => entries,
+            Entries::Encoded(entries) => (0..entries.len())
+                .map(|i| entries.get(i).into_owned())
+                .collect(),
+        }
+    }
 }
 
 /// Returns the newest entry of every ref under `namespace`, sorted by name; see [`list`]. The
 /// refs are listed the cheap way when the store can ([`Store::refs_listed`]). With `consumer`, its
 /// work is done to the entries on this thread while another writes the list cache, when this
-/// listing rewrites it (a cold listing of 100k ledgers spends tens of milliseconds on that).
+/// listing rewrites it (a cold listing of 100k ledgers spends tens of milliseconds on that);
+/// without a cache file, the entries it is given are kept as records ([`Entries::Encoded`]).
 pub fn list_namespace(
     store: &Store,
     namespace: &str,
     judgement: Judgement<'_>,
     consumer: Option<ListingConsumer<'_>>,
-) -> Result<(Vec<Entry>, ListStats)> {
+) -> Result<(Entries, ListStats)> {
     let refs = store.refs_listed(namespace)?;
     let cache = ListCache::new(store, namespace);
     let snapshot = cache.load();
-    list_from(store, &cache, snapshot, refs, judgement, consumer)
+    match (snapshot, consumer) {
+        (None, Some(consumer)) => show_cold(store, &cache, refs, judgement, consumer),
+        (snapshot, consumer) => list_from(store, &cache, snapshot, refs, judgement, consumer),
+    }
+}
+
+/// [`list_namespace`] without a cache file, for a consumer: every ref is decoded, each entry
+/// kept as its record from the moment it is decoded, and the cache written from those records.
+fn show_cold(
+    store: &Store,
+    cache: &ListCache,
+    refs: Vec<(String, ObjectId)>,
+    judgement: Judgement<'_>,
+    ListingConsumer { prepare, show }: ListingConsumer<'_>,
+) -> Result<(Entries, ListStats)> {
+    let signers = judgement.signers();
+    let mut stats = ListStats {
+        refs: refs.len(),
+        misses: refs.len(),
+        ..ListStats::default()
+    };
+    if signers.is_some() {
+        stats.verified = verify(store, None, &refs, judgement)?;
+    }
+    // A listing that verified signatures shows what the commits signed (no commit-graph).
+    let read = |refs: &[(String, ObjectId)]| store.encoded_entries(refs, signers.is_none());
+    let mut encoded = set_aside_unreadable(&refs, read, &mut stats.unreadable)?;
+    drop(refs);
+    encoded.observe(prepare);
+    let entries = Entries::Encoded(encoded);
+    let rewrite = stats.misses.max(stats.verified) > rewrite_threshold(stats.refs);
+    let verified = signers.map(|l| l.version());
+    let save = rewrite.then_some((cache, verified));
+    stats.rewritten = show_beside(&entries, save, show);
+    Ok((entries, stats))
+}
+
+/// Gives `entries` to `show` on this thread while another writes them to `to`'s cache (as
+/// verified under the allowed signers list of the version it names, if any); returns whether
+/// the cache was written (false without one to write).
+fn show_beside(
+    entries: &Entries,
+    to: Option<(&ListCache, Option<&str>)>,
+    show: &mut dyn FnMut(&Entries),
+) -> bool {
+    let save = |(cache, verified): (&ListCache, Option<&str>)| {
+        match entries {
+            Entries::Decoded(decoded) => cache.save_verified(decoded, verified),
+            Entries::Encoded(encoded) => cache.save_encoded(encoded, verified),
+        }
+        .is_ok()
+    };
+    std::thread::scope(|scope| {
+        let saving = to.map(|to| scope.spawn(move || save(to)));
+        show(entries);
+        saving.is_some_and(|saving| {
+            saving
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+        })
+    })
 }
 
 /// Returns the newest entry of every ref in `refs` (sorted by name, as [`Store::refs_under`]
@@ -139,6 +252,7 @@ pub fn list(
     let cache = ListCache::new(store, namespace);
     let snapshot = cache.load();
     list_from(store, &cache, snapshot, refs, judgement, None)
+        .map(|(entries, stats)| (entries.into_vec(), stats))
 }
 
 /// Gives `sink` the newest entry of every ref in `refs`, in their order, by the rule of
@@ -160,7 +274,7 @@ pub fn each(
         .map(|snapshot| unrecorded(snapshot, &refs));
     let Some(unrecorded) = unrecorded.filter(|u| u.len() <= rewrite_threshold(refs.len())) else {
         let (entries, stats) = list_from(store, &cache, snapshot, refs, Judgement::Recorded, None)?;
-        entries.into_iter().for_each(sink);
+        entries.into_vec().into_iter().for_each(sink);
         return every_one_read(stats);
     };
     let mut stats = ListStats {
@@ -206,7 +320,7 @@ fn list_from(
     refs: Vec<(String, ObjectId)>,
     judgement: Judgement<'_>,
     consumer: Option<ListingConsumer<'_>>,
-) -> Result<(Vec<Entry>, ListStats)> {
+) -> Result<(Entries, ListStats)> {
     let signers = judgement.signers();
     let mut unreadable = Vec::new();
     let mut decode = |refs: &[(String, ObjectId)]| {
@@ -262,22 +376,16 @@ fn list_from(
             if rewrite {
                 stats.rewritten = save(&out);
             }
+            Ok((Entries::Decoded(out), stats))
         }
         Some(ListingConsumer { prepare, show }) => {
             out.iter_mut().for_each(prepare);
-            let out = &out;
-            stats.rewritten = std::thread::scope(|scope| {
-                let saving = rewrite.then(|| scope.spawn(|| save(out)));
-                show(out);
-                saving.is_some_and(|saving| {
-                    saving
-                        .join()
-                        .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
-                })
-            });
+            let entries = Entries::Decoded(out);
+            let to = rewrite.then_some((cache, verified.as_deref()));
+            stats.rewritten = show_beside(&entries, to, show);
+            Ok((entries, stats))
         }
     }
-    Ok((out, stats))
 }
 
 /// Verifies the ledgers of `refs` (none of which a verified record vouches for), each from
@@ -364,23 +472,41 @@ pub(crate) fn invalid_id(issue: &str, tip: ObjectId) -> Option<Error> {
 /// The entries of `refs` by `read`, in order, but for the ledgers whose tip cannot be read as
 /// a lease, or whose id is invalid, which go to `unreadable`: one bad ledger costs the listing
 /// only itself. `read` takes them all at once; only when one is bad are they read one by one.
-fn set_aside_unreadable(
+fn set_aside_unreadable<T: Gathered>(
     refs: &[(String, ObjectId)],
-    read: impl Fn(&[(String, ObjectId)]) -> Result<Vec<Entry>>,
+    read: impl Fn(&[(String, ObjectId)]) -> Result<T>,
     unreadable: &mut Vec<Unreadable>,
-) -> Result<Vec<Entry>> {
+) -> Result<T> {
     if refs.iter().all(|(issue, _)| IssueId::new(issue).is_ok()) {
         match read(refs) {
             Err(Error::Corrupt { .. }) => {}
             answer => return answer,
         }
     }
-    let mut entries = Vec::with_capacity(refs.len());
+    let mut entries = T::default();
     for one in refs.chunks(1) {
         match invalid_id(&one[0].0, one[0].1).map_or_else(|| read(one), Err) {
-            Ok(mut entry) => entries.append(&mut entry),
+            Ok(entry) => entries.gather(entry),
             Err(e) => unreadable.push(Unreadable::from_error(e)?),
         }
     }
     Ok(entries)
+}
+
+/// Entries read in parts and put together, in order.
+trait Gathered: Default {
+    /// Appends `part`.
+    fn gather(&mut self, part: Self);
+}
+
+impl Gathered for Vec<Entry> {
+    fn gather(&mut self, mut part: Self) {
+        self.append(&mut part);
+    }
+}
+
+impl Gathered for EncodedEntries {
+    fn gather(&mut self, part: Self) {
+        self.append(part);
+    }
 }

@@ -88,7 +88,7 @@ impl Report {
 pub type Refused = (String, gix::ObjectId, Error);
 
 /// A listing's entries, with the ledgers it set aside because their tip cannot be read.
-pub type Listed = (Vec<Entry>, Vec<crate::listing::Unreadable>);
+pub type Listed = (crate::listing::Entries, Vec<crate::listing::Unreadable>);
 
 /// A repository's tenure ledgers.
 ///
@@ -388,18 +388,18 @@ impl Ledger {
     /// [`rules::is_live`] for the live ones.
     /// A ledger whose tip cannot be read as a lease is the error.
     pub fn list(&self) -> Result<Vec<Entry>> {
-        let (mut entries, unreadable) = self.listed(None)?;
+        let (entries, unreadable) = self.listed(None)?;
         if let Some(first) = unreadable.into_iter().next() {
             return Err(first.into_error());
         }
+        let mut entries = entries.into_vec();
         entries.iter_mut().for_each(|e| self.observe_in_place(e));
         Ok(entries)
     }
 
-    /// [`Ledger::list`], `show` given the entries on this thread while another rewrites the
-    /// list cache (when this listing rewrites it); returns them after, with the ledgers set
-    /// aside as unreadable (every other one still listed).
-    pub fn list_then(&self, show: &mut dyn FnMut(&[Entry])) -> Result<Listed> {
+    /// [`Ledger::list`], `show` given the entries while another thread rewrites the list cache
+    /// (when this listing does); returns them, and the ledgers set aside as unreadable.
+    pub fn list_then(&self, show: &mut dyn FnMut(&crate::listing::Entries)) -> Result<Listed> {
         self.listed(Some(crate::listing::ListingConsumer {
             prepare: &|e| self.observe_in_place(e),
             show,

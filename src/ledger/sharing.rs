@@ -186,8 +186,8 @@ impl Backend for ReadOnly<'_> {
     }
     fn list_then(
         &self,
-        show: &mut dyn FnMut(&[Entry], &[crate::remote::Diverged]),
-    ) -> Result<Listing> {
+        show: &mut dyn FnMut(&crate::listing::Entries, &[crate::remote::Diverged]),
+    ) -> Result<crate::ledger::Listed> {
         Backend::list_then(self.read(), show)
     }
     fn archived(&self) -> Result<Vec<Entry>> {

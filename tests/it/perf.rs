@@ -240,7 +240,41 @@ fn a_cold_listing_of_many_leases_decodes_on_threads_with_the_same_answers() {
         (1500, 0),
         "no cache yet: all decoded"
     );
-    assert_eq!(listed, serial);
+    assert_eq!(listed.into_vec(), serial);
+    // Kept as cache records from the moment they are decoded, they decode as they were.
+    let encoded = store.encoded_entries(&refs, true).unwrap();
+    assert_eq!(encoded.len(), 1500);
+    assert_eq!(encoded.issue(7), serial[7].lease.issue);
+    let encoded = git_lease::listing::Entries::Encoded(encoded);
+    assert_eq!(encoded.into_vec(), serial);
+}
+
+#[test]
+fn a_cold_listing_of_many_leases_prints_what_a_warm_one_prints() {
+    let repo = TestRepo::new();
+    // More ledgers than one thread decodes: the cold listing keeps them as records in parts.
+    populate(&repo, "m", 1500, "30m");
+    repo.steps(&[
+        (1, "release m7 --holder alice"),
+        (2, "acquire n8 --holder bob --note ünï --task job-8"),
+        (3, "renew m9 --holder alice --ttl 2h"),
+    ]);
+    let file = cache_file(&repo);
+    for (args, shown) in [
+        (&["list"][..], "m1499"),
+        (&["list", "--all"], "m7"),
+        (&["list", "--json"], "job-8"),
+        (&["list", "--all", "--json", "--state", "free"], "m7"),
+    ] {
+        let _ = std::fs::remove_file(&file);
+        let cold = repo.run_at(&at_min(20), args);
+        cold.ok();
+        assert!(file.exists(), "{args:?}: the cold listing wrote no cache");
+        let warm = repo.run_at(&at_min(20), args);
+        warm.ok();
+        assert!(cold.stdout.contains(shown), "{args:?}: {}", cold.stdout);
+        assert_eq!(cold.stdout, warm.stdout, "{args:?}");
+    }
 }
 
 #[test]

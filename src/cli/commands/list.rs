@@ -1,8 +1,10 @@
 //! `git lease list`: the leases as they stand now, filtered and sorted.
 
+use std::borrow::Cow;
 use std::io::Write;
 
 use git_lease::issue::natural_cmp;
+use git_lease::listing::Entries;
 use git_lease::Entry;
 
 use crate::cli::output::json::{json_array_line, LeaseView, State};
@@ -69,8 +71,8 @@ pub(crate) fn run(ctx: &Context, args: Args, out: &mut dyn Write) -> Result<u8, 
     })?;
     // The process exits right after printing: letting the OS reclaim 100k entries at exit is
     // cheaper than freeing them one by one.
-    output::report_unreadable(&listing.unreadable, out)?;
-    let unreadable = !listing.unreadable.is_empty();
+    output::report_unreadable(&listing.1, out)?;
+    let unreadable = !listing.1.is_empty();
     let _ = std::mem::ManuallyDrop::new(listing);
     match shown {
         Ok(_) if unreadable => Ok(exit::FAILURE),
@@ -92,7 +94,7 @@ struct Filters {
 /// or one JSON array.
 fn list(
     ctx: &Context,
-    entries: &[Entry],
+    entries: &Entries,
     archived: Vec<Entry>,
     filters: &Filters,
     out: &mut dyn Write,
@@ -104,52 +106,102 @@ fn list(
         archived
     } else {
         let listed: std::collections::HashSet<&str> =
-            entries.iter().map(|e| e.lease.issue.as_str()).collect();
+            (0..entries.len()).map(|i| entries.issue(i)).collect();
         archived
             .into_iter()
             .filter(|e| !listed.contains(e.lease.issue.as_str()))
             .collect()
     });
-    let rows = shown_rows(entries, &archived, filters, now);
+    let listing = Listing {
+        entries,
+        archived: &archived,
+    };
+    let shown = shown_rows(&listing, filters, now);
     if ctx.json {
-        let views = rows
-            .iter()
-            .map(|(_, e)| LeaseView::new(&e.lease.issue, Some(*e), now));
+        let views = shown.rows.iter().map(|row| {
+            let e = listing.entry(row.at);
+            LeaseView::new(&e.lease.issue, Some(&e), now)
+        });
         json_array_line(out, views)?;
         return Ok(exit::OK);
     }
-    write_table(&rows, filters.all, now, out)
+    write_table(&listing, &shown, filters.all, now, out)
 }
 
-/// The rows of `list`: `entries` and `archived` kept by `filters` at `now`, each with its
+/// The ledgers `list` lists: the entries, then the archived ones, by one index.
+struct Listing<'a> {
+    entries: &'a Entries,
+    archived: &'a [Entry],
+}
+
+impl Listing<'_> {
+    fn len(&self) -> usize {
+        self.entries.len() + self.archived.len()
+    }
+
+    fn issue(&self, at: usize) -> &str {
+        match at.checked_sub(self.entries.len()) {
+            None => self.entries.issue(at),
+            Some(archived) => &self.archived[archived].lease.issue,
+        }
+    }
+
+    fn entry(&self, at: usize) -> Cow<'_, Entry> {
+        match at.checked_sub(self.entries.len()) {
+            None => self.entries.get(at),
+            Some(archived) => Cow::Borrowed(&self.archived[archived]),
+        }
+    }
+}
+
+/// One row of `list`: a ledger's state, the start of its tenure when it is held (what live
+/// leases are sorted by), and where it is in the [`Listing`].
+#[derive(Clone, Copy)]
+struct Row {
+    state: State,
+    held_since: Option<chrono::DateTime<chrono::Utc>>,
+    at: usize,
+}
+
+/// The rows `list` shows, and whether any of them has a task, or a note.
+struct Shown {
+    rows: Vec<Row>,
+    tasks: bool,
+    notes: bool,
+}
+
+/// The rows of `list`: the ledgers of `listing` kept by `filters` at `now`, each with its
 /// state; live leases first, oldest tenure first, then by issue; the rest by issue (in
 /// natural order: 2 before 10).
-fn shown_rows<'a>(
-    entries: &'a [Entry],
-    archived: &'a [Entry],
+fn shown_rows(
+    listing: &Listing<'_>,
     filters: &Filters,
     now: chrono::DateTime<chrono::Utc>,
-) -> Vec<(State, &'a Entry)> {
+) -> Shown {
     let Filters {
         all,
         holder,
         state,
         prefix,
     } = filters;
-    let mut rows: Vec<(State, &'a Entry)> = entries
-        .iter()
-        .chain(archived.iter())
-        .filter(|e| {
-            prefix
-                .as_deref()
-                .is_none_or(|p| e.lease.issue.starts_with(p))
-        })
-        .map(|e| (State::of(Some(e), now), e))
-        .filter(|(s, _)| *all || *s == State::Held)
-        .filter(|(s, _)| state.as_deref().is_none_or(|want| s.as_str() == want))
-        .filter(|(s, e)| {
-            holder.as_deref().is_none_or(|h| {
-                let shown = if *s == State::Held {
+    let mut shown = Shown {
+        rows: Vec::new(),
+        tasks: false,
+        notes: false,
+    };
+    for at in 0..listing.len() {
+        if prefix
+            .as_deref()
+            .is_some_and(|p| !listing.issue(at).starts_with(p))
+        {
+            continue;
+        }
+        let e = listing.entry(at);
+        let s = State::of(Some(&e), now);
+        let kept = (*all || s == State::Held)
+            && state.as_deref().is_none_or(|want| s.as_str() == want)
+            && holder.as_deref().is_none_or(|h| {
+                let shown = if s == State::Held {
                     e.lease.holder.as_deref()
                 } else {
                     e.lease
@@ -158,30 +210,33 @@ fn shown_rows<'a>(
                         .or(e.lease.previous_holder.as_deref())
                 };
                 shown == Some(h)
-            })
-        })
-        .collect();
-    sort_halves(&mut rows, |(sa, a), (sb, b)| {
-        let key = |s: &State, e: &Entry| {
-            (
-                *s != State::Held,
-                if *s == State::Held {
+            });
+        if kept {
+            shown.tasks |= e.lease.task.is_some();
+            shown.notes |= e.lease.note.is_some();
+            shown.rows.push(Row {
+                state: s,
+                held_since: if s == State::Held {
                     e.lease.acquired_at
                 } else {
                     None
                 },
-            )
-        };
-        key(sa, a)
-            .cmp(&key(sb, b))
-            .then_with(|| natural_cmp(&a.lease.issue, &b.lease.issue))
+                at,
+            });
+        }
+    }
+    sort_halves(&mut shown.rows, |a, b| {
+        (a.state != State::Held, a.held_since)
+            .cmp(&(b.state != State::Held, b.held_since))
+            .then_with(|| natural_cmp(listing.issue(a.at), listing.issue(b.at)))
     });
-    rows
+    shown
 }
 
-/// Writes `rows` as `list`'s table (with a state column for `all`) at `now`.
+/// Writes the rows of `shown` as `list`'s table (with a state column for `all`) at `now`.
 fn write_table(
-    rows: &[(State, &Entry)],
+    listing: &Listing<'_>,
+    shown: &Shown,
     all: bool,
     now: chrono::DateTime<chrono::Utc>,
     out: &mut dyn Write,
@@ -193,21 +248,21 @@ fn write_table(
     header.extend(["HOLDER", "TOKEN", "ACQUIRED", "EXPIRES"]);
     // A claim's task and note, in columns of their own where any listed claim has one; the
     // note last, cut to fit 80 columns (`show` and --json give it whole).
-    let tasks = rows.iter().any(|(_, e)| e.lease.task.is_some());
-    let notes = rows.iter().any(|(_, e)| e.lease.note.is_some());
-    if tasks {
+    let Shown { rows, tasks, notes } = shown;
+    if *tasks {
         header.push("TASK");
     }
-    if notes {
+    if *notes {
         header.push("NOTE");
     }
     // The cells are given twice, measured then written: no buffer of the whole table.
     let give = |table: &mut output::Table<'_>| {
-        for (s, e) in rows {
+        for row in rows {
+            let e = listing.entry(row.at);
             let l = &e.lease;
             table.cell(&l.issue);
             if all {
-                table.cell(s.as_str());
+                table.cell(row.state.as_str());
             }
             table.cell(
                 l.holder
@@ -224,16 +279,16 @@ fn write_table(
                 (true, None) => b.push_str("never"),
                 (true, Some(t)) => output::push_when(b, t, now),
             });
-            if tasks {
+            if *tasks {
                 table.cell(l.task.as_deref().unwrap_or("-"));
             }
-            if notes {
+            if *notes {
                 table.cell(l.note.as_deref().unwrap_or("-"));
             }
         }
     };
     let mut table = output::Table::new(&header);
-    if notes {
+    if *notes {
         table.fit_last(80, 10);
     }
     give(&mut table);
