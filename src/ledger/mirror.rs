@@ -472,37 +472,43 @@ fn archived_to_take(
 ) -> Result<Vec<(IssueId, Option<ObjectId>, ObjectId)>> {
     let store = ledger.store();
     let reading = ledger.reading();
+    let judgement = crate::step::Judgement::reader(reading.as_ref());
+    let archived: Vec<(String, ObjectId)> = store
+        .archive_diff(before, fold)?
+        .into_iter()
+        .filter_map(|(issue, _, tip)| Some((issue, tip?)))
+        .filter(|(issue, _)| IssueId::new(issue).is_ok())
+        .collect();
+    // The refs here, read once (a fresh mirror's first sync archives every quiet ledger), and
+    // every archived ledger verified, on several threads when there are many.
+    let refs_here: std::collections::HashMap<String, ObjectId> =
+        store.lease_refs()?.into_iter().collect();
+    let checks = store.per_ledger(&archived, |store, issue, tip| {
+        let here = refs_here.get(issue).copied();
+        if here.is_some_and(|h| h != tip && verify::descends_from(store, h, tip)) {
+            // Claimed here after the fold: a revival, which keeps its ref.
+            return Ok(None);
+        }
+        let base = here.filter(|h| verify::descends_from(store, tip, *h));
+        let check = verify::verify_segment(store, issue, tip, base, judgement);
+        Ok(Some((here, check.findings)))
+    })?;
     let mut take = Vec::new();
-    for (issue, _, tip) in store.archive_diff(before, fold)? {
-        let Some(tip) = tip else { continue };
-        let Ok(id) = IssueId::new(&issue) else {
+    for ((issue, tip), check) in archived.into_iter().zip(checks) {
+        let Some((here, findings)) = check else {
             continue;
         };
-        let here = store.tip_of(&id.ref_name())?;
-        if let Some(h) = here {
-            if h != tip && verify::descends_from(store, h, tip) {
-                // Claimed here after the fold: a revival, which keeps its ref.
-                continue;
-            }
-        }
-        let check = verify::verify_segment(
-            store,
-            &issue,
-            tip,
-            here.filter(|h| verify::descends_from(store, tip, *h)),
-            crate::step::Judgement::reader(reading.as_ref()),
-        );
-        if let Some(first) = check.findings.first() {
+        if let Some(first) = findings.first() {
             report.refused.push(Refused {
                 issue: issue.clone(),
                 local: here.map(|h| h.to_string()),
                 remote: Some(tip.to_string()),
                 reason: format!("the remote's archived ledger breaks a rule: {first}"),
-                findings: check.findings,
+                findings,
             });
             continue;
         }
-        take.push((id, here, tip));
+        take.push((IssueId::new(&issue)?, here, tip));
     }
     Ok(take)
 }

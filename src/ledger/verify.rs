@@ -261,7 +261,7 @@ pub fn audit(
         // Verifying a ledger never fails (what it finds is the answer); only a thread that
         // could not open its store would, and then the block is verified here alone.
         let checks = store
-            .per_ref(block, |store, issue, tip| Ok(check(store, issue, tip)))
+            .per_ledger(block, |store, issue, tip| Ok(check(store, issue, tip)))
             .unwrap_or_else(|_| {
                 block
                     .iter()

@@ -4,6 +4,7 @@
 use gix::ObjectId;
 
 use super::{Entry, Store};
+use crate::cache::EncodedEntries;
 use crate::error::Result;
 use crate::lease;
 
@@ -21,6 +22,42 @@ impl Store {
         self.per_ref(wanted, |store, issue, tip| {
             store.entry_in(issue, tip, graph)
         })
+    }
+
+    /// [`Store::entries`] (or, without `through_graph`, [`Store::entries_of_commits`]), each
+    /// entry kept as its list-cache record as soon as it is decoded: a cold listing of 100k
+    /// ledgers holds about half the memory it would hold in decoded entries.
+    pub fn encoded_entries(
+        &self,
+        wanted: &[(String, ObjectId)],
+        through_graph: bool,
+    ) -> Result<EncodedEntries> {
+        let graph = through_graph
+            .then(|| self.commit_graph(wanted.len()))
+            .flatten();
+        if through_graph && wanted.len() >= BOUNDED_READS_MIN {
+            self.small_objects.get_or_init(|| self.open_small_objects());
+        }
+        let graph = graph.as_ref();
+        let hash_len = self.object_hash().len_in_bytes();
+        let parts = self.per_part(wanted, |store, part| {
+            // Each entry is encoded as it is decoded: no part holds its entries decoded.
+            let mut failure = None;
+            let decoded = part.iter().map_while(|(issue, tip)| {
+                store
+                    .entry_in(issue, *tip, graph)
+                    .map_err(|e| failure = Some(e))
+                    .ok()
+            });
+            let encoded = EncodedEntries::encode(hash_len, decoded);
+            match failure {
+                Some(e) => Err(e),
+                None => Ok(encoded),
+            }
+        })?;
+        let mut encoded = EncodedEntries::default();
+        parts.into_iter().for_each(|part| encoded.append(part));
+        Ok(encoded)
     }
 
     /// [`Store::entries`], every commit read itself, never through git's commit-graph: a
@@ -127,6 +164,29 @@ impl Store {
         wanted: &[(String, ObjectId)],
         read: impl Fn(&Store, &str, ObjectId) -> Result<T> + Sync,
     ) -> Result<Vec<T>> {
+        self.per_ref_reading(wanted, read, Reads::Tips)
+    }
+
+    /// As [`Store::per_ref`], for reads of whole ledger histories (`verify`, `sync`, a
+    /// timeline): when there are many, every part on a thread of its own, whose delta-base
+    /// cache is [`HISTORY_DELTA_BASE_CACHE`] unless `core.deltaBaseCacheLimit` is set. A
+    /// history's objects are deltas of one another, and a listing's small cache would inflate
+    /// their bases again and again (a mirror's first sync of 99,000 archived ledgers: 13.8 s
+    /// of CPU against 11.8 s, git's children included).
+    pub fn per_ledger<T: Send>(
+        &self,
+        wanted: &[(String, ObjectId)],
+        read: impl Fn(&Store, &str, ObjectId) -> Result<T> + Sync,
+    ) -> Result<Vec<T>> {
+        self.per_ref_reading(wanted, read, Reads::Histories)
+    }
+
+    fn per_ref_reading<T: Send>(
+        &self,
+        wanted: &[(String, ObjectId)],
+        read: impl Fn(&Store, &str, ObjectId) -> Result<T> + Sync,
+        reads: Reads,
+    ) -> Result<Vec<T>> {
         let threads = std::thread::available_parallelism()
             .map_or(1, |n| n.get())
             .min(MAX_DECODE_THREADS);
@@ -152,7 +212,10 @@ impl Store {
         let fill = &fill;
         let failure = std::thread::scope(|scope| {
             let mut jobs = wanted.chunks(size).zip(slots.chunks_mut(size));
-            let first = jobs.next();
+            let first = match reads {
+                Reads::Tips => jobs.next(),
+                Reads::Histories => None,
+            };
             let others: Vec<_> = jobs
                 .map(|(part, out)| {
                     // A clone shares this repository's object database: its packs and
@@ -161,7 +224,10 @@ impl Store {
                     let repo = self.repo.clone();
                     let small = self.small_objects.get().cloned();
                     scope.spawn(move || -> Result<()> {
-                        let store = Store::from_repo(repo)?;
+                        let mut store = Store::from_repo(repo)?;
+                        if reads == Reads::Histories {
+                            super::open::widen_delta_base_cache(&mut store.repo);
+                        }
                         if let Some(small) = small {
                             let _ = store.small_objects.set(small);
                         }
@@ -190,6 +256,52 @@ impl Store {
     }
 }
 
+impl Store {
+    /// Returns `read(store, part)` for each part of `wanted`, in order: one part per thread
+    /// when there are many (each with its own [`Store`] of the same repository), else one
+    /// part. The first error in `wanted`'s order wins.
+    fn per_part<T: Send>(
+        &self,
+        wanted: &[(String, ObjectId)],
+        read: impl Fn(&Store, &[(String, ObjectId)]) -> Result<T> + Sync,
+    ) -> Result<Vec<T>> {
+        let threads = std::thread::available_parallelism()
+            .map_or(1, |n| n.get())
+            .min(MAX_DECODE_THREADS);
+        if wanted.len() < PARALLEL_DECODE_MIN || threads < 2 || self.quarantine.is_some() {
+            return Ok(vec![read(self, wanted)?]);
+        }
+        let read = &read;
+        std::thread::scope(|scope| {
+            let mut parts = wanted.chunks(wanted.len().div_ceil(threads));
+            let first = parts.next().unwrap_or_default();
+            let others: Vec<_> = parts
+                .map(|part| {
+                    // A clone shares this repository's object database (see `per_ref`).
+                    let repo = self.repo.clone();
+                    let small = self.small_objects.get().cloned();
+                    scope.spawn(move || -> Result<T> {
+                        let store = Store::from_repo(repo)?;
+                        if let Some(small) = small {
+                            let _ = store.small_objects.set(small);
+                        }
+                        read(&store, part)
+                    })
+                })
+                .collect();
+            let mut done = vec![read(self, first)];
+            for handle in others {
+                done.push(
+                    handle
+                        .join()
+                        .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
+                );
+            }
+            done.into_iter().collect()
+        })
+    }
+}
+
 /// The most a listing's first read of one ledger object may allocate
 /// ([`Store::open_small_objects`]): four times the largest `lease.json` a ledger may hold,
 /// room for gix's two buffers of the object and its deltas.
@@ -199,6 +311,19 @@ pub(super) const SMALL_OBJECT_BYTES: usize = 4 * lease::MAX_LEASE_JSON_BYTES as 
 /// object database alone: opening the bounded one ([`Store::open_small_objects`]) would cost
 /// more than it saves (a warm listing decodes none, or a few).
 pub(super) const BOUNDED_READS_MIN: usize = 1024;
+
+/// What the reads of [`Store::per_ref`] and [`Store::per_ledger`] are of.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Reads {
+    /// Ledger tips, a few objects each: the first part on this thread, whose cache stays
+    /// small, so that a listing's memory stays bounded.
+    Tips,
+    /// Whole ledger histories, each part on a thread with a wide cache.
+    Histories,
+}
+
+/// The delta-base cache of each thread of [`Store::per_ledger`] (git's own default is 96 MiB).
+pub(super) const HISTORY_DELTA_BASE_CACHE: usize = 32 << 20;
 
 /// Below this many ledgers to decode, [`Store::entries`] stays on one thread.
 pub(super) const PARALLEL_DECODE_MIN: usize = 1024;

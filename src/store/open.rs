@@ -46,6 +46,20 @@ pub(super) fn give_delta_base_cache(handle: &mut gix::odb::Handle, limit: Option
     }
 }
 
+/// Gives `repo`'s readers the delta-base cache of [`Store::per_ledger`]'s threads,
+/// [`super::many_entries::HISTORY_DELTA_BASE_CACHE`], unless `core.deltaBaseCacheLimit` sets
+/// one.
+pub(super) fn widen_delta_base_cache(repo: &mut gix::Repository) {
+    if repo
+        .config_snapshot()
+        .integer("core.deltaBaseCacheLimit")
+        .is_none()
+    {
+        let bytes = i64::try_from(super::many_entries::HISTORY_DELTA_BASE_CACHE).ok();
+        give_delta_base_cache(&mut repo.objects, bytes);
+    }
+}
+
 /// How long to wait for a ref lock held by another process before reporting it.
 pub const DEFAULT_LOCK_WAIT: Duration = Duration::from_secs(3);
 

@@ -376,7 +376,7 @@ pub fn build(
     let keep = |t: &Tenure| filter.keeps(t, now);
     // Each ledger on its own: only its tenures are kept, never its whole chain.
     // One ledger that cannot be read is set aside and named; every other one is drawn.
-    let read = store.per_ref(&chosen, |store, issue, tip| {
+    let read = store.per_ledger(&chosen, |store, issue, tip| {
         let read = crate::listing::invalid_id(issue, tip)
             .map_or_else(|| store.history(issue, Some(tip)), Err);
         let mut chain = match read {

@@ -589,18 +589,25 @@ fn a_fold_killed_between_its_two_steps_loses_nothing_and_the_next_one_finishes_i
     repo.run_at(&at(150), &["verify"]).ok();
 }
 
-/// A first fold of more ledgers than a reader decodes on one thread (1,024): a new clone's
-/// first claim judges it, every recorded state decoded on threads, and takes it; the same fold
-/// dated back to when those leases were still held, set on the server past its hook, is
-/// refused by the next new clone, which pushes nothing.
-#[test]
-fn a_new_clone_judges_a_fold_of_many_ledgers_and_refuses_one_that_records_live_leases() {
+/// A hooked server where Alice claimed `m0` to `m1099` for a minute at the start: more
+/// ledgers than a reader decodes on one thread (1,024).
+fn many_claimed_for_a_minute() -> Server {
     let mut server = Server::with_hook();
     server.start_at(&at(0));
     let issues: Vec<String> = (0..1100).map(|i| format!("m{i}")).collect();
     let mut args = vec!["acquire", "--holder", "alice", "--ttl", "1m"];
     args.extend(issues.iter().map(String::as_str));
     on_server(&server, &at(0), &args);
+    server
+}
+
+/// A first fold of more ledgers than a reader decodes on one thread (1,024): a new clone's
+/// first claim judges it, every recorded state decoded on threads, and takes it; the same fold
+/// dated back to when those leases were still held, set on the server past its hook, is
+/// refused by the next new clone, which pushes nothing.
+#[test]
+fn a_new_clone_judges_a_fold_of_many_ledgers_and_refuses_one_that_records_live_leases() {
+    let server = many_claimed_for_a_minute();
     server.config("lease.hookNow", &at(600));
     on_server(&server, &at(600), &["archive", "--quiet-for", "1m"]);
     let honest = server.rev("refs/lease-archive").expect("an archive");
@@ -652,4 +659,39 @@ fn a_new_clone_judges_a_fold_of_many_ledgers_and_refuses_one_that_records_live_l
     assert_eq!(server.refs(), before, "nothing pushed");
     assert_eq!(server.tip("n2"), None);
     assert_eq!(server.rev("refs/leases/m1099"), revived);
+}
+
+/// A mirror's first sync of an archive of many ledgers verifies them on several threads: the
+/// ledgers land in its archive, and one whose history breaks a rule is refused.
+#[test]
+fn a_mirrors_first_sync_of_many_archived_ledgers_refuses_the_one_that_breaks_a_rule() {
+    let server = many_claimed_for_a_minute();
+    // Past the hook: Mallory takes m7 over from Alice 10 s into her minute.
+    let forged = crate::forge::build_chain(
+        server.repo(),
+        &[
+            acquired("m7", "alice", 1, 0, Some(60)),
+            acquired("m7", "mallory", 2, 10, Some(60)),
+        ],
+    );
+    crate::forge::set_ledger(server.repo(), "m7", &forged[1]);
+    server.config("lease.hookNow", &at(600));
+    on_server(&server, &at(600), &["archive", "--quiet-for", "1m"]);
+    assert_eq!(server.tip("m8"), None, "m8 is archived");
+
+    let mirror = server.mirror();
+    let run = lease(&mirror, 610, &["--json", "sync", "origin"]);
+    let summary = run.json();
+    let refused: Vec<&str> = summary["refused"]
+        .as_array()
+        .expect("a list")
+        .iter()
+        .filter_map(|r| r["issue"].as_str())
+        .collect();
+    assert_eq!(refused, ["m7"], "{summary}");
+    assert_eq!(
+        summary["archived"].as_array().map(Vec::len),
+        Some(1099),
+        "{summary}"
+    );
 }
