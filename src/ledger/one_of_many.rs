@@ -8,15 +8,20 @@
 //! process is gone (a new tenure), or one the claimant already holds live (an idempotent
 //! re-acquire, tried first, so that a claimer that retries never ends up with two issues).
 //!
-//! Locally every attempt is the ledger's compare-and-swap ([`Ledger::apply`]). Through a
-//! remote ([`Remote::acquire_any`]), one fetch learns the state of every candidate, and then
-//! every attempt is exactly one push with an expected old value, decided from the verified
-//! tracking copy. A push that loses the race does not retry the contended issue: after a
-//! random part of the lost push's own duration (so that the other losers of the same race
-//! spread out), one fetch of the untried candidates' refs alone tells which of them moved
-//! meanwhile, and the next push goes to one that did not. Every candidate is fetched and
-//! verified again only when nothing else is left, and retried only if free again.
-//! Nothing is pushed when no candidate is free.
+//! Locally every attempt is the ledger's compare-and-swap ([`Ledger::apply`]). Through a remote
+//! ([`Remote::acquire_any`]), one fetch learns the state of every candidate, and then every
+//! attempt is exactly one push with an expected old value, decided from the verified tracking
+//! copy. Where the server's hook judges every claim against its archive, a clone reads no
+//! archive for a candidate the remote has no ref of (up to 256 candidates): it claims it as
+//! never leased, and reads the archive only if the hook refuses that. A clone that never saw any of the candidates
+//! makes its first push there (in a random order) before any fetch, to one of them at random:
+//! one the remote has a ledger of loses it before anything is sent. A push that loses the race
+//! does not retry the contended issue: after a random part of the lost push's own duration (so
+//! that the other losers of the same race spread out), one fetch of the untried candidates'
+//! refs alone tells which of them moved meanwhile, and the next push goes to one that did not.
+//! Every candidate is fetched and verified again only when nothing else is left, and retried
+//! only if free again.
+//! Nothing is written when no candidate is free.
 //!
 //! With [`Order::Priority`] the candidates are a priority order, the first the most urgent.
 //! The claimer's first write goes to the first candidate it read as free (after its own live
@@ -32,23 +37,13 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
-use gix::ObjectId;
 
 use crate::error::{Error, Result};
-use crate::issue::{IssueId, REF_PREFIX};
+use crate::issue::IssueId;
 use crate::ledger::{settle, Ledger, Report};
-use crate::remote::{Diverged, PushResult, Remote};
+use crate::remote::{Diverged, PushResult, Remote, Unseen};
 use crate::rules::{self, Claim, Outcome};
-use crate::store::{Entry, Place, ARCHIVE_REF};
-
-/// Every character a lease ref name may hold right after an issue id, in ASCII (see
-/// [`Remote::fetch_scoped`]): the printable ones but space and `~ ^ : ? * [ \\`.
-const LONGER: &str =
-    "!\"#$%&'()+,-./0123456789;<=>@ABCDEFGHIJKLMNOPQRSTUVWXYZ]_`abcdefghijklmnopqrstuvwxyz{|}";
-
-/// Past this many candidates, a remote claim learns their state by fetching every lease ref
-/// of the remote (one refspec) rather than one refspec per candidate on the command line.
-const MAX_REFSPECS: usize = 256;
+use crate::store::Entry;
 
 /// The longest a remote claim waits after a lost push before it looks again (it waits a
 /// random part of the lost push's own duration, up to this).
@@ -253,197 +248,6 @@ impl AnyReport {
 }
 
 impl Remote<'_> {
-    /// Fetches the remote's ledgers of `issues` in one `git fetch` and verifies what is new,
-    /// as [`Remote::fetch_one`] does for one.
-    ///
-    /// Returns the newest verified entry of each issue (`None`: the remote has no such
-    /// ledger), and the ledgers the remote rewound or rewrote (left out of the map).
-    pub fn fetch_some(&self, issues: &[IssueId]) -> Result<(States, Vec<Diverged>)> {
-        self.settled(|| self.fetch_some_once(issues), |(_, d)| !d.is_empty())
-    }
-
-    fn fetch_some_once(&self, issues: &[IssueId]) -> Result<(States, Vec<Diverged>)> {
-        self.begin_claim();
-        let store = self.ledger().store();
-        let mut state = HashMap::with_capacity(issues.len());
-        let mut diverged = Vec::new();
-        if issues.is_empty() {
-            return Ok((state, diverged));
-        }
-        if issues.len() > MAX_REFSPECS {
-            let fetched = self.fetch_all_once()?;
-            let tips: HashMap<&str, ObjectId> = fetched
-                .verified
-                .iter()
-                .map(|(issue, tip)| (issue.as_str(), *tip))
-                .collect();
-            let on_remote: std::collections::HashSet<&str> =
-                fetched.remote.iter().map(|(i, _)| i.as_str()).collect();
-            let unseen: Vec<&str> = issues
-                .iter()
-                .map(IssueId::as_str)
-                .filter(|issue| !tips.contains_key(issue))
-                .collect();
-            self.fetch_index_paths(&unseen);
-            for issue in issues {
-                let entry = match tips.get(issue.as_str()) {
-                    Some(tip) => {
-                        let mut entry = store.entry(issue.as_str(), *tip)?;
-                        if !on_remote.contains(issue.as_str()) {
-                            entry.place = Place::Archive;
-                        }
-                        Some(self.ledger().observe(entry))
-                    }
-                    None => self.archived_entry(issue, None)?,
-                };
-                state.insert(issue.clone(), entry);
-            }
-            let wanted: std::collections::HashSet<&str> =
-                issues.iter().map(IssueId::as_str).collect();
-            diverged = fetched
-                .diverged
-                .into_iter()
-                .filter(|d| wanted.contains(d.issue.as_str()))
-                .collect();
-            return Ok((state, diverged));
-        }
-        self.forget_archive();
-        // What was verified is read before the fetch (see `Remote::fetch_one`).
-        let seen = issues
-            .iter()
-            .map(|issue| self.seen_tip(issue))
-            .collect::<Result<Vec<_>>>()?;
-        self.fetch_scoped(issues)?;
-        let mut moves = Vec::new();
-        let mut tips = Vec::with_capacity(issues.len());
-        for (issue, seen) in issues.iter().zip(seen) {
-            let fetched = store.tip_of(&self.incoming_ref(issue))?;
-            let place = if fetched.is_some() {
-                Place::Ref
-            } else {
-                Place::Archive
-            };
-            match self.judge_fetched(issue.as_str(), seen, fetched)? {
-                Ok(tip) => {
-                    if let Some(tip) = tip.filter(|t| Some(*t) != seen) {
-                        moves.push((issue.as_str(), tip, seen));
-                    }
-                    tips.push((issue, tip, place));
-                }
-                Err(d) => diverged.push(d),
-            }
-        }
-        self.track(&moves);
-        // Never seen here, and not on the remote: the archive may have them. With
-        // `lease.trustArchive`, the trees of the newest fold on their paths come in one fetch.
-        let unseen: Vec<&str> = tips
-            .iter()
-            .filter(|(_, tip, _)| tip.is_none())
-            .map(|(issue, _, _)| issue.as_str())
-            .collect();
-        self.fetch_index_paths(&unseen);
-        for (issue, tip, place) in tips {
-            let entry = match tip {
-                Some(tip) => {
-                    let mut entry = store.entry(issue.as_str(), tip)?;
-                    entry.place = place;
-                    Some(self.ledger().observe(entry))
-                }
-                // Never seen here, and not on the remote: the archive may have it.
-                None => self.archived_entry(issue, None)?,
-            };
-            state.insert(issue.clone(), entry);
-        }
-        Ok((state, diverged))
-    }
-
-    /// Fetches the remote's ledgers of `issues` into the staging refs, in one `git fetch` that
-    /// asks the remote for those refs alone, so that what it lists and sends does not grow with
-    /// the number of ledgers it holds.
-    ///
-    /// An exact refspec fails the whole fetch when the remote lacks that ref (a never claimed
-    /// issue), so each candidate is fetched by the pattern `refs/leases/<issue>*`, whose
-    /// prefix protocol version 2 sends as the listing's `ref-prefix`: the remote lists only
-    /// the refs whose names begin with it. Negative refspecs, `^refs/leases/<issue><c>*` for
-    /// every character `c` a ref name may hold, then leave out the longer ids it also matches
-    /// (`<issue>0`, `<issue>/x`), client-side, except where that would leave out another
-    /// candidate (`<issue>0` among them); a longer id that slips through so (or continues with
-    /// a non-ASCII character) is fetched into its own staging ref, which nothing reads without
-    /// fetching it first. Without protocol version 2 (an older server), the remote lists
-    /// every ref and the same refspecs pick the same ledgers. No automatic maintenance: one
-    /// process less per claim.
-    fn fetch_scoped(&self, issues: &[IssueId]) -> Result<()> {
-        let incoming = self.incoming_prefix();
-        let mut refspecs = Vec::with_capacity(issues.len() * (1 + LONGER.len()));
-        for issue in issues {
-            refspecs.push(format!("+{REF_PREFIX}{issue}*:{incoming}{issue}*"));
-            for c in LONGER.chars() {
-                // `@{` is never part of a ref name, nor of a refspec git accepts.
-                if c == '{' && issue.as_str().ends_with('@') {
-                    continue;
-                }
-                let longer = format!("{issue}{c}");
-                // A negative refspec leaves a ref out of every pattern: never one that would
-                // leave out another candidate.
-                if issues.iter().any(|i| i.as_str().starts_with(&longer)) {
-                    continue;
-                }
-                refspecs.push(format!("^{REF_PREFIX}{longer}*"));
-            }
-        }
-        // The archive comes in the same exchange, by the same kind of pattern: a remote
-        // without one is no error, and a claim of an issue whose ref it folded goes on from
-        // the archived tip.
-        // With `lease.trustArchive` and no fold verified here, the remote's newest fold alone
-        // is read, when an issue has no ref there (`Remote::archived_tip`).
-        let seen_archive = self.seen_archive()?;
-        let whole_archive = !self.may_trust_newest_fold()?;
-        if whole_archive {
-            let archive = self.archive_incoming_ref();
-            refspecs.push(format!("+{ARCHIVE_REF}*:{archive}*"));
-            for c in LONGER.chars() {
-                refspecs.push(format!("^{ARCHIVE_REF}{c}*"));
-            }
-        }
-        let mut args = vec!["--quiet", "--no-tags", "--", self.target()];
-        args.extend(refspecs.iter().map(String::as_str));
-        let shown = format!(
-            "git fetch {} {} (one refspec for each of {} candidates)",
-            self.name(),
-            refspecs[0],
-            issues.len()
-        );
-        let out = self.fetch_configured(&["protocol.version=2"], &args, &shown)?;
-        if !out.status.success() {
-            return Err(Error::Transport {
-                command: shown,
-                message: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
-            });
-        }
-        if whole_archive {
-            self.keep_fetched_archive(seen_archive)?;
-        }
-        Ok(())
-    }
-
-    /// Returns the remote's tip of each of `issues` that it has, fetched as
-    /// [`Remote::fetch_scoped`] does: one exchange that lists only those refs. Nothing is
-    /// verified or recorded; this only tells which ledgers moved.
-    fn remote_tips(&self, issues: &[IssueId]) -> Result<HashMap<String, ObjectId>> {
-        let mut tips = HashMap::new();
-        if issues.is_empty() {
-            return Ok(tips);
-        }
-        self.fetch_scoped(issues)?;
-        let store = self.ledger().store();
-        for issue in issues {
-            if let Some(tip) = store.tip_of(&self.incoming_ref(issue))? {
-                tips.insert(issue.as_str().to_owned(), tip);
-            }
-        }
-        Ok(tips)
-    }
-
     /// Claims exactly one of `candidates` on the remote for `claim.holder`: one fetch, then
     /// one push per attempt (see the module documentation).
     ///
@@ -466,8 +270,18 @@ impl Remote<'_> {
     ) -> Result<AnyReport> {
         let store = self.ledger().store();
         let candidates = distinct(candidates);
-        let (mut state, mut diverged) = self.fetch_some(&candidates)?;
         let mut report = AnyReport::none(candidates.len(), order);
+        // A fresh clone reads no fold where the server's hook judges every claim.
+        let mut unseen = Unseen::NewWhereHookJudges;
+        match self.blind_first(&candidates, claim, now, order, rng, &mut report)? {
+            Blind::Claimed(claimed) => {
+                report.claimed = Some(*claimed);
+                return Ok(report);
+            }
+            Blind::Refused => unseen = Unseen::FromArchive,
+            Blind::NotMade | Blind::Lost => {}
+        }
+        let (mut state, mut diverged) = self.fetch_some_reading(&candidates, unseen)?;
         // The candidates to try, in order. Those lost to a racer or moved on the remote since
         // they were verified are set aside: every candidate is read again only if nothing
         // else is free.
@@ -476,7 +290,7 @@ impl Remote<'_> {
             // Once every candidate tried or read taken is spent, all are fetched again: a
             // claimer of an ordered queue that moves up frees the one it leaves.
             if untried.is_empty() && report.attempts > 0 {
-                let (fresh, more) = self.fetch_some(&candidates)?;
+                let (fresh, more) = self.fetch_some_reading(&candidates, unseen)?;
                 state = fresh;
                 diverged = more;
                 untried = plan(&candidates, &state, claim, now, order, rng);
@@ -520,6 +334,17 @@ impl Remote<'_> {
                     report.diverged = diverged;
                     return Ok(report);
                 }
+                // A candidate claimed as never leased that the hook refused: its archive
+                // records it, most likely. Every candidate is read again, the archive too.
+                PushResult::Declined(_)
+                    if unseen == Unseen::NewWhereHookJudges
+                        && current.is_none()
+                        && self.hook_judges_claims()? =>
+                {
+                    unseen = Unseen::FromArchive;
+                    (state, diverged) = self.fetch_some_reading(&candidates, unseen)?;
+                    untried = plan(&candidates, &state, claim, now, order, rng);
+                }
                 PushResult::Declined(verdict) => {
                     return Err(verdict.into_error(std::slice::from_ref(&issue)))
                 }
@@ -548,4 +373,69 @@ impl Remote<'_> {
             }
         }
     }
+
+    /// The first push of a claim in a random order, made without a fetch where none of
+    /// `candidates` was ever seen here and the server's hook judges every claim against its
+    /// archive, as a single claim's is ([`Remote::hook_judges_claims`]): it creates the
+    /// ledger of one candidate at random, expecting none. A candidate the remote has a ledger
+    /// of loses the push as soon as git reads the server's refs, before anything is sent; one
+    /// the archive records is refused by the hook. Either way the claim goes on from a fetch.
+    fn blind_first(
+        &self,
+        candidates: &[IssueId],
+        claim: &Claim,
+        now: DateTime<Utc>,
+        order: Order,
+        rng: &mut fastrand::Rng,
+        report: &mut AnyReport,
+    ) -> Result<Blind> {
+        if order != Order::Random || candidates.is_empty() || self.attempts() == 0 {
+            return Ok(Blind::NotMade);
+        }
+        let store = self.ledger().store();
+        for candidate in candidates {
+            if store.tip_of(&self.tracking_ref(candidate))?.is_some() {
+                return Ok(Blind::NotMade);
+            }
+        }
+        if !self.hook_judges_claims()? {
+            return Ok(Blind::NotMade);
+        }
+        let issue = candidates[rng.usize(..candidates.len())].clone();
+        let transition = rules::acquire(&issue, None, claim, now);
+        let Some(next) = transition.next else {
+            return Ok(Blind::NotMade);
+        };
+        let commit = store.write(&next, None)?;
+        report.attempts += 1;
+        Ok(match self.push(&[(issue.clone(), commit, None)])? {
+            PushResult::Done => {
+                self.record_accepted(&issue, commit, None, &next);
+                Blind::Claimed(Box::new(Report::written(
+                    transition.outcome,
+                    &issue,
+                    commit,
+                    None,
+                    next,
+                )))
+            }
+            PushResult::Lost | PushResult::Locked(_) => {
+                report.lost += 1;
+                Blind::Lost
+            }
+            PushResult::Declined(_) => Blind::Refused,
+        })
+    }
+}
+
+/// What a claim's first push made without a fetch did ([`Remote::blind_first`]).
+enum Blind {
+    /// None was made: a candidate was seen here, or the hook does not judge claims.
+    NotMade,
+    /// It landed.
+    Claimed(Box<Report>),
+    /// A racer, or a ledger the remote has, was there first.
+    Lost,
+    /// The hook refused it: the archive records the candidate, most likely.
+    Refused,
 }

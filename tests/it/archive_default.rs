@@ -21,7 +21,7 @@ fn fold_at(server: &Server, secs: i64) {
 
 /// What `client`'s probe records say of its servers, all files together.
 fn probe_records(client: &TestRepo) -> String {
-    let dir = client.path().join(".git/lease-doctor");
+    let dir = crate::doctor_checks::verdict_dir(client);
     std::fs::read_dir(dir).map_or(String::new(), |entries| {
         entries
             .filter_map(|e| e.ok())
@@ -103,6 +103,87 @@ fn the_first_write_through_a_hooked_server_asks_its_hook_in_one_push_that_writes
     assert!(server
         .git(&["for-each-ref", "refs/lease-probe/"])
         .is_empty());
+}
+
+/// The `git push` and `git fetch` commands of one run of `args` by `client` at `secs`, as
+/// GIT_TRACE shows them.
+fn traced_transfers(client: &TestRepo, secs: i64, args: &[&str], token: &str) -> Vec<String> {
+    let trace = client.path().join("trace.txt");
+    let _ = std::fs::remove_file(&trace);
+    client
+        .lease()
+        .now(&at(secs))
+        .env("GIT_TRACE", &trace)
+        .args(args)
+        .run()
+        .ok()
+        .stdout_has(token);
+    let traced = std::fs::read_to_string(&trace).expect("git's trace");
+    traced
+        .lines()
+        .filter(|l| l.contains("built-in: git push") || l.contains("built-in: git fetch"))
+        .map(str::to_owned)
+        .collect()
+}
+
+#[test]
+fn a_new_clone_claims_any_of_never_leased_candidates_without_reading_a_fold() {
+    let (server, _alice) = seven_free_and_eight_held();
+    fold_at(&server, 200);
+    let bob = server.client("bob");
+    let args = ["acquire", "--any", "20", "21", "22", "--remote", "origin"];
+    let transfers = traced_transfers(&bob, 210, &args, "(token 1)");
+    // The probe's push, then the claim's, blind: no fetch at all, so no fold.
+    assert_eq!(transfers.len(), 2, "{transfers:#?}");
+    assert!(
+        transfers[0].contains("lease-probe=report"),
+        "{transfers:#?}"
+    );
+    assert!(transfers[1].contains("git push"), "{transfers:#?}");
+    assert!(!bob.path().join(".git/lease-archive-index").exists());
+}
+
+#[test]
+fn a_new_clones_blind_claim_of_a_held_candidate_is_lost_and_it_goes_on_from_a_fetch() {
+    let (server, _alice) = seven_free_and_eight_held();
+    let before = server.tip("8");
+    let bob = server.client("bob");
+    let trace = bob.path().join("trace.txt");
+    let run = bob
+        .lease()
+        .now(&at(210))
+        .env("GIT_TRACE", &trace)
+        .args(["acquire", "--any", "8", "--remote", "origin"])
+        .run();
+    run.code(3).stdout_has("the one candidate is not free");
+    assert_eq!(server.tip("8"), before, "8 is still alice's");
+    let traced = std::fs::read_to_string(&trace).expect("git's trace");
+    assert!(
+        traced.contains("--force-with-lease=refs/leases/8: "),
+        "a blind push, expecting no ledger:\n{traced}"
+    );
+    assert!(
+        traced.contains("built-in: git fetch"),
+        "then a fetch:\n{traced}"
+    );
+}
+
+#[test]
+fn an_archived_candidate_claimed_as_new_is_refused_by_the_hook_and_revived_from_its_ledger() {
+    let (server, _alice) = seven_free_and_eight_held();
+    fold_at(&server, 200);
+    assert_eq!(server.tip("7"), None, "7 is archived");
+    let bob = server.client("bob");
+    // 8 is held: 7 alone is free, and only its archived ledger says its token is 1.
+    lease(
+        &bob,
+        210,
+        &["acquire", "--any", "8", "7", "--remote", "origin"],
+    )
+    .ok()
+    .stdout_has("7")
+    .stdout_has("(token 2)");
+    on_server(&server, &at(220), &["verify"]);
 }
 
 #[test]

@@ -460,11 +460,6 @@ const LONG_FUNCTIONS: &[(&str, &str, &str)] = &[
         "the remote backend is being rewritten (issue 49); split with it",
     ),
     (
-        "src/ledger/one_of_many.rs",
-        "fetch_some_once",
-        "the remote backend is being rewritten (issue 49); split with it",
-    ),
-    (
         "src/ledger/remote/mod.rs",
         "apply",
         "the remote backend is being rewritten (issue 49); split with it",

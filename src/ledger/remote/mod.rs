@@ -23,6 +23,7 @@
 //! a push it refused, in every server family's words.
 
 mod archive;
+mod candidates;
 mod fetch;
 mod index;
 mod memory;
@@ -49,6 +50,7 @@ use crate::one_of_many::{AnyReport, Order};
 use crate::rules::{Claim, Transition};
 use crate::store::Entry;
 pub use archive::{ARCHIVE_INCOMING_PREFIX, ARCHIVE_TRACKING_PREFIX};
+pub(crate) use candidates::Unseen;
 pub use fetch::{Diverged, Divergence, Fetched};
 pub use index::INDEX_DIR;
 pub use memory::MEMORY_DIR;
@@ -540,7 +542,7 @@ fn still_locked<T>(
 /// Sleeps before retry `attempt` (0-based): a ceiling exponential from 10 ms, capped at 640 ms,
 /// and a random time between half of it and all of it, so that racers spread out instead of
 /// colliding again in step.
-pub(super) fn backoff(attempt: u32) {
+pub(crate) fn backoff(attempt: u32) {
     let ceiling_ms = 10u64 << attempt.min(6);
     let ms = fastrand::u64(ceiling_ms / 2..=ceiling_ms);
     std::thread::sleep(Duration::from_millis(ms));
