@@ -29,6 +29,20 @@ pub fn new_session_secret() -> Result<String, Error> {
     Ok(crate::session::secret_from(random))
 }
 
+/// Returns the user's folder of what git-lease learned of servers:
+/// `$XDG_STATE_HOME/git-lease/servers`, else `$HOME/.local/state/git-lease/servers`; `None`
+/// when neither variable holds an absolute path.
+pub fn user_server_dir() -> Option<std::path::PathBuf> {
+    let absolute = |var: &str| {
+        std::env::var_os(var)
+            .map(std::path::PathBuf::from)
+            .filter(|p| p.is_absolute())
+    };
+    let state = absolute("XDG_STATE_HOME")
+        .or_else(|| absolute("HOME").map(|home| home.join(".local").join("state")))?;
+    Some(state.join("git-lease").join("servers"))
+}
+
 /// Returns this reader's place, or `None` where it cannot be established: no `/proc` boot
 /// id, or a `/proc` that is not of this process's PID namespace (its pids would be another
 /// namespace's numbers), or no namespace to read there.

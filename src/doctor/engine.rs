@@ -27,7 +27,8 @@ use std::process::Command;
 use gix::ObjectId;
 
 use crate::probe::{ProbeReport, PROBE_PREFIX, REPORT_ONLY_OPTION};
-use crate::remote::{hook_verdict, HookVerdict, Remote};
+use crate::remote::refusal::lock_in_the_way;
+use crate::remote::{backoff, hook_verdict, HookVerdict, Remote};
 
 /// What reaching a remote showed.
 #[derive(Clone, Debug, Default)]
@@ -169,18 +170,14 @@ pub(super) fn probe(
         left_behind: None,
     };
     // Make the scratch ref; the hook (if any) answers this push with its report.
-    let mut cmd = match push_command(remote, &hooks) {
-        Ok(cmd) => cmd,
-        Err(message) => {
-            probed.refused = Some(Refused::Push(message));
-            return probed;
-        }
-    };
-    cmd.env("GIT_TRACE_PACKET", &trace)
-        .args(["--no-verify", "--"])
-        .arg(remote.target())
-        .arg(format!("{root}:{probe}"));
-    let made = run(remote, cmd, "git push");
+    let made = push_past_locks(remote, || {
+        let mut cmd = push_command(remote, &hooks)?;
+        cmd.env("GIT_TRACE_PACKET", &trace)
+            .args(["--no-verify", "--"])
+            .arg(remote.target())
+            .arg(format!("{root}:{probe}"));
+        Ok(cmd)
+    });
     let text = std::fs::read_to_string(&trace).unwrap_or_default();
     let received: Vec<&str> = text.lines().filter_map(received).collect();
     probed.capabilities = capabilities(&received);
@@ -202,11 +199,12 @@ pub(super) fn probe(
     }
     probed.cas = compare_and_swap(remote, probe, [root, moved, stale], scratch);
     // Then, whatever the server did, remove it.
-    let removed = push_command(remote, &hooks).and_then(|mut cmd| {
+    let removed = push_past_locks(remote, || {
+        let mut cmd = push_command(remote, &hooks)?;
         cmd.args(["--no-verify", "--"])
             .arg(remote.target())
             .arg(format!(":{probe}"));
-        run(remote, cmd, "git push")
+        Ok(cmd)
     });
     match removed {
         Ok((true, _, _)) => {}
@@ -219,23 +217,63 @@ pub(super) fn probe(
 }
 
 /// The second step of the probe: pushes `stale` over `root` while a `pre-push` hook moves the
-/// ref to `moved` first, then reads where the ref is.
-fn compare_and_swap(
+/// ref to `moved` first, then reads where the ref is. A step that a lock of the server got in
+/// the way of tells nothing: the ref is put back at `root` and the step made again, at most
+/// [`LOCKED_TRIES`] times.
+fn compare_and_swap(remote: &Remote, probe: &str, commits: [ObjectId; 3], scratch: &Path) -> Cas {
+    let mut attempt = 0;
+    loop {
+        let why = match swap_once(remote, probe, commits, scratch) {
+            Ok(cas) => return cas,
+            Err(locked) => locked,
+        };
+        attempt += 1;
+        if attempt >= LOCKED_TRIES {
+            return Cas::Unknown(why);
+        }
+        backoff(attempt - 1);
+        if let Err(why) = put_back(remote, probe, commits[0], scratch) {
+            return Cas::Unknown(why);
+        }
+    }
+}
+
+/// Puts the probe ref `probe` back at `root` after a step that told nothing.
+fn put_back(remote: &Remote, probe: &str, root: ObjectId, scratch: &Path) -> Result<(), String> {
+    let _ = std::fs::remove_file(scratch.join("moved"));
+    let pushed = push_past_locks(remote, || {
+        let mut cmd = push_command(remote, &scratch.join("no-hooks"))?;
+        cmd.args(["--force", "--no-verify", "--"])
+            .arg(remote.target())
+            .arg(format!("{root}:{probe}"));
+        Ok(cmd)
+    })?;
+    match pushed {
+        (true, _, _) => Ok(()),
+        (false, stdout, stderr) => Err(failed_push_message(&stdout, &stderr)),
+    }
+}
+
+/// One compare-and-swap step of the probe ([`compare_and_swap`]): what the server did, or what
+/// it said when a lock of its own was in the way, which tells nothing.
+fn swap_once(
     remote: &Remote,
     probe: &str,
     [root, moved, stale]: [ObjectId; 3],
     scratch: &Path,
-) -> Cas {
+) -> Result<Cas, String> {
     let hooks = scratch.join("hooks");
     let mark = scratch.join("moved");
     let log = scratch.join("moved.log");
     if let Err(e) = write_pre_push(&hooks) {
-        return Cas::Unknown(format!("cannot write the probe's pre-push hook: {e}"));
+        return Ok(Cas::Unknown(format!(
+            "cannot write the probe's pre-push hook: {e}"
+        )));
     }
     let inner_trace = scratch.join("moved.trace");
     let mut cmd = match push_command(remote, &hooks) {
         Ok(cmd) => cmd,
-        Err(message) => return Cas::Unknown(message),
+        Err(message) => return Ok(Cas::Unknown(message)),
     };
     cmd.env("GIT_LEASE_DOCTOR_TRACE", &inner_trace)
         .env("GIT_LEASE_DOCTOR_MOVE", format!("{moved}:{probe}"))
@@ -254,26 +292,51 @@ fn compare_and_swap(
         ),
         // The hook's push never heard from the server: it serves one connection at a time.
         Err(_) if !mark.exists() && !heard(&inner_trace) => {
-            return Cas::OneAtATime(MOVE_LIMIT.as_secs())
+            return Ok(Cas::OneAtATime(MOVE_LIMIT.as_secs()));
         }
-        Err(e) => return Cas::Unknown(e.to_string()),
+        Err(e) => return Ok(Cas::Unknown(e.to_string())),
     };
     if !mark.exists() {
         let inner = std::fs::read_to_string(&log).unwrap_or_default();
-        return Cas::Unknown(format!(
-            "the probe could not move its ref behind its own push: {}",
-            one_line(&crate::remote::redact_urls(&format!("{inner}\n{stderr}")))
-        ));
+        let said = one_line(&crate::remote::redact_urls(&format!("{inner}\n{stderr}")));
+        let why = format!("the probe could not move its ref behind its own push: {said}");
+        return match lock_in_the_way(&inner) {
+            Some(_) => Err(why),
+            None => Ok(Cas::Unknown(why)),
+        };
     }
+    weigh(
+        remote,
+        probe,
+        [moved, stale],
+        (reported_ok, &stdout, &stderr),
+    )
+}
+
+/// Judges the probe's stale push, which git reported as `pushed` (its success, stdout and
+/// stderr), by where the probe ref `probe` is now: at `moved` (kept) or at `stale` (taken).
+fn weigh(
+    remote: &Remote,
+    probe: &str,
+    [moved, stale]: [ObjectId; 2],
+    (reported_ok, stdout, stderr): (bool, &str, &str),
+) -> Result<Cas, String> {
     let refused = stdout
         .lines()
         .any(|l| l.starts_with('!') && l.contains(probe));
+    // Refused for a lock, the push was never weighed against its expected old value.
+    let locked = lock_in_the_way(stderr).filter(|_| !reported_ok);
     let now_at = match probe_ref_at(remote, probe) {
         Ok(at) => at,
-        Err(message) => return Cas::Unknown(message),
+        Err(message) => return Ok(Cas::Unknown(message)),
     };
     let (moved, stale) = (moved.to_string(), stale.to_string());
-    match now_at {
+    if let (Some(lock), Some(at)) = (locked, &now_at) {
+        if *at == moved {
+            return Err(format!("the probe's stale push met a lock: {lock}"));
+        }
+    }
+    Ok(match now_at {
         Some(at) if at == stale => Cas::Ignored(format!(
             "it {} a push whose expected old value was stale",
             if reported_ok {
@@ -290,13 +353,13 @@ fn compare_and_swap(
         Some(at) if at == moved && refused => Cas::Honoured,
         Some(at) if at == moved => Cas::Unknown(format!(
             "the push failed without refusing the update: {}",
-            failed_push_message(&stdout, &stderr)
+            failed_push_message(stdout, stderr)
         )),
         other => Cas::Unknown(format!(
             "the probe ref is at {} afterwards, neither value pushed",
             other.as_deref().unwrap_or("nothing")
         )),
-    }
+    })
 }
 
 /// Writes the probe's `pre-push` hook into `hooks`.
@@ -346,6 +409,30 @@ fn run(remote: &Remote, cmd: Command, shown: &str) -> Result<(bool, String, Stri
             String::from_utf8_lossy(&out.stderr).into_owned(),
         )),
         Err(e) => Err(e.to_string()),
+    }
+}
+
+/// How many times a push of the probe is made while the server finds a lock in its way: a
+/// concurrent writer holds it for a moment (with reftable, the lock of every ref), and git's
+/// receive-pack then gives up at once.
+const LOCKED_TRIES: u32 = 5;
+
+/// Runs the push that `command` makes, and again after a backoff while the server found a lock
+/// in its way ([`lock_in_the_way`]), at most [`LOCKED_TRIES`] times; returns the last one's
+/// success, stdout and stderr.
+fn push_past_locks(
+    remote: &Remote,
+    command: impl Fn() -> Result<Command, String>,
+) -> Result<(bool, String, String), String> {
+    let mut attempt = 0;
+    loop {
+        let pushed = run(remote, command()?, "git push")?;
+        let (ok, _, stderr) = &pushed;
+        if *ok || attempt + 1 >= LOCKED_TRIES || lock_in_the_way(stderr).is_none() {
+            return Ok(pushed);
+        }
+        backoff(attempt);
+        attempt += 1;
     }
 }
 

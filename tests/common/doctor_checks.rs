@@ -50,18 +50,23 @@ pub fn checks(answer: &Value) -> Vec<(String, String, String, Option<String>)> {
         .collect()
 }
 
-/// The verdicts that a server ignores expected old values, kept in `client`'s git dir.
+/// Where `client`'s user keeps what doctor's probe found of servers (docs/SERVER.md).
+pub fn verdict_dir(client: &TestRepo) -> std::path::PathBuf {
+    client.home().join(".local/state/git-lease/servers")
+}
+
+/// The verdicts that a server ignores expected old values, kept for `client`'s user.
 pub fn verdicts(client: &TestRepo) -> Vec<String> {
     records(client, false)
 }
 
-/// The records of servers found safe to write through, kept in `client`'s git dir.
+/// The records of servers found safe to write through, kept for `client`'s user.
 pub fn allowed(client: &TestRepo) -> Vec<String> {
     records(client, true)
 }
 
 pub fn records(client: &TestRepo, allowed: bool) -> Vec<String> {
-    match std::fs::read_dir(client.git_dir().join("lease-doctor")) {
+    match std::fs::read_dir(verdict_dir(client)) {
         Ok(entries) => entries
             .map(|e| e.expect("an entry").path())
             .filter(|path| path.extension().is_some_and(|x| x == "allowed") == allowed)

@@ -61,8 +61,12 @@ fn a_url_with_a_password_never_shows_it_in_any_output() {
     // What git itself writes (reflogs, config, remote-tracking refs) is git's business; what
     // git-lease writes beside them (its memory of the remote) never holds the password.
     let common = alice.git_dir();
-    for dir in ["lease-memory", "lease-doctor"] {
-        for file in walk(&common.join(dir)) {
+    let dirs = [
+        common.join("lease-memory"),
+        crate::doctor_checks::verdict_dir(&alice),
+    ];
+    for dir in dirs {
+        for file in walk(&dir) {
             let text = String::from_utf8_lossy(&std::fs::read(&file).expect("a file")).into_owned();
             assert!(!text.contains(PASSWORD), "{} holds it", file.display());
         }

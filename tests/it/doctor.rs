@@ -183,14 +183,42 @@ fn the_first_write_through_an_unjudged_server_probes_it_once_and_remembers_it() 
     // Remembered: later writes of this clone push their claims alone.
     lease(&alice, 60, &["--remote", "origin", "renew", "7"]).ok();
     lease(&alice, 60, &["--remote", "origin", "acquire", "8", "9"]).ok();
-    assert_eq!(probes_seen(&server), first, "probed once per clone");
-    // Another clone judges for itself, once.
+    assert_eq!(probes_seen(&server), first, "probed once");
+    // Another user judges for himself, once.
     let bob = server.client("bob");
     lease(&bob, 120, &["--remote", "origin", "acquire", "10"]).ok();
     let second = probes_seen(&server);
-    assert!(second > first, "bob's clone probed");
+    assert!(second > first, "bob probed");
     lease(&bob, 120, &["--remote", "origin", "release", "10"]).ok();
     assert_eq!(probes_seen(&server), second);
+    // The verdict is the user's, as ssh's known hosts are: Alice's new clone writes unprobed.
+    let new_clone = server.client("alice");
+    let claim = ["--remote", "origin", "acquire", "11"];
+    let as_alice = new_clone.lease().now(&at(130)).env("HOME", alice.home());
+    as_alice.args(claim).run().ok();
+    assert_eq!(probes_seen(&server), second, "alice's verdict was read");
+    // Without a home, a clone keeps its own verdict, in its repository.
+    let homeless = server.client("carol");
+    let claim = ["--remote", "origin", "acquire", "12"];
+    homeless
+        .lease()
+        .now(&at(140))
+        .env_remove("HOME")
+        .args(claim)
+        .run()
+        .ok();
+    assert!(probes_seen(&server) > second, "carol probed");
+    let kept =
+        std::fs::read_dir(homeless.git_dir().join("lease-doctor")).map_or(0, Iterator::count);
+    assert_eq!(kept, 1, "the verdict is in carol's repository");
+    // ...which is read too, home or not.
+    let probed = probes_seen(&server);
+    lease(&homeless, 150, &["--remote", "origin", "acquire", "13"]).ok();
+    assert_eq!(
+        probes_seen(&server),
+        probed,
+        "carol's repository's verdict was read"
+    );
     // A path needs no probe: git's own receive-pack serves it.
     let local = TestRepo::new();
     let _origin = local.add_bare_origin(&[]);
@@ -312,4 +340,65 @@ fn a_refspec_that_moves_the_ledgers_unverified_is_named_with_the_command_that_re
         "ok",
         "no configured refspec",
     );
+}
+
+#[test]
+fn new_users_first_claims_through_one_unjudged_server_all_probe_and_claim_at_once() {
+    // Each user probes for himself, while someone else's probe refs come and go. A push that
+    // meets a lock the server holds for another writer is refused at once (with reftable, a
+    // lock of every ref: "cannot lock references"). That tells nothing of the server's
+    // compare-and-swap: the probe's push is made again, and no claim is refused for it.
+    const USERS: usize = 12;
+    let server = Server::daemon();
+    let clients: Vec<TestRepo> = (0..USERS)
+        .map(|u| server.client(&format!("user-{u}")))
+        .collect();
+    let barrier = std::sync::Barrier::new(USERS);
+    let done = std::sync::atomic::AtomicBool::new(false);
+    let runs: Vec<_> = std::thread::scope(|s| {
+        // Someone else's probes, made and deleted the whole time, as git's files backend does.
+        s.spawn(|| churn_the_probe_namespace(&server, &done));
+        let handles: Vec<_> = clients
+            .iter()
+            .enumerate()
+            .map(|(u, client)| {
+                let barrier = &barrier;
+                s.spawn(move || {
+                    let claim = client.lease().now(&at(0)).args([
+                        "--remote",
+                        "origin",
+                        "acquire",
+                        &format!("{u}"),
+                    ]);
+                    barrier.wait();
+                    claim.run()
+                })
+            })
+            .collect();
+        let runs = handles
+            .into_iter()
+            .map(|h| h.join().expect("a claimer panicked"))
+            .collect::<Vec<_>>();
+        done.store(true, std::sync::atomic::Ordering::Relaxed);
+        runs
+    });
+    for run in &runs {
+        run.ok();
+    }
+    for client in &clients {
+        assert_eq!(allowed(client).len(), 1, "each user kept his verdict");
+    }
+    assert_no_probe_ref(&server.refs());
+}
+
+/// Makes and deletes a ref of the probe namespace in `server`'s repository with plain git,
+/// over and over, until `done`; a lock held by a probe only skips a turn.
+fn churn_the_probe_namespace(server: &Server, done: &std::sync::atomic::AtomicBool) {
+    let tree = server.git(&["mktree"]);
+    let other = "refs/lease-probe/someone-else";
+    let repo = server.repo();
+    while !done.load(std::sync::atomic::Ordering::Relaxed) {
+        repo.git_cmd().args(["update-ref", other, &tree]).run();
+        repo.git_cmd().args(["update-ref", "-d", other]).run();
+    }
 }

@@ -4,7 +4,7 @@
 //! if the server refuses the push when its ref is no longer at that value. A server that
 //! ignores it (and still answers "ok") lets two claimers both win. Doctor's probe tells
 //! ([`crate::doctor`]). `git lease doctor` runs it, and so does the first write through a push
-//! URL that nothing has judged yet ([`Remote::check_writes_allowed`]), once per URL per clone.
+//! URL that nothing has judged yet ([`Remote::check_writes_allowed`]), once per URL per user.
 //! A server found to ignore it is recorded here, and every write through it is then refused
 //! ([`crate::Error::UnsafeRemote`], exit 1) until doctor finds it honours old values again,
 //! or the user accepts the danger for that remote by name (`remote.<name>.leaseUnsafeCas =
@@ -12,15 +12,18 @@
 //! `file://` is served by this machine's git receive-pack, which honours old values: it is not
 //! probed (unless `remote.<name>.receivepack` names another program).
 //!
-//! The record is a file, `$GIT_COMMON_DIR/lease-doctor/<key>`, one per server: `<key>` is the
-//! FNV-1a hash of the URL the remote's pushes go to (`remote.<name>.pushurl`, else
-//! `remote.<name>.url`, or the URL given), without its credentials, so a remote's name and its
-//! URL share one verdict. Its presence is the verdict (a record that cannot be read still
+//! The record is a file named `<key>`, one per server: `<key>` is the FNV-1a hash of the URL
+//! the remote's pushes go to (`remote.<name>.pushurl`, else `remote.<name>.url`, or the URL
+//! given), without its credentials, so a remote's name and its URL share one verdict. It is
+//! kept per user, as ssh keeps known hosts: in `$XDG_STATE_HOME/git-lease/servers/`, else
+//! `~/.local/state/git-lease/servers/` ([`crate::os::user_server_dir`]), so that a user's
+//! new clone of a server judged before writes without a probe. Without a home, or where that
+//! folder cannot be made, it is kept in the repository's `$GIT_COMMON_DIR/lease-doctor/`,
+//! which is read too. Its presence is the verdict (a record that cannot be read still
 //! refuses); its text says what was seen. A server found safe to write through is recorded as
 //! `<key>.allowed` instead, so that it is probed no more. It is an observation, not a
-//! setting: the probe alone writes and clears it, beside the remote's memory in the
-//! repository's own directory (shared by its worktrees, out of reach of any refspec). A write
-//! reads it once, before its first push: two small files, one of them absent.
+//! setting: the probe alone writes and clears it, out of reach of any refspec. A write reads
+//! it once, before its first push.
 
 use std::path::PathBuf;
 
@@ -54,7 +57,12 @@ pub(crate) enum Judged {
 
 /// The verdict of one server.
 pub(crate) struct Verdict {
-    path: PathBuf,
+    /// The record's name ([`Verdict::of`]).
+    key: String,
+    /// The user's folder of verdicts, where a record is written (`None`: no home).
+    user: Option<PathBuf>,
+    /// The repository's folder of verdicts, read too, and written where the user's is not.
+    repo: PathBuf,
     /// The repository's common directory and its `core.sharedRepository`, for what a record
     /// makes there.
     common: PathBuf,
@@ -66,25 +74,29 @@ impl Verdict {
     pub(crate) fn of(store: &Store, push_url: &str) -> Verdict {
         let url = super::redact_url(push_url);
         Verdict {
-            path: store
-                .common_dir()
-                .join(VERDICT_DIR)
-                .join(format!("{:016x}", crate::cache::fnv1a(url.as_bytes()))),
+            key: format!("{:016x}", crate::cache::fnv1a(url.as_bytes())),
+            user: crate::os::user_server_dir(),
+            repo: store.common_dir().join(VERDICT_DIR),
             common: store.common_dir().to_path_buf(),
             shared: store.shared(),
         }
     }
 
-    /// The record of a server found safe to write through.
-    fn allowed_path(&self) -> PathBuf {
-        self.path.with_extension("allowed")
+    /// The record of a server found to ignore expected old values (`allowed` false), or found
+    /// safe to write through (true), in each folder, the user's first.
+    fn records(&self, allowed: bool) -> impl Iterator<Item = PathBuf> + '_ {
+        let name = self.name(allowed);
+        self.user
+            .iter()
+            .chain(std::iter::once(&self.repo))
+            .map(move |dir| dir.join(&name))
     }
 
     /// Returns what was judged of the server.
     pub(crate) fn read(&self) -> Judged {
         match self.ignored() {
             Some(detail) => Judged::Ignored(detail),
-            None if self.allowed_path().exists() => Judged::Allowed,
+            None if self.records(true).any(|p| p.exists()) => Judged::Allowed,
             None => Judged::Never,
         }
     }
@@ -92,53 +104,90 @@ impl Verdict {
     /// Returns what was recorded when the server was found to ignore expected old values;
     /// `None` when nothing is recorded.
     pub(crate) fn ignored(&self) -> Option<String> {
-        match std::fs::read(&self.path) {
-            Ok(bytes) => Some(String::from_utf8_lossy(&bytes).trim().to_owned()),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-            // There, but unreadable: the verdict stands.
-            Err(e) => Some(format!(
-                "(its record {} cannot be read: {e})",
-                self.path.display()
-            )),
-        }
+        self.records(false)
+            .find_map(|path| match std::fs::read(&path) {
+                Ok(bytes) => Some(String::from_utf8_lossy(&bytes).trim().to_owned()),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+                // There, but unreadable: the verdict stands.
+                Err(e) => Some(format!(
+                    "(its record {} cannot be read: {e})",
+                    path.display()
+                )),
+            })
     }
 
     /// Records that the server ignores expected old values: `what`, one line.
     pub(crate) fn record_ignored(&self, what: &str) -> Result<()> {
-        self.write(&self.path, what)?;
-        remove(&self.allowed_path())
+        self.clear()?;
+        self.write(false, what)
     }
 
     /// Records that writes go through the server: `what` was seen, one line, and whether its
     /// hook said it judges every fold ([`ARCHIVE_JUDGED_LINE`]).
     pub(crate) fn record_allowed(&self, what: &str, archive_judged: bool) -> Result<()> {
-        remove(&self.path)?;
+        self.clear()?;
         let text = if archive_judged {
             format!("{what}\n{ARCHIVE_JUDGED_LINE}")
         } else {
             what.to_owned()
         };
-        self.write(&self.allowed_path(), &text)
+        self.write(true, &text)
     }
 
     /// Whether the probe found writes go through the server and its hook judges every fold:
     /// what lets claims trust its newest fold when `lease.trustArchive` is not set.
     pub(crate) fn archive_judged(&self) -> bool {
-        std::fs::read_to_string(self.allowed_path())
-            .is_ok_and(|text| text.lines().any(|line| line == ARCHIVE_JUDGED_LINE))
+        self.records(true).any(|path| {
+            std::fs::read_to_string(path)
+                .is_ok_and(|text| text.lines().any(|line| line == ARCHIVE_JUDGED_LINE))
+        })
     }
 
-    fn write(&self, path: &std::path::Path, what: &str) -> Result<()> {
-        let io = |source| Error::Io {
-            context: format!("cannot record doctor's verdict in {}", path.display()),
-            source,
-        };
-        let dir = path.parent().unwrap_or(path);
-        std::fs::create_dir_all(dir).map_err(io)?;
-        let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(io)?;
-        std::io::Write::write_all(&mut tmp, format!("{what}\n").as_bytes()).map_err(io)?;
-        tmp.persist(path).map_err(|e| io(e.error))?;
-        self.shared.adjust_up_to(path, &self.common)
+    /// Removes every record of the server, in both folders.
+    fn clear(&self) -> Result<()> {
+        for path in self.records(false).chain(self.records(true)) {
+            remove(&path)?;
+        }
+        Ok(())
+    }
+
+    /// Writes a record in the user's folder, or, where it cannot be made, the repository's.
+    fn write(&self, allowed: bool, what: &str) -> Result<()> {
+        if let Some(user) = &self.user {
+            let path = user.join(self.name(allowed));
+            if std::fs::create_dir_all(user).is_ok() && write_record(&path, what).is_ok() {
+                return Ok(());
+            }
+        }
+        let path = self.repo.join(self.name(allowed));
+        std::fs::create_dir_all(&self.repo).map_err(|source| record_error(&path, source))?;
+        write_record(&path, what)?;
+        self.shared.adjust_up_to(&path, &self.common)
+    }
+
+    fn name(&self, allowed: bool) -> String {
+        if allowed {
+            format!("{}.allowed", self.key)
+        } else {
+            self.key.clone()
+        }
+    }
+}
+
+/// Writes `what` and a newline to `path`, replacing it whole.
+fn write_record(path: &std::path::Path, what: &str) -> Result<()> {
+    let io = |source| record_error(path, source);
+    let dir = path.parent().unwrap_or(path);
+    let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(io)?;
+    std::io::Write::write_all(&mut tmp, format!("{what}\n").as_bytes()).map_err(io)?;
+    tmp.persist(path).map_err(|e| io(e.error))?;
+    Ok(())
+}
+
+fn record_error(path: &std::path::Path, source: std::io::Error) -> Error {
+    Error::Io {
+        context: format!("cannot record doctor's verdict in {}", path.display()),
+        source,
     }
 }
 
