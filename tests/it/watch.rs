@@ -246,8 +246,9 @@ fn packing_the_refs_under_a_watch_is_no_event_and_later_changes_are_still_seen()
 fn expiries_among_many_live_leases_come_soonest_first_each_at_its_instant_and_a_renewal_cancels_one(
 ) {
     let repo = many_ledgers();
-    // On the watch's clock: `renewed` would expire 3 s after T0 and is renewed at once, `first`
-    // expires 4 s after T0 and `second` 5 s after; the others an hour after.
+    // On the watch's clock: `renewed` would expire 8 s after T0 and is renewed at once, `first`
+    // expires 9 s after T0 and `second` 10 s after; the others an hour after. The 8 s leave a
+    // loaded machine time to start the watch and the renewal before `renewed` expires.
     let claim = |issue: &str, ttl: &str| {
         repo.lease()
             .now(T0)
@@ -255,9 +256,9 @@ fn expiries_among_many_live_leases_come_soonest_first_each_at_its_instant_and_a_
             .run()
             .ok();
     };
-    claim("second", "5s");
-    claim("first", "4s");
-    claim("renewed", "3s");
+    claim("second", "10s");
+    claim("first", "9s");
+    claim("renewed", "8s");
     let second = repo.tip("second");
     let mut watch = Watch::spawn(
         &repo,
@@ -280,12 +281,12 @@ fn expiries_among_many_live_leases_come_soonest_first_each_at_its_instant_and_a_
             "schema_version": 1,
             "issue": "second", "event": "expired", "synthesized": true, "token": 1,
             "holder": BOB, "previous_holder": null, "by": null, "reason": null,
-            "at": at(5), "acquired_at": T0, "expires_at": at(5),
+            "at": at(10), "acquired_at": T0, "expires_at": at(10),
             "commit": second,
         })
     );
     let first = watch.wait_event("first", "expired");
-    assert_eq!(first["at"], at(4), "{first}");
+    assert_eq!(first["at"], at(9), "{first}");
 
     // The replay gives the three claims (at T0, after the hour replayed) before anything else.
     let events = finish(&repo, &mut watch);
@@ -318,17 +319,18 @@ fn the_start_reads_the_list_cache_where_it_holds_the_exact_tip_and_objects_where
         cache.display()
     );
     // Then a ledger moves: its cached record is of a tip it no longer has. Renewed at T0 for
-    // two seconds, it expires then; its record said an hour.
+    // six seconds (time for a loaded machine to start the watch), it expires then; its record
+    // said an hour.
     repo.lease()
         .now(T0)
-        .args(["renew", "l-42", "--holder", ALICE, "--ttl", "2s"])
+        .args(["renew", "l-42", "--holder", ALICE, "--ttl", "6s"])
         .run()
         .ok();
     let renewed = repo.tip("l-42");
     // Started without replay: what it knows is what it read at its start.
     let mut watch = Watch::spawn(&repo, repo.lease().now(T0).arg_json().args(["watch"]));
     let expired = watch.wait_event("l-42", "expired");
-    assert_eq!(expired["at"], at(2), "{expired}");
+    assert_eq!(expired["at"], at(6), "{expired}");
     assert_eq!(expired["commit"], json!(renewed), "{expired}");
     assert_eq!(expired["holder"], ALICE, "{expired}");
 

@@ -221,8 +221,12 @@ fn a_command_that_cannot_start_is_said_and_the_watch_goes_on() {
         .args(["--exec", RECORD]);
     let mut watch = start(&repo, cmd);
     lease(&repo, &["acquire", "after", "--holder", BOB, "--ttl", "1h"]);
-    // The marker's command was tried before the next line was printed.
     watch.wait_event("after", "acquire");
+    lease(&repo, &["acquire", "last", "--holder", BOB, "--ttl", "1h"]);
+    // Each event's command is tried before the next event is printed: once `last` is
+    // printed, the commands of `marker` and `after` were tried. That of `last` may not be:
+    // no command starts once the signal came.
+    watch.wait_event("last", "acquire");
     watch.signal("TERM");
     let status = watch.wait_exit();
     assert_eq!(status.code(), Some(0), "{status:?}\n{}", watch.stderr());

@@ -25,11 +25,12 @@ fn a_stale_lock_file_fails_in_bounded_time_naming_the_lock() {
     let started = Instant::now();
     let run = repo.run_at(T0, &["acquire", "42", "--holder", "alice"]);
     let took = started.elapsed();
+    // The wait was the configured one, not the default 3s; and it ended.
     run.code(1)
         .stderr_has(lock.to_str().expect("UTF-8 path"))
-        .stderr_has("lock");
+        .stderr_has("held for more than 300 ms");
     assert!(
-        took < Duration::from_millis(2500),
+        took < Duration::from_secs(10),
         "lease.lockTimeout=300ms must bound the wait (took {took:?})"
     );
     assert_eq!(repo.tip("42"), None, "nothing was created");
@@ -51,8 +52,9 @@ fn a_stale_lock_on_an_existing_ledger_leaves_it_untouched() {
     let started = Instant::now();
     repo.run_at(&at_min(1), &["release", "gh/7", "--holder", "alice"])
         .code(1)
-        .stderr_has(lock.to_str().expect("UTF-8 path"));
-    assert!(started.elapsed() < Duration::from_millis(2500));
+        .stderr_has(lock.to_str().expect("UTF-8 path"))
+        .stderr_has("held for more than 300 ms");
+    assert!(started.elapsed() < Duration::from_secs(10));
     assert_eq!(repo.tip("gh/7"), tip);
     // Reads do not need the lock.
     let v = repo.json_at(&at_min(1), 0, &["show", "gh/7"]);

@@ -122,16 +122,16 @@ fn racers(server: &ThirdParty) -> Vec<TestRepo> {
     // dulwich's git:// daemon serves one connection at a time, so each first write's probe
     // waits out its limit (20 s) while the others queue behind it, and eight of them in a row
     // approach the push time limit: one racer's probe judges the server, and its verdict
-    // ($GIT_COMMON_DIR/lease-doctor/, docs/SERVER.md) is copied to the others.
+    // (kept per user, docs/SERVER.md) is copied to the others.
     if matches!(
         server.engine(),
         Engine::DulwichDaemon | Engine::DulwichDaemonWithoutAtomic
     ) {
         let first = &racers[0];
         first.lease().args(["doctor", "--remote", "origin"]).run();
-        let verdicts = first.path().join(".git/lease-doctor");
+        let verdicts = crate::doctor_checks::verdict_dir(first);
         for other in &racers[1..] {
-            let to = other.path().join(".git/lease-doctor");
+            let to = crate::doctor_checks::verdict_dir(other);
             std::fs::create_dir_all(&to).expect("a verdict directory");
             for entry in std::fs::read_dir(&verdicts).expect("doctor's verdicts") {
                 let entry = entry.expect("a verdict");
