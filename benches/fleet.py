@@ -13,7 +13,9 @@ lines (every push connection, including one the client gives up after reading th
 advertisement) and the lines a pre-receive hook appends (pushes that proposed an update).
 
 --fresh: every fleet runs in N new empty clones (`git init`, `git remote add`, a holder, no
-other setting), made before the measured time, as a fleet of fresh sandboxes starts.
+other setting), made before the measured time, as a fleet of fresh sandboxes starts. They
+share one user, who judged the server before (doctor's verdict is kept per user);
+--own-users gives each its own state folder, so that each probes the server first.
 --ledgers L: the server first holds L ledgers, 1% live, tips in random time order
 (scalegen.py --random-times), the closed ones folded (`git lease archive --quiet-for 1d`) and
 packed (`git lease gc`). --hook: the server runs `git lease install-hook`'s hook (its
@@ -79,6 +81,7 @@ class Bench:
         self.fresh = args.fresh
         self.ledgers = args.ledgers
         self.hook = args.hook
+        self.own_users = args.own_users
         self.kinds = args.kinds.split(",")
         self.fresh_count = 0
         self.env = dict(os.environ)
@@ -86,6 +89,7 @@ class Bench:
         os.makedirs(home)
         self.env.update(
             HOME=home,
+            XDG_STATE_HOME=os.path.join(home, ".local", "state"),
             GIT_CONFIG_NOSYSTEM="1",
             GIT_CONFIG_GLOBAL="/dev/null",
             GIT_LEASE_NOW="1800000000",
@@ -190,6 +194,15 @@ class Bench:
             agents.append(agent)
         return agents
 
+    def agent_env(self, i):
+        """The environment of fresh agent I: with --own-users, a state folder of its own, so
+        that no verdict of the server is known to it (a user of its own, as in a sandbox)."""
+        if not (self.fresh and self.own_users):
+            return self.env
+        state = os.path.join(self.w, "state%d-%d" % (self.fresh_count, i))
+        os.makedirs(state, exist_ok=True)
+        return dict(self.env, XDG_STATE_HOME=state)
+
     def counts(self):
         with open(self.daemon_log) as f:
             text = f.read()
@@ -201,14 +214,15 @@ class Bench:
             "hooked": hooked,
         }
 
-    def launch(self, cmds):
+    def launch(self, cmds, envs=None):
         """Starts every command at once; returns (wall seconds, [(code, stdout, stderr)])."""
+        envs = envs or [self.env] * len(cmds)
         before = self.counts()
         t0 = time.perf_counter()
         procs = [
-            subprocess.Popen(c, env=self.env, stdin=subprocess.DEVNULL,
+            subprocess.Popen(c, env=e, stdin=subprocess.DEVNULL,
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-            for c in cmds
+            for c, e in zip(cmds, envs)
         ]
         outs = [p.communicate() for p in procs]
         wall = time.perf_counter() - t0
@@ -241,7 +255,7 @@ class Bench:
             + ["--remote", "origin", "--ttl", "1h"] + candidates
             for i in range(n)
         ]
-        wall, runs, delta = self.launch(cmds)
+        wall, runs, delta = self.launch(cmds, [self.agent_env(i) for i in range(n)])
         if self.fresh:
             for agent in agents:
                 shutil.rmtree(agent, ignore_errors=True)
@@ -360,6 +374,9 @@ def main():
     p.add_argument("--keep", action="store_true")
     p.add_argument("--fresh", action="store_true",
                    help="every fleet in new empty clones, made before the measured time")
+    p.add_argument("--own-users", action="store_true",
+                   help="with --fresh, each agent a user of its own (its own XDG_STATE_HOME): "
+                   "no verdict of the server known, so each first write probes it")
     p.add_argument("--ledgers", type=int, default=0,
                    help="ledgers on the server first (1%% live, random tip times, archived, packed)")
     p.add_argument("--hook", action="store_true",

@@ -6,7 +6,7 @@
 #
 #   benches/fleet.sh [--ns "8 16 32"] [--rounds N] [--listener backlog|daemon]
 #                    [--out FILE] [--tmp DIR] [--keep] [--no-build]
-#                    [--fresh] [--ledgers L] [--hook] [--kinds N,2N,ordered,ordered2N]
+#                    [--fresh] [--own-users] [--ledgers L] [--hook] [--kinds N,2N,ordered,ordered2N]
 #
 # Every round runs the floor and both fleets in a rotated order; the report gives medians, the
 # median of same-round ratios, and pushes per claim counted on the server (the daemon's
@@ -25,7 +25,7 @@ while [ $# -gt 0 ]; do
     case "$1" in
         --no-build) BUILD=0; shift ;;
         --ns|--rounds|--listener|--out|--tmp|--ledgers|--kinds) ARGS+=("$1" "$2"); shift 2 ;;
-        --keep|--fresh|--hook) ARGS+=("$1"); shift ;;
+        --keep|--fresh|--hook|--own-users) ARGS+=("$1"); shift ;;
         -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
         *) echo "fleet.sh: unknown option $1" >&2; exit 2 ;;
     esac

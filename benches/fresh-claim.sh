@@ -9,9 +9,9 @@
 # --quiet-for 1d`), packs it with `git lease gc`, installs the hook (`git lease install-hook`)
 # and serves it with `git daemon` on a free port of 127.0.0.1. Then, rounds alternated:
 # - plain: an empty new repository pushes one new commit to a new branch;
-# - claim: an empty new clone (`git init`, `git remote add`, nothing configured) claims a
-#   new issue (`acquire --remote origin`): the first write probes the server once, whose
-#   hook vouches for its archive, and the claim reads the newest fold alone;
+# - claim: an empty new clone (`git init`, `git remote add`, nothing configured), by a user
+#   of its own (a new XDG_STATE_HOME), claims a new issue (`acquire --remote origin`): the first write
+#   probes the server once, whose hook vouches for its archive, and the claim goes blind;
 # - second: the same clone claims another issue.
 # Prints each run's wall time, then the medians and the first claim's ratio to the plain push.
 set -euo pipefail
@@ -82,13 +82,16 @@ for n in $SIZES; do
         clone="$W/clone-$n-$round"
         git init -q "$clone"
         git -C "$clone" remote add origin "$url"
+        # A user of its own (a state folder), as a fresh sandbox is: nothing judged the server for it before.
+        home="$W/home-$n-$round"
+        mkdir -p "$home"
         c=$(seconds)
-        "$BIN" -C "$clone" acquire --remote origin "new-$RUN-$round" --holder bench > /dev/null
+        XDG_STATE_HOME=$home "$BIN" -C "$clone" acquire --remote origin "new-$RUN-$round" --holder bench > /dev/null
         d=$(seconds)
-        "$BIN" -C "$clone" acquire --remote origin "new-$RUN-$round-b" --holder bench > /dev/null
+        XDG_STATE_HOME=$home "$BIN" -C "$clone" acquire --remote origin "new-$RUN-$round-b" --holder bench > /dev/null
         e=$(seconds)
-        trusted=$(grep -l "archive: every fold" "$clone"/.git/lease-doctor/* 2> /dev/null | wc -l)
-        rm -rf "$clone"
+        trusted=$(grep -l "archive: every fold" "$home"/git-lease/servers/* 2> /dev/null | wc -l)
+        rm -rf "$clone" "$home"
         python3 -c "import sys; a, b, c, d, e = map(float, sys.argv[1:6]); print(f'  round {sys.argv[6]}: plain push {(b - a) * 1000:7.1f} ms, first claim {(d - c) * 1000:7.1f} ms, second {(e - d) * 1000:7.1f} ms, archive vouched: {sys.argv[7]}'); open(sys.argv[8], 'a').write(f'{b - a}\n'); open(sys.argv[9], 'a').write(f'{d - c}\n'); open(sys.argv[10], 'a').write(f'{e - d}\n')" \
             "$a" "$b" "$c" "$d" "$e" "$round" "$trusted" "$W/plain" "$W/first" "$W/second"
     done
