@@ -4,7 +4,7 @@
 //! [`Error::Interrupted`], which says that the outcome is unknown and that running the same
 //! command again converges. A second signal ends the process at once (exit 130).
 
-use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -18,30 +18,39 @@ use super::{Context, Failure};
 /// How long git's commands get to end on SIGTERM before SIGKILL.
 const GIT_GRACE: Duration = Duration::from_secs(1);
 
+/// The signals of an interrupt.
+const WATCHED: [i32; 3] = [SIGINT, SIGTERM, SIGHUP];
+
 /// The exit code of a second signal, as a shell reports a process SIGINT ended.
 const SECOND_SIGNAL_EXIT: i32 = 130;
 
 /// Watches for the signals of an interrupt while a write goes through a remote.
 pub(crate) struct Interrupt {
-    /// The first signal received, 0 while none.
-    received: Arc<AtomicI32>,
+    /// The signal received, 0 while none.
+    received: Arc<AtomicUsize>,
 }
 
 impl Interrupt {
     /// Starts watching; from now on the signals no longer end the process by themselves.
+    ///
+    /// The signal is recorded by the handler itself, not by the thread that stops git: the
+    /// kernel runs the handler on the waiting thread before that thread can see a git command
+    /// the same signal ended, so [`Interrupt::explain`] never misses it.
     pub(crate) fn watch() -> Result<Interrupt, Error> {
-        let mut signals =
-            signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP]).map_err(|e| {
-                Error::Io {
-                    context: "cannot install signal handlers".into(),
-                    source: e,
-                }
-            })?;
-        let received = Arc::new(AtomicI32::new(0));
-        let seen = received.clone();
+        let cannot_install = |e| Error::Io {
+            context: "cannot install signal handlers".into(),
+            source: e,
+        };
+        let received = Arc::new(AtomicUsize::new(0));
+        for signal in WATCHED {
+            let value = usize::try_from(signal).unwrap_or_default();
+            signal_hook::flag::register_usize(signal, received.clone(), value)
+                .map_err(cannot_install)?;
+        }
+        let mut signals = signal_hook::iterator::Signals::new(WATCHED).map_err(cannot_install)?;
         std::thread::spawn(move || {
-            for signal in signals.forever() {
-                if seen.swap(signal, Ordering::SeqCst) != 0 {
+            for (count, _) in signals.forever().enumerate() {
+                if count > 0 {
                     std::process::exit(SECOND_SIGNAL_EXIT);
                 }
                 git_lease::git::stop_commands(GIT_GRACE);
@@ -57,9 +66,9 @@ impl Interrupt {
         if signal == 0 {
             return error;
         }
-        let name = match signal {
-            SIGINT => "SIGINT (Ctrl-C)",
-            SIGTERM => "SIGTERM",
+        let name = match i32::try_from(signal) {
+            Ok(SIGINT) => "SIGINT (Ctrl-C)",
+            Ok(SIGTERM) => "SIGTERM",
             _ => "SIGHUP",
         };
         // An unknown outcome already says what this error says: only git's words are kept.
