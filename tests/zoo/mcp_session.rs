@@ -246,7 +246,18 @@ fn mcp_a_detached_lease_is_neither_renewed_nor_released_and_a_too_short_bound_on
         result(answer, 0);
     }
     assert_eq!(events(&repo, "7"), ["acquire"]);
-    assert_eq!(events(&repo, "11"), ["release", "acquire"]);
+    // Bound, so renewed until the client released it (a renewal falls between the two calls
+    // only when they are a renewal interval apart, as on a loaded machine).
+    let eleven = events(&repo, "11");
+    let (newest, rest) = eleven.split_first().expect("events of 11");
+    assert_eq!(newest, "release", "{eleven:?}");
+    assert_eq!(
+        rest.last().map(String::as_str),
+        Some("acquire"),
+        "{eleven:?}"
+    );
+    let between = &rest[..rest.len() - 1];
+    assert!(between.iter().all(|e| e == "renew"), "{eleven:?}");
     // Claimed again detached by its live holder: a re-acquire, written only if the clock passed
     // a second between the two claims. Never renewed or released after.
     let twelve = events(&repo, "12");
