@@ -33,9 +33,10 @@ pub(crate) struct Interrupt {
 impl Interrupt {
     /// Starts watching; from now on the signals no longer end the process by themselves.
     ///
-    /// The signal is recorded by the handler itself, not by the thread that stops git: the
-    /// kernel runs the handler on the waiting thread before that thread can see a git command
-    /// the same signal ended, so [`Interrupt::explain`] never misses it.
+    /// The signal is recorded by the handler itself, not by the thread that stops git. A
+    /// signal sent to the process goes to its main thread, which blocks none, and the handler
+    /// runs before that thread goes on, so [`Interrupt::explain`] (called there once git ended
+    /// of the same signal) never misses it.
     pub(crate) fn watch() -> Result<Interrupt, Error> {
         let cannot_install = |e| Error::Io {
             context: "cannot install signal handlers".into(),
